@@ -1,0 +1,195 @@
+"""The server extension: configuration (`c.CostGuard.…`) and wiring, nothing else."""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+from jupyter_server.extension.application import ExtensionApp
+from tornado.ioloop import IOLoop
+from traitlets import Bool, CaselessStrEnum, Float, List, Unicode, default
+
+from . import api, metrics
+from .ledger import Ledger, default_db_path
+from .records import GpuReading, KernelInfo
+from .replay import ReplaySource
+from .service import CostService, PricingConfig
+from .telemetry import GpuSource, Telemetry
+
+
+class NvmlSource:
+    """`GpuSource` over the real NVML reader."""
+
+    simulated = False
+    instance_type = None
+
+    def __init__(self) -> None:
+        from .gpu import NvmlReader
+
+        self.reader = NvmlReader()
+
+    def read(self, kernel_pids: Any) -> GpuReading:
+        return self.reader.read()
+
+    def close(self) -> None:
+        self.reader.close()
+
+
+class FallbackSource:
+    """NVML when a driver answers; otherwise the replayed trace (demo configuration)."""
+
+    def __init__(self, nvml: NvmlSource, replay: ReplaySource) -> None:
+        self.nvml = nvml
+        self.replay = replay
+        self.simulated = True
+        self.instance_type: str | None = replay.instance_type
+
+    def read(self, kernel_pids: Any) -> GpuReading:
+        reading = self.nvml.read(kernel_pids)
+        if reading.status == "ok" and reading.gpus:
+            self.simulated = False
+            self.instance_type = None
+            return reading
+        self.simulated = True
+        self.instance_type = self.replay.instance_type
+        return self.replay.read(kernel_pids)
+
+    def close(self) -> None:
+        self.nvml.close()
+
+
+class CostGuard(ExtensionApp):
+    """Cost of GPU notebooks: sampling, ledger, REST API and Prometheus metrics."""
+
+    name = "jupyter_costguard"
+    load_other_extensions = True
+
+    instance_type = Unicode(
+        None, allow_none=True, config=True,
+        help="Catalog instance type this server runs on (e.g. p4d.24xlarge). Beats detection.",
+    )
+    hourly_rate = Float(
+        None, allow_none=True, config=True,
+        help="Hourly rate to use when the instance cannot be found in the catalog.",
+    )
+    market = CaselessStrEnum(
+        ["on-demand", "spot"], default_value="on-demand", config=True,
+        help="Which catalog price applies: on-demand or spot.",
+    )
+    currency = Unicode("USD", config=True, help="Currency code shown with every amount.")
+    gpu_share = Float(
+        None, allow_none=True, config=True,
+        help="Fraction of the hourly rate that is the GPUs' (the rest is the host's). "
+        "Default: the catalog row's, else a rule by vCPU and RAM (see README).",
+    )
+    catalog_files = List(
+        Unicode(), config=True,
+        help="Extra catalog files (CSV or JSON) whose rows add to or override the shipped ones.",
+    )
+    sample_interval = Float(2.0, config=True, help="Seconds between samples.")
+    idle_gpu_threshold_percent = Float(
+        5.0, config=True,
+        help="A GPU below this utilisation is idle; kernels holding it while not busy waste.",
+    )
+    db_path = Unicode(config=True, help="SQLite file holding the ledger.")
+    history_retention_days = Float(7.0, config=True, help="Days of per-minute history kept.")
+    replay_trace = Unicode(
+        None, allow_none=True, config=True,
+        help="A recorded GPU trace to play (figures labelled simulated).",
+    )
+    replay_mode = CaselessStrEnum(
+        ["fallback", "always"], default_value="fallback", config=True,
+        help="'fallback': play replay_trace only when no NVIDIA driver answers; 'always': play it.",
+    )
+    enabled = Bool(True, config=True, help="Turn sampling off entirely.")
+
+    @default("db_path")
+    def _default_db_path(self) -> str:
+        return default_db_path()
+
+    service: CostService | None = None
+
+    def _gpu_source(self) -> GpuSource:
+        if self.replay_trace:
+            replay = ReplaySource(self.replay_trace)
+            if self.replay_mode == "always":
+                return replay
+            return FallbackSource(NvmlSource(), replay)
+        return NvmlSource()
+
+    def initialize_settings(self) -> None:
+        telemetry = Telemetry(self._gpu_source())
+        ledger = Ledger(self.db_path, retention_days=self.history_retention_days, now=time.time())
+        self.service = CostService(
+            telemetry,
+            ledger,
+            PricingConfig(
+                instance_type=self.instance_type,
+                hourly_rate=self.hourly_rate,
+                market=self.market,
+                currency=self.currency,
+                gpu_share=self.gpu_share,
+                catalog_files=tuple(self.catalog_files),
+            ),
+            sample_interval=self.sample_interval,
+            idle_threshold_percent=self.idle_gpu_threshold_percent,
+            environ=dict(os.environ),
+            metrics_builder=metrics.build_metrics,
+        )
+        service = self.service
+        metrics.install(lambda: service.published.metrics)
+        self.settings["costguard_service"] = self.service
+        self.log.info("costguard: ledger at %s, %s", self.db_path,
+                      service.published.pricing.detail)
+        # The server calls _start_jupyter_server_extension once its loop runs; embedders
+        # that never run that hook (pytest-jupyter) still get sampling via this callback.
+        loop = getattr(self.serverapp, "io_loop", None) or IOLoop.current()
+        loop.add_callback(self._ensure_started)
+
+    def _ensure_started(self) -> None:
+        if self.service is not None and self.enabled and not self.service.running:
+            self.service.start(self._gather)
+
+    def initialize_handlers(self) -> None:
+        # Registered outside the extension's own namespace so the routes are exactly
+        # {base_url}costguard/api/...
+        self.serverapp.web_app.add_handlers(".*$", api.handlers(self.serverapp.base_url))
+
+    async def _start_jupyter_server_extension(self, serverapp: Any) -> None:
+        self._ensure_started()
+
+    async def _gather(self) -> list[KernelInfo]:
+        """Kernel facts from the kernel and session managers: attribute reads, no messages."""
+        km = self.serverapp.kernel_manager
+        paths: dict[str, str] = {}
+        sm = self.serverapp.session_manager
+        try:
+            rows = sm.cursor.execute("SELECT kernel_id, path FROM session").fetchall()
+            paths = {kid: path for kid, path in rows if kid}
+        except Exception:
+            paths = {}
+        infos = []
+        for kid in list(km.list_kernel_ids()):
+            try:
+                kernel = km.get_kernel(kid)
+            except KeyError:
+                continue
+            provisioner = getattr(kernel, "provisioner", None)
+            pid = getattr(provisioner, "pid", None)
+            last = getattr(kernel, "last_activity", None)
+            infos.append(KernelInfo(
+                kernel_id=kid,
+                name=getattr(kernel, "kernel_name", "") or "",
+                pid=pid if isinstance(pid, int) else None,
+                execution_state=getattr(kernel, "execution_state", "unknown") or "unknown",
+                last_activity=last.timestamp() if last is not None else time.time(),
+                connections=int(getattr(km, "_kernel_connections", {}).get(kid, 0)),
+                path=paths.get(kid),
+            ))
+        return infos
+
+    async def stop_extension(self) -> None:
+        if self.service is not None:
+            await self.service.stop()
+            metrics.install(None)

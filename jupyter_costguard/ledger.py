@@ -1,0 +1,269 @@
+"""Running totals of spend per kernel, notebook and server, persisted in SQLite.
+
+Totals live in memory and every sample is committed in one small WAL transaction from the
+sampler thread, so a crash of the server (even `kill -9`) loses at most the interval in
+flight. History is rolled up per minute and pruned after `retention_days`: the table holds
+at most (notebooks active in a minute) × 1440 × retention_days rows.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+from collections import deque
+from dataclasses import dataclass
+from pathlib import Path
+
+from .spend import IntervalCost
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS consumer (
+    kind TEXT NOT NULL,          -- 'kernel' (jobs later)
+    id TEXT NOT NULL,
+    path TEXT NOT NULL,          -- notebook path, '' when none
+    name TEXT NOT NULL DEFAULT '',
+    first_seen REAL NOT NULL,
+    last_seen REAL NOT NULL,
+    spend REAL NOT NULL DEFAULT 0,
+    waste REAL NOT NULL DEFAULT 0,
+    gpu_spend REAL NOT NULL DEFAULT 0,
+    host_spend REAL NOT NULL DEFAULT 0,
+    PRIMARY KEY (kind, id, path)
+);
+CREATE TABLE IF NOT EXISTS server (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    since REAL NOT NULL,
+    last_sample REAL,
+    spend REAL NOT NULL DEFAULT 0,
+    waste REAL NOT NULL DEFAULT 0,
+    unattributed REAL NOT NULL DEFAULT 0,
+    unattributed_gpu REAL NOT NULL DEFAULT 0,
+    seconds REAL NOT NULL DEFAULT 0
+);
+CREATE TABLE IF NOT EXISTS history (
+    bucket INTEGER NOT NULL,     -- epoch minute
+    path TEXT NOT NULL,          -- notebook path; '' for the whole server
+    spend REAL NOT NULL DEFAULT 0,
+    waste REAL NOT NULL DEFAULT 0,
+    PRIMARY KEY (bucket, path)
+);
+"""
+
+HISTORY_BUCKET_SECONDS = 60
+#: Minute buckets kept in memory per notebook for sparklines and the API.
+HISTORY_IN_MEMORY = 180
+
+
+@dataclass
+class Totals:
+    spend: float = 0.0
+    waste: float = 0.0
+    gpu_spend: float = 0.0
+    host_spend: float = 0.0
+    first_seen: float = 0.0
+    last_seen: float = 0.0
+
+    def add(self, spend: float, waste: float, gpu: float, host: float, now: float) -> None:
+        self.spend += spend
+        self.waste += waste
+        self.gpu_spend += gpu
+        self.host_spend += host
+        if not self.first_seen:
+            self.first_seen = now
+        self.last_seen = max(self.last_seen, now)
+
+
+@dataclass
+class ServerTotals:
+    since: float
+    last_sample: float | None = None
+    spend: float = 0.0
+    waste: float = 0.0
+    unattributed: float = 0.0
+    unattributed_gpu: float = 0.0
+    seconds: float = 0.0
+
+
+@dataclass
+class HistoryPoint:
+    bucket: int  # epoch minute
+    spend: float
+    waste: float
+
+
+class Ledger:
+    """Accumulates `IntervalCost`s; only the sampler thread writes."""
+
+    def __init__(self, db_path: str | Path, retention_days: float = 7.0, now: float = 0.0) -> None:
+        self.db_path = Path(db_path)
+        self.retention_days = retention_days
+        self._lock = threading.Lock()
+        self.db_path.parent.mkdir(parents=True, exist_ok=True)
+        self.db = sqlite3.connect(str(self.db_path), check_same_thread=False, isolation_level=None)
+        self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.execute("PRAGMA synchronous=NORMAL")
+        self.db.executescript(SCHEMA)
+        self._kernels: dict[tuple[str, str], Totals] = {}
+        self._names: dict[tuple[str, str], str] = {}
+        self._notebooks: dict[str, Totals] = {}
+        self._notebook_kernels: dict[str, set[str]] = {}
+        self._history: dict[str, deque[HistoryPoint]] = {}
+        self._last_prune = 0.0
+        self.server = self._load(now)
+
+    def _load(self, now: float) -> ServerTotals:
+        row = self.db.execute(
+            "SELECT since, last_sample, spend, waste, unattributed, unattributed_gpu, seconds "
+            "FROM server WHERE id = 1"
+        ).fetchone()
+        if row is None:
+            server = ServerTotals(since=now)
+            self.db.execute("INSERT INTO server (id, since) VALUES (1, ?)", (now,))
+        else:
+            server = ServerTotals(*row)
+        for kind, cid, path, name, first, last, spend, waste, gpu, host in self.db.execute(
+            "SELECT kind, id, path, name, first_seen, last_seen, spend, waste, gpu_spend, "
+            "host_spend FROM consumer"
+        ):
+            if kind != "kernel":
+                continue
+            t = Totals(spend, waste, gpu, host, first, last)
+            self._kernels[(cid, path)] = t
+            self._names[(cid, path)] = name
+            if path:
+                nb = self._notebooks.setdefault(path, Totals())
+                nb.add(spend, waste, gpu, host, first)
+                nb.last_seen = max(nb.last_seen, last)
+                self._notebook_kernels.setdefault(path, set()).add(cid)
+        floor = int(now // HISTORY_BUCKET_SECONDS) - HISTORY_IN_MEMORY
+        for bucket, path, spend, waste in self.db.execute(
+            "SELECT bucket, path, spend, waste FROM history WHERE bucket > ? ORDER BY bucket",
+            (floor,),
+        ):
+            self._history_deque(path).append(HistoryPoint(bucket, spend, waste))
+        return server
+
+    def _history_deque(self, path: str) -> deque[HistoryPoint]:
+        d = self._history.get(path)
+        if d is None:
+            d = self._history[path] = deque(maxlen=HISTORY_IN_MEMORY)
+        return d
+
+    def record(
+        self,
+        now: float,
+        seconds: float,
+        cost: IntervalCost,
+        paths: dict[str, str | None],
+        names: dict[str, str],
+    ) -> None:
+        """Add one interval; `paths` maps kernel id to its notebook path (None if none)."""
+        bucket = int(now // HISTORY_BUCKET_SECONDS)
+        rows = []
+        hist: dict[str, list[float]] = {"": [cost.total, 0.0]}
+        with self._lock:
+            s = self.server
+            s.spend += cost.total
+            s.unattributed += cost.unattributed
+            s.unattributed_gpu += cost.unattributed_gpu
+            s.seconds += seconds
+            s.last_sample = now
+            for kid, share in cost.shares.items():
+                path = paths.get(kid) or ""
+                key = (kid, path)
+                t = self._kernels.get(key)
+                if t is None:
+                    t = self._kernels[key] = Totals(first_seen=now, last_seen=now)
+                t.add(share.spend, share.waste, share.gpu, share.host, now)
+                self._names[key] = names.get(kid, "")
+                s.waste += share.waste
+                if path:
+                    nb = self._notebooks.get(path)
+                    if nb is None:
+                        nb = self._notebooks[path] = Totals(first_seen=now)
+                    nb.add(share.spend, share.waste, share.gpu, share.host, now)
+                    self._notebook_kernels.setdefault(path, set()).add(kid)
+                    h = hist.setdefault(path, [0.0, 0.0])
+                    h[0] += share.spend
+                    h[1] += share.waste
+                hist[""][1] += share.waste
+                rows.append(("kernel", kid, path, self._names[key], t.first_seen, t.last_seen,
+                             t.spend, t.waste, t.gpu_spend, t.host_spend))
+            for path, (spend, waste) in hist.items():
+                d = self._history_deque(path)
+                if d and d[-1].bucket == bucket:
+                    d[-1].spend += spend
+                    d[-1].waste += waste
+                else:
+                    d.append(HistoryPoint(bucket, spend, waste))
+        self._persist(rows, hist, bucket, now)
+
+    def _persist(self, rows: list, hist: dict[str, list[float]], bucket: int, now: float) -> None:
+        s = self.server
+        db = self.db
+        db.execute("BEGIN")
+        try:
+            db.executemany(
+                "INSERT INTO consumer (kind, id, path, name, first_seen, last_seen, spend, waste,"
+                " gpu_spend, host_spend) VALUES (?,?,?,?,?,?,?,?,?,?)"
+                " ON CONFLICT (kind, id, path) DO UPDATE SET name=excluded.name,"
+                " last_seen=excluded.last_seen, spend=excluded.spend, waste=excluded.waste,"
+                " gpu_spend=excluded.gpu_spend, host_spend=excluded.host_spend",
+                rows,
+            )
+            db.execute(
+                "UPDATE server SET last_sample=?, spend=?, waste=?, unattributed=?,"
+                " unattributed_gpu=?, seconds=? WHERE id=1",
+                (s.last_sample, s.spend, s.waste, s.unattributed, s.unattributed_gpu, s.seconds),
+            )
+            db.executemany(
+                "INSERT INTO history (bucket, path, spend, waste) VALUES (?,?,?,?)"
+                " ON CONFLICT (bucket, path) DO UPDATE SET spend=spend+excluded.spend,"
+                " waste=waste+excluded.waste",
+                [(bucket, path, v[0], v[1]) for path, v in hist.items()],
+            )
+            if now - self._last_prune > 3600:
+                cutoff = int((now - self.retention_days * 86400) // HISTORY_BUCKET_SECONDS)
+                db.execute("DELETE FROM history WHERE bucket < ?", (cutoff,))
+                self._last_prune = now
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+
+    # Readers below run on the sampler thread, the only writer, so they need no copies.
+
+    @property
+    def kernels(self) -> dict[tuple[str, str], Totals]:
+        """(kernel id, notebook path) -> totals, for every kernel ever seen."""
+        return self._kernels
+
+    @property
+    def notebooks(self) -> dict[str, Totals]:
+        return self._notebooks
+
+    def notebook_kernel_ids(self, path: str) -> set[str]:
+        return self._notebook_kernels.get(path, set())
+
+    def recent_history(self, path: str) -> list[HistoryPoint]:
+        """The last few hours of minute buckets ('' for the whole server)."""
+        return list(self._history.get(path, ()))
+
+    def history(self, path: str, since_bucket: int) -> list[HistoryPoint]:
+        """Longer history than memory holds, read from disk (sampler thread or tests)."""
+        rows = self.db.execute(
+            "SELECT bucket, spend, waste FROM history WHERE path = ? AND bucket >= ?"
+            " ORDER BY bucket",
+            (path, since_bucket),
+        ).fetchall()
+        return [HistoryPoint(*r) for r in rows]
+
+    def close(self) -> None:
+        self.db.close()
+
+
+def default_db_path() -> str:
+    from jupyter_core.paths import jupyter_data_dir
+
+    return os.path.join(jupyter_data_dir(), "costguard", "ledger.sqlite")

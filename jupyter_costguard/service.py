@@ -1,0 +1,187 @@
+"""The sampling service: telemetry → pricing → ledger → views and metrics, once per tick.
+
+The IO loop gathers `KernelInfo`s (attribute reads only) and hands them to a single worker
+thread, which does every slow thing. What readers see is swapped in as one object, so a
+request never waits behind a sample and never sees half of one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from .ledger import HISTORY_BUCKET_SECONDS, Ledger
+from .pricing import Catalog, Pricing, resolve_pricing
+from .records import KernelInfo, Sample
+from .spend import IntervalCost, split_interval
+from .telemetry import Telemetry
+from .views import Views, build_views, history_doc
+
+log = logging.getLogger("jupyter_costguard")
+
+
+@dataclass(frozen=True)
+class PricingConfig:
+    instance_type: str | None = None
+    hourly_rate: float | None = None
+    market: str = "on-demand"
+    currency: str = "USD"
+    gpu_share: float | None = None
+    catalog_files: tuple[str, ...] = ()
+
+
+@dataclass
+class Published:
+    """The latest sample's results; replaced whole, never mutated."""
+
+    sample: Sample | None
+    cost: IntervalCost | None
+    pricing: Pricing
+    views: Views
+    metrics: list[Any] = field(default_factory=list)
+    samples_total: int = 0
+
+
+class CostService:
+    def __init__(
+        self,
+        telemetry: Telemetry,
+        ledger: Ledger,
+        pricing_config: PricingConfig,
+        sample_interval: float = 2.0,
+        idle_threshold_percent: float = 5.0,
+        environ: dict[str, str] | None = None,
+        metrics_builder: Callable[[Published], list[Any]] | None = None,
+    ) -> None:
+        self.telemetry = telemetry
+        self.ledger = ledger
+        self.pricing_config = pricing_config
+        self.sample_interval = sample_interval
+        self.idle_threshold_percent = idle_threshold_percent
+        self.environ = dict(os.environ if environ is None else environ)
+        self.metrics_builder = metrics_builder
+        self.catalog = Catalog.load(pricing_config.catalog_files)
+        self._pricing_key: tuple[Any, ...] | None = None
+        self._pricing: Pricing | None = None
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="costguard-sampler")
+        self._task: asyncio.Task[None] | None = None
+        self._stopping = False
+        self.samples_total = 0
+        pricing = self._resolve(None)
+        self.published: Published = Published(
+            sample=None, cost=None, pricing=pricing,
+            views=build_views(None, None, pricing, ledger, sample_interval,
+                              idle_threshold_percent, simulated=telemetry.simulated),
+        )
+
+    # --- the worker side -------------------------------------------------------------
+
+    def _resolve(self, sample: Sample | None) -> Pricing:
+        """Pricing depends on what the hardware looks like; re-resolve only when that changes."""
+        gpu_key = None if sample is None else (
+            sample.gpu.status, tuple(g.name for g in sample.gpu.gpus if g.mig_parent_uuid is None)
+        )
+        key = (gpu_key,)
+        if key == self._pricing_key and self._pricing is not None:
+            return self._pricing
+        self._pricing_key = key
+        c = self.pricing_config
+        instance_type = c.instance_type
+        simulated_type = getattr(self.telemetry.gpu_source, "instance_type", None)
+        if instance_type is None and simulated_type and not self.environ.get(
+            "COSTGUARD_INSTANCE_TYPE"
+        ):
+            instance_type = simulated_type  # a replayed trace says what it was recorded on
+        self._pricing = resolve_pricing(
+            self.catalog,
+            instance_type=instance_type,
+            environ=self.environ,
+            gpu=sample.gpu if sample else None,
+            host=sample.host if sample else None,
+            hourly_rate=c.hourly_rate,
+            market=c.market,
+            currency=c.currency,
+            gpu_share=c.gpu_share,
+        )
+        return self._pricing
+
+    def tick(self, kernels: Sequence[KernelInfo]) -> Published:
+        """One full sample. Runs on the worker thread (tests may call it directly)."""
+        sample = self.telemetry.sample(kernels)
+        pricing = self._resolve(sample)
+        gpu_count = pricing.instance.gpu_count if pricing.instance else None
+        cost = split_interval(sample, pricing.rate_per_hour, pricing.gpu_share, gpu_count,
+                              self.idle_threshold_percent)
+        self.ledger.record(
+            sample.time, sample.interval, cost,
+            paths={k.info.kernel_id: k.info.path for k in sample.kernels},
+            names={k.info.kernel_id: k.info.name for k in sample.kernels},
+        )
+        views = build_views(sample, cost, pricing, self.ledger, self.sample_interval,
+                            self.idle_threshold_percent)
+        self.samples_total += 1
+        published = Published(sample=sample, cost=cost, pricing=pricing, views=views,
+                              samples_total=self.samples_total)
+        if self.metrics_builder is not None:
+            published.metrics = self.metrics_builder(published)
+        self.published = published
+        return published
+
+    # --- the loop side ---------------------------------------------------------------
+
+    @property
+    def running(self) -> bool:
+        return self._task is not None and not self._task.done()
+
+    def start(self, gather: Callable[[], Awaitable[list[KernelInfo]]]) -> None:
+        """Start ticking on the running loop; `gather` collects kernel facts on the loop."""
+        self._stopping = False
+        self._task = asyncio.ensure_future(self._run(gather))
+
+    async def _run(self, gather: Callable[[], Awaitable[list[KernelInfo]]]) -> None:
+        loop = asyncio.get_running_loop()
+        next_at = time.monotonic()
+        while not self._stopping:
+            try:
+                infos = await gather()
+                await loop.run_in_executor(self._executor, self.tick, infos)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("costguard: sample failed")
+            next_at += self.sample_interval
+            delay = next_at - time.monotonic()
+            if delay < 0:  # fell behind (slow disk, suspended VM): don't try to catch up
+                next_at = time.monotonic()
+                delay = 0
+            await asyncio.sleep(delay)
+
+    async def history(self, path: str, minutes: int) -> list[dict[str, float]]:
+        """Minute history from disk, read on the worker thread that owns the database."""
+        since = int(time.time() // HISTORY_BUCKET_SECONDS) - minutes
+        loop = asyncio.get_running_loop()
+        points = await loop.run_in_executor(self._executor, self.ledger.history, path, since)
+        return history_doc(points, minutes)
+
+    async def stop(self) -> None:
+        self._stopping = True
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except (asyncio.CancelledError, Exception):
+                pass
+            self._task = None
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(self._executor, self._close)
+        self._executor.shutdown(wait=False)
+
+    def _close(self) -> None:
+        self.telemetry.close()
+        self.ledger.close()

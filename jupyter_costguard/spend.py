@@ -1,0 +1,125 @@
+"""The spend model: one sample interval of instance cost, split among its consumers.
+
+For an interval of Δt seconds at R per hour the instance costs R·Δt/3600. A GPU share of
+that is split evenly over the instance's GPUs (a MIG instance gets its parent's cost in
+proportion to its memory); each GPU's cost goes to the kernels holding memory on it, in
+proportion to that memory, and to nobody ("unattributed") when nobody holds it. The host
+share is split by CPU time used in Δt. What nobody used stays unattributed, so for every
+interval: sum(consumers) + unattributed == R·Δt/3600 (conservation).
+
+A kernel's GPU cost counts as *waste* while the GPU is below the idle threshold and the
+kernel is not busy: it holds an accelerator that does nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from .records import GpuSample, KernelSample, Sample
+
+
+@dataclass
+class Share:
+    """What one consumer cost in one interval."""
+
+    gpu: float = 0.0
+    host: float = 0.0
+    waste: float = 0.0
+
+    @property
+    def spend(self) -> float:
+        return self.gpu + self.host
+
+
+@dataclass
+class IntervalCost:
+    total: float
+    unattributed: float
+    unattributed_gpu: float
+    shares: dict[str, Share] = field(default_factory=dict)
+
+    def attributed(self) -> float:
+        return sum(s.spend for s in self.shares.values())
+
+
+def _gpu_unit_costs(gpus: Sequence[GpuSample], gpu_pool: float, gpu_count: int | None) -> dict:
+    """Cost of each visible device for the interval, MIG instances sharing their parent's."""
+    physical: dict[str, list[GpuSample]] = {}
+    for g in gpus:
+        physical.setdefault(g.mig_parent_uuid or g.uuid, []).append(g)
+    count = max(gpu_count or 0, len(physical))
+    if count == 0:
+        return {}
+    per_gpu = gpu_pool / count
+    costs: dict[str, float] = {}
+    for members in physical.values():
+        if len(members) == 1 and members[0].mig_parent_uuid is None:
+            costs[members[0].uuid] = per_gpu
+            continue
+        total_mem = sum(m.memory_total_bytes for m in members) or len(members)
+        for m in members:
+            weight = (m.memory_total_bytes or 1) / total_mem
+            costs[m.uuid] = per_gpu * weight
+    return costs
+
+
+def split_interval(
+    sample: Sample,
+    rate_per_hour: float | None,
+    gpu_share: float,
+    gpu_count: int | None = None,
+    idle_threshold_percent: float = 5.0,
+) -> IntervalCost:
+    """Split one interval's instance cost among the kernels of the sample."""
+    total = (rate_per_hour or 0.0) * sample.interval / 3600.0
+    shares: dict[str, Share] = {k.info.kernel_id: Share() for k in sample.kernels}
+    if total <= 0.0:
+        return IntervalCost(total=0.0, unattributed=0.0, unattributed_gpu=0.0, shares=shares)
+    gpu_share = min(1.0, max(0.0, gpu_share))
+    gpu_pool = total * gpu_share
+    host_pool = total - gpu_pool
+
+    gpu_attributed = 0.0
+    unit_costs = _gpu_unit_costs(sample.gpu.gpus, gpu_pool, gpu_count)
+    for gpu in sample.gpu.gpus:
+        cost = unit_costs.get(gpu.uuid, 0.0)
+        holders = [(k, k.gpu_memory_bytes[gpu.uuid]) for k in sample.kernels
+                   if gpu.uuid in k.gpu_memory_bytes]
+        if not holders or cost == 0.0:
+            continue
+        mem_total = sum(m for _, m in holders)
+        idle_gpu = gpu.utilization_percent is None or gpu.utilization_percent < idle_threshold_percent
+        for k, mem in holders:
+            part = cost * (mem / mem_total if mem_total > 0 else 1.0 / len(holders))
+            share = shares[k.info.kernel_id]
+            share.gpu += part
+            if idle_gpu and k.info.execution_state != "busy":
+                share.waste += part
+            gpu_attributed += part
+
+    host_attributed = 0.0
+    capacity = sample.interval * max(1, sample.host.cpu_count)
+    used = sum(k.cpu_seconds for k in sample.kernels)
+    if capacity > 0 and used > 0:
+        scale = 1.0 / max(1.0, used / capacity)  # never hand out more than the host
+        for k in sample.kernels:
+            part = host_pool * (k.cpu_seconds / capacity) * scale
+            shares[k.info.kernel_id].host += part
+            host_attributed += part
+
+    unattributed_gpu = gpu_pool - gpu_attributed
+    unattributed = unattributed_gpu + (host_pool - host_attributed)
+    return IntervalCost(
+        total=total,
+        unattributed=unattributed,
+        unattributed_gpu=unattributed_gpu,
+        shares=shares,
+    )
+
+
+def kernel_gpu_utilization(k: KernelSample, gpus: Sequence[GpuSample]) -> float | None:
+    """Mean utilisation of the GPUs a kernel holds (None when it holds none or it's unknown)."""
+    values = [g.utilization_percent for g in gpus
+              if g.uuid in k.gpu_memory_bytes and g.utilization_percent is not None]
+    return sum(values) / len(values) if values else None

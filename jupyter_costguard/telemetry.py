@@ -1,0 +1,304 @@
+"""Sampling of GPUs, host and kernels, run on a worker thread.
+
+The IO loop only hands over a list of `KernelInfo` (attribute reads, no I/O, no kernel
+messages, so kernels' idle timers are untouched); everything that touches /proc, psutil or
+NVML happens here, off the loop.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Protocol
+
+import psutil
+
+from .records import (
+    ATTRIBUTION_CUDA_MAPPED,
+    ATTRIBUTION_NONE,
+    ATTRIBUTION_PID,
+    GpuReading,
+    GpuSample,
+    HostSample,
+    KernelInfo,
+    KernelSample,
+    Sample,
+)
+
+log = logging.getLogger("jupyter_costguard")
+
+#: How long a "does this process map libcuda?" answer is trusted.
+CUDA_MAP_TTL_SECONDS = 30.0
+
+
+class GpuSource(Protocol):
+    """Where GPU readings come from: NVML, or a replayed trace."""
+
+    simulated: bool
+
+    def read(self, kernel_pids: Sequence[int]) -> GpuReading: ...
+
+    def close(self) -> None: ...
+
+
+class _ProcTree:
+    """Finds a process's descendants cheaply (Linux's per-task children files)."""
+
+    def __init__(self, proc_root: str = "/proc") -> None:
+        self.proc_root = proc_root
+        self._has_children_files = Path(proc_root, "self", "task").is_dir() and any(
+            Path(proc_root, "self", "task").glob("*/children")
+        )
+
+    def descendants(self, pid: int) -> list[int]:
+        if not self._has_children_files:
+            try:
+                return [p.pid for p in psutil.Process(pid).children(recursive=True)]
+            except psutil.Error:
+                return []
+        out: list[int] = []
+        stack = [pid]
+        while stack:
+            current = stack.pop()
+            for child in self._children(current):
+                out.append(child)
+                stack.append(child)
+        return out
+
+    def _children(self, pid: int) -> list[int]:
+        kids: list[int] = []
+        task_dir = f"{self.proc_root}/{pid}/task"
+        try:
+            tids = os.listdir(task_dir)
+        except OSError:
+            return kids
+        for tid in tids:
+            try:
+                with open(f"{task_dir}/{tid}/children") as f:
+                    kids.extend(int(x) for x in f.read().split())
+            except OSError:
+                continue
+        return kids
+
+
+class KernelProbe:
+    """Per-process CPU and memory, keeping the CPU-time baseline between samples."""
+
+    def __init__(self, proc_root: str = "/proc") -> None:
+        self.tree = _ProcTree(proc_root)
+        self.proc_root = proc_root
+        self._procs: dict[int, psutil.Process] = {}
+        self._cpu: dict[int, float] = {}
+        self._cuda: dict[int, tuple[float, bool]] = {}
+        self._visible: dict[int, str | None] = {}
+
+    def measure(self, root_pid: int) -> tuple[tuple[int, ...], float, int]:
+        """(process tree, CPU seconds since the last call, RSS bytes)."""
+        pids = (root_pid, *self.tree.descendants(root_pid))
+        cpu_delta = 0.0
+        rss = 0
+        alive: list[int] = []
+        for pid in pids:
+            proc = self._procs.get(pid)
+            try:
+                if proc is None:
+                    proc = psutil.Process(pid)
+                    self._procs[pid] = proc
+                with proc.oneshot():
+                    t = proc.cpu_times()
+                    mem = proc.memory_info()
+            except psutil.Error:
+                self._forget(pid)
+                continue
+            total = t.user + t.system
+            cpu_delta += max(0.0, total - self._cpu.get(pid, 0.0))
+            self._cpu[pid] = total
+            rss += mem.rss
+            alive.append(pid)
+        return tuple(alive), cpu_delta, rss
+
+    def maps_cuda(self, pid: int, now: float) -> bool:
+        """Whether the process has the CUDA driver library mapped (cached for a while)."""
+        cached = self._cuda.get(pid)
+        if cached is not None and now - cached[0] < CUDA_MAP_TTL_SECONDS:
+            return cached[1]
+        found = False
+        try:
+            with open(f"{self.proc_root}/{pid}/maps", "rb") as f:
+                for line in f:
+                    if b"libcuda.so" in line:
+                        found = True
+                        break
+        except OSError:
+            found = False
+        self._cuda[pid] = (now, found)
+        return found
+
+    def visible_devices(self, pid: int) -> str | None:
+        """The CUDA_VISIBLE_DEVICES a process was started with, if readable."""
+        if pid in self._visible:
+            return self._visible[pid]
+        value: str | None = None
+        try:
+            with open(f"{self.proc_root}/{pid}/environ", "rb") as f:
+                for item in f.read().split(b"\0"):
+                    if item.startswith(b"CUDA_VISIBLE_DEVICES="):
+                        value = item.split(b"=", 1)[1].decode(errors="replace")
+                        break
+        except OSError:
+            value = None
+        self._visible[pid] = value
+        return value
+
+    def prune(self, live: Iterable[int]) -> None:
+        keep = set(live)
+        for pid in list(self._procs):
+            if pid not in keep:
+                self._forget(pid)
+
+    def _forget(self, pid: int) -> None:
+        self._procs.pop(pid, None)
+        self._cpu.pop(pid, None)
+        self._cuda.pop(pid, None)
+        self._visible.pop(pid, None)
+
+
+def _sees(gpu: GpuSample, visible: str | None) -> bool:
+    """Whether a process with this CUDA_VISIBLE_DEVICES can see the GPU."""
+    if visible is None:
+        return True
+    entries = [e.strip() for e in visible.split(",") if e.strip()]
+    for entry in entries:
+        if entry.isdigit() and int(entry) == gpu.index:
+            return True
+        if gpu.uuid.startswith(entry) or (gpu.mig_parent_uuid or "").startswith(entry):
+            return True
+    return False
+
+
+def attribute_gpus(
+    gpus: Sequence[GpuSample],
+    kernels: Sequence[KernelInfo],
+    trees: dict[str, tuple[int, ...]],
+    probe: KernelProbe | None,
+    now: float,
+) -> dict[str, tuple[dict[str, int], str]]:
+    """Which kernel holds how much memory on which GPU, and by which method.
+
+    PIDs first; where a GPU carries processes (or memory) that match no kernel, kernels that
+    map libcuda and can see that GPU share the unmatched memory equally (containers: NVML
+    reports host PIDs that the server's PID namespace does not know).
+    """
+    owner: dict[int, str] = {}
+    for kid, pids in trees.items():
+        for pid in pids:
+            owner[pid] = kid
+    held: dict[str, dict[str, int]] = {k.kernel_id: {} for k in kernels}
+    method: dict[str, str] = {k.kernel_id: ATTRIBUTION_NONE for k in kernels}
+    unmatched: dict[str, int] = {}
+    for gpu in gpus:
+        matched_mem = 0
+        unmatched_procs = False
+        for proc in gpu.processes:
+            kid = owner.get(proc.pid)
+            if kid is None:
+                unmatched_procs = True
+                continue
+            mem = proc.used_memory_bytes or 0
+            held[kid][gpu.uuid] = held[kid].get(gpu.uuid, 0) + mem
+            method[kid] = ATTRIBUTION_PID
+            matched_mem += mem
+        if unmatched_procs or (not gpu.processes and gpu.memory_used_bytes > 0):
+            unmatched[gpu.uuid] = max(0, gpu.memory_used_bytes - matched_mem)
+    if unmatched and probe is not None:
+        by_uuid = {g.uuid: g for g in gpus}
+        for uuid, mem in unmatched.items():
+            gpu = by_uuid[uuid]
+            takers = []
+            for k in kernels:
+                if uuid in held[k.kernel_id] or k.pid is None:
+                    continue
+                pids = trees.get(k.kernel_id, ())
+                if any(probe.maps_cuda(pid, now) for pid in pids) and _sees(
+                    gpu, probe.visible_devices(k.pid)
+                ):
+                    takers.append(k.kernel_id)
+            for kid in takers:
+                held[kid][uuid] = mem // len(takers)
+                if method[kid] == ATTRIBUTION_NONE:
+                    method[kid] = ATTRIBUTION_CUDA_MAPPED
+    return {kid: (held[kid], method[kid]) for kid in held}
+
+
+class Telemetry:
+    """Takes one `Sample`: host, GPUs and every kernel's share of them."""
+
+    def __init__(
+        self,
+        gpu_source: GpuSource,
+        clock: Callable[[], float] = time.time,
+        proc_root: str = "/proc",
+    ) -> None:
+        self.gpu_source = gpu_source
+        self.clock = clock
+        self.probe = KernelProbe(proc_root)
+        self._last_time: float | None = None
+        psutil.cpu_percent(interval=None)  # prime the host CPU counter
+
+    @property
+    def simulated(self) -> bool:
+        return self.gpu_source.simulated
+
+    def sample(self, kernels: Sequence[KernelInfo]) -> Sample:
+        started = time.perf_counter()
+        now = self.clock()
+        interval = 0.0 if self._last_time is None else max(0.0, now - self._last_time)
+        self._last_time = now
+
+        trees: dict[str, tuple[int, ...]] = {}
+        cpu: dict[str, float] = {}
+        rss: dict[str, int] = {}
+        for k in kernels:
+            if k.pid is None:
+                trees[k.kernel_id], cpu[k.kernel_id], rss[k.kernel_id] = (), 0.0, 0
+                continue
+            trees[k.kernel_id], cpu[k.kernel_id], rss[k.kernel_id] = self.probe.measure(k.pid)
+        self.probe.prune(pid for pids in trees.values() for pid in pids)
+
+        kernel_pids = [k.pid for k in kernels if k.pid is not None]
+        gpu = self.gpu_source.read(kernel_pids)
+        held = attribute_gpus(gpu.gpus, kernels, trees, self.probe, now)
+
+        vm = psutil.virtual_memory()
+        host = HostSample(
+            cpu_count=psutil.cpu_count() or 1,
+            cpu_percent=psutil.cpu_percent(interval=None),
+            memory_total_bytes=vm.total,
+            memory_used_bytes=vm.total - vm.available,
+        )
+        samples = tuple(
+            KernelSample(
+                info=k,
+                pids=trees[k.kernel_id],
+                cpu_seconds=cpu[k.kernel_id],
+                rss_bytes=rss[k.kernel_id],
+                gpu_memory_bytes=held[k.kernel_id][0],
+                attribution=held[k.kernel_id][1],
+            )
+            for k in kernels
+        )
+        return Sample(
+            time=now,
+            interval=interval,
+            gpu=gpu,
+            host=host,
+            kernels=samples,
+            simulated=self.gpu_source.simulated,
+            duration_seconds=time.perf_counter() - started,
+        )
+
+    def close(self) -> None:
+        self.gpu_source.close()

@@ -1,0 +1,205 @@
+"""JSON documents the REST API serves, built once per sample on the sampler thread.
+
+Handlers only pick a prebuilt document, so a request never waits for NVML, /proc or SQLite.
+The shapes are described in `openapi.yaml`, which the tests hold these documents to.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from .ledger import HISTORY_BUCKET_SECONDS, HistoryPoint, Ledger
+from .pricing import Pricing
+from .records import GpuSample, KernelSample, Sample
+from .spend import IntervalCost, kernel_gpu_utilization
+
+#: Minute points included with each notebook in list responses (sparklines).
+SPARKLINE_POINTS = 30
+
+
+def _money(x: float) -> float:
+    return round(x, 6)
+
+
+def history_doc(points: list[HistoryPoint], limit: int) -> list[dict[str, float]]:
+    return [
+        {"time": float(p.bucket * HISTORY_BUCKET_SECONDS), "spend": _money(p.spend),
+         "waste": _money(p.waste)}
+        for p in points[-limit:]
+    ]
+
+
+def instance_doc(pricing: Pricing) -> dict[str, Any] | None:
+    i = pricing.instance
+    if i is None:
+        return None
+    return {
+        "provider": i.provider,
+        "instance_type": i.instance_type,
+        "gpu_model": i.gpu_model or None,
+        "gpu_count": i.gpu_count,
+        "gpu_memory_gib": i.gpu_memory_gib,
+        "vcpus": i.vcpus,
+        "memory_gib": i.memory_gib,
+        "region": i.region,
+        "on_demand_per_hour": i.on_demand_per_hour,
+        "spot_per_hour": i.spot_per_hour,
+        "source_url": i.source_url,
+        "retrieved": i.retrieved,
+    }
+
+
+def gpu_doc(g: GpuSample, owners: dict[int, str]) -> dict[str, Any]:
+    return {
+        "index": g.index,
+        "uuid": g.uuid,
+        "name": g.name,
+        "memory_total_bytes": g.memory_total_bytes,
+        "memory_used_bytes": g.memory_used_bytes,
+        "utilization_percent": g.utilization_percent,
+        "power_watts": g.power_watts,
+        "mig_parent_uuid": g.mig_parent_uuid,
+        "faulty": g.faulty,
+        "processes": [
+            {"pid": p.pid, "used_memory_bytes": p.used_memory_bytes, "kind": p.kind,
+             "kernel_id": owners.get(p.pid)}
+            for p in g.processes
+        ],
+    }
+
+
+@dataclass
+class Views:
+    """Everything the API can answer, as of one sample."""
+
+    time: float | None
+    documents: dict[str, bytes] = field(default_factory=dict)  # endpoint -> JSON body
+    data: dict[str, dict[str, Any]] = field(default_factory=dict)  # endpoint -> the same, parsed
+    notebooks: dict[str, dict[str, Any]] = field(default_factory=dict)  # path -> detail doc
+    kernel_rates: dict[str, float] = field(default_factory=dict)
+
+
+def build_views(
+    sample: Sample | None,
+    cost: IntervalCost | None,
+    pricing: Pricing,
+    ledger: Ledger,
+    sample_interval: float,
+    idle_threshold_percent: float,
+    simulated: bool = False,
+) -> Views:
+    """Render every document from the latest sample and the ledger's totals."""
+    now = sample.time if sample else None
+    simulated = sample.simulated if sample is not None else simulated
+    currency = pricing.currency
+    server = ledger.server
+    kernels: list[dict[str, Any]] = []
+    gpus: list[dict[str, Any]] = []
+    by_path: dict[str, list[KernelSample]] = {}
+    rates: dict[str, float] = {}
+    if sample is not None:
+        owners = {pid: k.info.kernel_id for k in sample.kernels for pid in k.pids}
+        gpus = [gpu_doc(g, owners) for g in sample.gpu.gpus]
+        for k in sample.kernels:
+            info = k.info
+            path = info.path or ""
+            totals = ledger.kernels.get((info.kernel_id, path))
+            share = cost.shares.get(info.kernel_id) if cost else None
+            rate = share.spend * 3600.0 / sample.interval if share and sample.interval else 0.0
+            rates[info.kernel_id] = rate
+            idle = max(0.0, sample.time - info.last_activity) if info.execution_state == "idle" \
+                else 0.0
+            kernels.append({
+                "kernel_id": info.kernel_id,
+                "name": info.name,
+                "notebook": info.path,
+                "execution_state": info.execution_state,
+                "last_activity": info.last_activity,
+                "idle_seconds": round(idle, 3),
+                "connections": info.connections,
+                "pids": list(k.pids),
+                "cpu_percent": round(100.0 * k.cpu_seconds / sample.interval, 2)
+                if sample.interval else 0.0,
+                "rss_bytes": k.rss_bytes,
+                "gpus": sorted(k.gpu_memory_bytes),
+                "gpu_memory_bytes": sum(k.gpu_memory_bytes.values()),
+                "gpu_utilization_percent": kernel_gpu_utilization(k, sample.gpu.gpus),
+                "attribution": k.attribution,
+                "spend": _money(totals.spend if totals else 0.0),
+                "waste": _money(totals.waste if totals else 0.0),
+                "spend_rate_per_hour": _money(rate),
+            })
+            if info.path:
+                by_path.setdefault(info.path, []).append(k)
+
+    live_by_id = {k["kernel_id"]: k for k in kernels}
+    notebooks: dict[str, dict[str, Any]] = {}
+    for path, totals in ledger.notebooks.items():
+        live = by_path.get(path, [])
+        live_docs = [live_by_id[k.info.kernel_id] for k in live]
+        utils = [d["gpu_utilization_percent"] for d in live_docs
+                 if d["gpu_utilization_percent"] is not None]
+        notebooks[path] = {
+            "path": path,
+            "spend": _money(totals.spend),
+            "waste": _money(totals.waste),
+            "gpu_spend": _money(totals.gpu_spend),
+            "host_spend": _money(totals.host_spend),
+            "first_seen": totals.first_seen,
+            "last_seen": totals.last_seen,
+            "kernel_ids": [d["kernel_id"] for d in live_docs],
+            "kernels_seen": len(ledger.notebook_kernel_ids(path)),
+            "gpu_utilization_percent": sum(utils) / len(utils) if utils else None,
+            "gpu_memory_bytes": sum(d["gpu_memory_bytes"] for d in live_docs),
+            "idle_seconds": min((d["idle_seconds"] for d in live_docs), default=None),
+            "spend_rate_per_hour": _money(sum(rates.get(d["kernel_id"], 0.0) for d in live_docs)),
+            "history": history_doc(ledger.recent_history(path), SPARKLINE_POINTS),
+        }
+
+    common = {"simulated": simulated, "currency": currency, "time": now}
+    status = {
+        **common,
+        "instance": instance_doc(pricing),
+        "rate_per_hour": pricing.rate_per_hour,
+        "market": pricing.market,
+        "price_source": pricing.source,
+        "price_detail": pricing.detail,
+        "gpu_share": pricing.gpu_share,
+        "gpu_status": sample.gpu.status if sample else "starting",
+        "gpu_detail": sample.gpu.detail if sample else "",
+        "gpu_count": len(gpus),
+        "kernel_count": len(kernels),
+        "notebook_count": len(by_path),
+        "idle_threshold_percent": idle_threshold_percent,
+        "sample_interval_seconds": sample_interval,
+        "sample_duration_seconds": sample.duration_seconds if sample else None,
+        "last_sample_time": server.last_sample,
+        "totals": {
+            "since": server.since,
+            "seconds": round(server.seconds, 3),
+            "spend": _money(server.spend),
+            "waste": _money(server.waste),
+            "unattributed": _money(server.unattributed),
+            "unattributed_gpu": _money(server.unattributed_gpu),
+        },
+        "history": history_doc(ledger.recent_history(""), SPARKLINE_POINTS),
+    }
+    gpu_list = {**common, "status": status["gpu_status"], "detail": status["gpu_detail"],
+                "driver_version": sample.gpu.driver_version if sample else None, "gpus": gpus}
+    listing = sorted(notebooks.values(), key=lambda n: -n["spend"])
+    data = {
+        "status": status,
+        "gpus": gpu_list,
+        "kernels": {**common, "kernels": kernels},
+        "notebooks": {**common, "notebooks": listing},
+    }
+    return Views(
+        time=now,
+        documents={name: json.dumps(doc).encode() for name, doc in data.items()},
+        data=data,
+        notebooks={p: {**common, **doc, "kernels": [live_by_id[k] for k in doc["kernel_ids"]]}
+                   for p, doc in notebooks.items()},
+        kernel_rates=rates,
+    )
