@@ -101,10 +101,11 @@ def split_interval(
     host_attributed = 0.0
     capacity = sample.interval * max(1, sample.host.cpu_count)
     used = sum(k.cpu_seconds for k in sample.kernels)
-    if capacity > 0 and used > 0:
-        scale = 1.0 / max(1.0, used / capacity)  # never hand out more than the host
+    if used > 0:
+        # never hand out more than the host: divide by whichever is larger
+        denominator = max(used, capacity)
         for k in sample.kernels:
-            part = host_pool * (k.cpu_seconds / capacity) * scale
+            part = host_pool * (k.cpu_seconds / denominator)
             shares[k.info.kernel_id].host += part
             host_attributed += part
 

@@ -11,7 +11,8 @@ Typical use::
     scenario.write(path)                           # rewrite any time: the library reloads it
     env = nvmlstub.subprocess_env(path)            # for a Jupyter server / any subprocess
     fake = nvmlstub.preload()                      # or: this process, via pynvml
-    os.environ[nvmlstub.SCENARIO_ENV] = str(path)
+    os.environ[nvmlstub.SCENARIO_ENV] = str(path)  # (monkeypatch.setenv in tests)
+    fake.reset()                                   # between tests
 
 Scenario file format
 --------------------
@@ -55,7 +56,6 @@ import importlib.metadata
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 import threading
 import uuid as uuidlib
@@ -200,6 +200,8 @@ def _fail_text(fail: Mapping[str, str]) -> str:
 
 
 def _proc_line(gpu: int, proc: Proc, mig: int | None = None) -> str:
+    if proc.type not in ("compute", "graphics"):
+        raise ValueError(f"process type must be compute or graphics, not {proc.type!r}")
     mem = "na" if proc.mem is None else str(proc.mem)
     where = f"gpu={gpu}" + ("" if mig is None else f" mig={mig}")
     return f"proc {where} pid={proc.pid} mem={mem} type={proc.type}"
@@ -222,6 +224,10 @@ class Scenario:
         if self.init_error:
             lines.append(f"init error={self.init_error}")
         for i, g in enumerate(self.gpus):
+            parts_to_check: list[Gpu | Mig] = [g, *(m for m in g.migs if m is not None)]
+            for what in parts_to_check:
+                if what.mem_used + what.mem_reserved > what.mem_total:
+                    raise ValueError(f"{what.uuid}: mem_used + mem_reserved > mem_total")
             fail = dict(g.fail)
             if g.util is None:
                 fail.setdefault("util", "NOT_SUPPORTED")
@@ -294,10 +300,11 @@ class FakeNvml:
         self.lib.fake_nvml_call_count.restype = ctypes.c_long
         self.lib.fake_nvml_refcount.restype = ctypes.c_int
 
-    def reset(self) -> None:
-        """Forget init count, loaded scenario and call counts; reset pynvml's state too."""
+    def reset(self) -> Any:
+        """Forget init count, loaded scenario and call counts, and make pynvml use the stub
+        from a clean state.  Returns the library pynvml used before (for `reset_pynvml`)."""
         self.lib.fake_nvml_reset()
-        reset_pynvml()
+        return reset_pynvml(self.lib)
 
     def call_count(self, function: str) -> int:
         """How often an NVML function (e.g. "nvmlDeviceGetName") was called since reset."""
@@ -311,38 +318,35 @@ class FakeNvml:
         return int(self.lib.fake_nvml_refcount())
 
 
-_preloaded: FakeNvml | None = None
+_preloaded: dict[Path, FakeNvml] = {}
 
 
 def preload(lib_dir: Path | None = None) -> FakeNvml:
-    """Load the stub into this process so pynvml's CDLL("libnvidia-ml.so.1") finds it.
+    """Load the stub into this process and point pynvml at it (call `.reset()` per test).
 
-    The dynamic loader matches an already-loaded library by soname, so this must happen
-    before pynvml first loads NVML; it cannot be undone.  Point $COSTGUARD_FAKE_NVML_SCENARIO
-    at a scenario (e.g. with monkeypatch.setenv) before initialising NVML.
+    Loaded by full path, the stub also answers later `CDLL("libnvidia-ml.so.1")` calls by
+    soname, so pynvml's own loading finds it too, unless a real libnvidia-ml was loaded into
+    the process first; `reset()` hands the stub to pynvml directly, so either way pynvml uses
+    it.  This cannot be undone: tests that need the real driver should use a subprocess.
+    Point $COSTGUARD_FAKE_NVML_SCENARIO at a scenario (monkeypatch.setenv) before nvmlInit.
     """
-    global _preloaded
-    if _preloaded is not None:
-        return _preloaded
-    pynvml = sys.modules.get("pynvml")
-    loaded = getattr(pynvml, "nvmlLib", None) if pynvml is not None else None
-    if loaded is not None and not hasattr(loaded, "fake_nvml_reset"):
-        raise RuntimeError("pynvml already loaded a real libnvidia-ml in this process")
     lib_dir = build() if lib_dir is None else lib_dir
-    fake = FakeNvml(lib_dir / SONAME)
-    check = ctypes.CDLL(SONAME)  # what pynvml will get
-    if not hasattr(check, "fake_nvml_reset"):
-        raise RuntimeError(f"{SONAME} does not resolve to the stub in this process")
-    _preloaded = fake
+    path = lib_dir / SONAME
+    fake = _preloaded.get(path)
+    if fake is None:
+        fake = _preloaded[path] = FakeNvml(path)
+    fake.reset()
     return fake
 
 
-def reset_pynvml() -> None:
-    """Drop pynvml's loaded-library state so the next nvmlInit loads (the stub) again."""
-    pynvml: Any = sys.modules.get("pynvml")
-    if pynvml is None:
-        return
+def reset_pynvml(lib: Any = None) -> Any:
+    """Make pynvml use `lib` from a clean state (None: load libnvidia-ml.so.1 again at the
+    next nvmlInit); returns the library it used before."""
+    import pynvml
+
     with pynvml.libLoadLock:
-        pynvml.nvmlLib = None
+        previous = pynvml.nvmlLib
+        pynvml.nvmlLib = lib
         pynvml._nvmlLib_refcount = 0
         pynvml._nvmlGetFunctionPointer_cache.clear()
+    return previous

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -120,7 +121,14 @@ async def test_sampling_never_touches_kernel_activity(jp_fetch):
     kid = session["kernel"]["id"]
     await wait_for(jp_fetch, lambda d: any(k["kernel_id"] == kid for k in d["kernels"]),
                    endpoint="kernels")
-    before = (await get_json(jp_fetch, "api", "kernels", kid))["last_activity"]
+    # let the kernel's own start-up messages settle: no client talks to it after that
+    before = None
+    for _ in range(100):
+        now = (await get_json(jp_fetch, "api", "kernels", kid))["last_activity"]
+        if now == before:
+            break
+        before = now
+        await asyncio.sleep(1.5)
     status = await get_json(jp_fetch, "costguard", "api", "status")
     n = status["last_sample_time"]
     await wait_for(jp_fetch, lambda d: d["last_sample_time"] > n + 2.0)  # ≥ 8 samples later

@@ -53,12 +53,14 @@ def stub_dir() -> Path:
 @pytest.fixture
 def fake(stub_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Fake]:
     nvml = nvmlstub.preload(stub_dir)
-    nvml.reset()
+    previous = nvml.reset()
     path = tmp_path / "scenario.txt"
     monkeypatch.setenv(nvmlstub.SCENARIO_ENV, str(path))
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     yield Fake(nvml, path)
     nvml.reset()
+    # Leave pynvml as it was (on a GPU machine: the real driver) for other tests.
+    nvmlstub.reset_pynvml(previous if previous is not nvml.lib else None)
 
 
 @pytest.fixture
@@ -185,6 +187,18 @@ def test_reader_is_safe_from_several_threads(fake: Fake, readers: list[NvmlReade
         t.join()
     assert len(results) == 80
     assert all(x.status == "ok" and uuids(x) == [UUID0, UUID1, UUID2] for x in results)
+    assert fake.nvml.call_count("nvmlInitWithFlags") == 1
+
+
+def test_pynvml_finds_the_preloaded_stub_by_soname(fake: Fake, readers: list[NvmlReader]) -> None:
+    import pynvml
+
+    if not hasattr(ctypes.CDLL(nvmlstub.SONAME), "fake_nvml_reset"):
+        pytest.skip("a real libnvidia-ml was loaded into this process first")
+    fake.write(three_gpus())
+    nvmlstub.reset_pynvml(None)  # pynvml loads "libnvidia-ml.so.1" itself
+    assert uuids(reader(readers).read()) == [UUID0, UUID1, UUID2]
+    assert hasattr(pynvml.nvmlLib, "fake_nvml_reset")
     assert fake.nvml.call_count("nvmlInitWithFlags") == 1
 
 

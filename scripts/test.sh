@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Run every check: lint, types, frontend unit tests and the whole pytest suite
+# (real kernels, a real Jupyter server, real Prometheus, the NVML stand-in).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+
+# System packages the tests start for real; installed when we may (root), else say so.
+need=()
+command -v prometheus >/dev/null || need+=(prometheus)
+command -v gcc >/dev/null || need+=(gcc)
+if [ ${#need[@]} -gt 0 ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+  else
+    echo "note: missing ${need[*]}; the tests that need them will be skipped" >&2
+  fi
+fi
+
+[ -x .venv/bin/python ] || "$PY" -m venv .venv
+.venv/bin/python -m pip install -q --upgrade pip
+.venv/bin/python -m pip install -q -e ".[test]"
+
+.venv/bin/ruff check jupyter_costguard tests bench examples
+.venv/bin/mypy
+(cd labextension && npm test --silent)
+exec .venv/bin/pytest "$@"
