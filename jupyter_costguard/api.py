@@ -85,7 +85,9 @@ class NotebookHandler(CostguardHandler):
             try:
                 minutes = int(raw)
             except ValueError:
-                raise web.HTTPError(400, "history_minutes must be an integer, not %r", raw)
+                raise web.HTTPError(
+                    400, "history_minutes must be an integer, not %r", raw
+                ) from None
             if not 1 <= minutes <= MAX_HISTORY_MINUTES:
                 raise web.HTTPError(
                     400, "history_minutes must be between 1 and %d", MAX_HISTORY_MINUTES

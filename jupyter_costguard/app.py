@@ -110,6 +110,12 @@ class CostGuard(ExtensionApp):
 
     service: CostService | None = None
 
+    @property
+    def server(self) -> Any:
+        """The ServerApp (always set once the extension is loaded)."""
+        assert self.serverapp is not None
+        return self.serverapp
+
     def _gpu_source(self) -> GpuSource:
         if self.replay_trace:
             replay = ReplaySource(self.replay_trace)
@@ -154,16 +160,16 @@ class CostGuard(ExtensionApp):
     def initialize_handlers(self) -> None:
         # Registered outside the extension's own namespace so the routes are exactly
         # {base_url}costguard/api/...
-        self.serverapp.web_app.add_handlers(".*$", api.handlers(self.serverapp.base_url))
+        self.server.web_app.add_handlers(".*$", api.handlers(self.server.base_url))
 
     async def _start_jupyter_server_extension(self, serverapp: Any) -> None:
         self._ensure_started()
 
     async def _gather(self) -> list[KernelInfo]:
         """Kernel facts from the kernel and session managers: attribute reads, no messages."""
-        km = self.serverapp.kernel_manager
+        km = self.server.kernel_manager
         paths: dict[str, str] = {}
-        sm = self.serverapp.session_manager
+        sm = self.server.session_manager
         try:
             rows = sm.cursor.execute("SELECT kernel_id, path FROM session").fetchall()
             paths = {kid: path for kid, path in rows if kid}

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator
-from typing import Any
 
 from prometheus_client import REGISTRY
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -97,14 +96,15 @@ def build_metrics(p: Published) -> list[Metric]:
     out += [n_spend, n_waste]
 
     totals = p.views.data["status"]["totals"]
-    out.append(CounterMetricFamily("costguard_server_spend",
-                                   "Money the instance has cost while this server sampled it.",
-                                   labels=["currency"]))
-    out[-1].add_metric([cur], totals["spend"])
-    out.append(CounterMetricFamily("costguard_unattributed_spend",
-                                   "Instance cost that no kernel or job used.",
-                                   labels=["currency"]))
-    out[-1].add_metric([cur], totals["unattributed"])
+    server = CounterMetricFamily("costguard_server_spend",
+                                 "Money the instance has cost while this server sampled it.",
+                                 labels=["currency"])
+    server.add_metric([cur], totals["spend"])
+    unattributed = CounterMetricFamily("costguard_unattributed_spend",
+                                       "Instance cost that no kernel or job used.",
+                                       labels=["currency"])
+    unattributed.add_metric([cur], totals["unattributed"])
+    out += [server, unattributed]
     out.append(CounterMetricFamily("costguard_samples", "Samples taken.",
                                    value=float(p.samples_total)))
     out.append(GaugeMetricFamily("costguard_sample_duration_seconds",

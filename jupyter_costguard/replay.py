@@ -94,7 +94,7 @@ class ReplaySource:
                     memory_used_bytes=sum(p.used_memory_bytes or 0 for p in procs)
                     + int(g.get("other_memory_bytes", 0)),
                     utilization_percent=float(g["utilization_percent"]) if procs else 0.0,
-                    power_watts=float(g.get("power_watts", 0.0)),
+                    power_watts=float(g["power_watts"]) if "power_watts" in g else None,
                     processes=tuple(procs),
                 )
             )

@@ -89,7 +89,8 @@ def split_interval(
         if not holders or cost == 0.0:
             continue
         mem_total = sum(m for _, m in holders)
-        idle_gpu = gpu.utilization_percent is None or gpu.utilization_percent < idle_threshold_percent
+        util = gpu.utilization_percent
+        idle_gpu = util is None or util < idle_threshold_percent
         for k, mem in holders:
             part = cost * (mem / mem_total if mem_total > 0 else 1.0 / len(holders))
             share = shares[k.info.kernel_id]

@@ -203,13 +203,13 @@ def attribute_gpus(
         matched_mem = 0
         unmatched_procs = False
         for proc in gpu.processes:
-            kid = owner.get(proc.pid)
-            if kid is None:
+            holder = owner.get(proc.pid)
+            if holder is None:
                 unmatched_procs = True
                 continue
             mem = proc.used_memory_bytes or 0
-            held[kid][gpu.uuid] = held[kid].get(gpu.uuid, 0) + mem
-            method[kid] = ATTRIBUTION_PID
+            held[holder][gpu.uuid] = held[holder].get(gpu.uuid, 0) + mem
+            method[holder] = ATTRIBUTION_PID
             matched_mem += mem
         if unmatched_procs or (not gpu.processes and gpu.memory_used_bytes > 0):
             unmatched[gpu.uuid] = max(0, gpu.memory_used_bytes - matched_mem)

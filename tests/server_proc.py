@@ -65,7 +65,7 @@ class ServerProcess:
                "JUPYTER_PLATFORM_DIRS": "1",
                "PYTHONUNBUFFERED": "1"}
         self.log_path = self.workdir / "server.log"
-        log = open(self.log_path, "ab")  # noqa: SIM115 - closed with the process
+        log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "jupyter_server", f"--config={cfg}"],
             env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,

@@ -56,7 +56,8 @@ def test_gpu_cost_split_by_memory_and_host_by_cpu():
 
 def test_waste_only_when_gpu_idle_and_kernel_not_busy():
     s = sample([gpu("G0", util=1.0)],
-               [kernel("idle", "idle", gpu_mem={"G0": 1}), kernel("busy", "busy", gpu_mem={"G0": 1})])
+               [kernel("idle", "idle", gpu_mem={"G0": 1}),
+                kernel("busy", "busy", gpu_mem={"G0": 1})])
     cost = split_interval(s, 36.0, 1.0, idle_threshold_percent=5.0)
     assert cost.shares["idle"].waste == cost.shares["idle"].gpu > 0
     assert cost.shares["busy"].waste == 0.0
