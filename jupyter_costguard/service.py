@@ -14,10 +14,11 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from .ledger import HISTORY_BUCKET_SECONDS, Ledger
-from .pricing import Catalog, Pricing, resolve_pricing
+from .pricing import Catalog, Pricing, provider_from_dmi, resolve_pricing
 from .records import KernelInfo, Sample
 from .spend import IntervalCost, split_interval
 from .telemetry import Telemetry
@@ -108,8 +109,21 @@ class CostService:
             market=c.market,
             currency=c.currency,
             gpu_share=c.gpu_share,
+            provider=self._provider_hint(),
         )
         return self._pricing
+
+    def _provider_hint(self) -> str | None:
+        """The cloud the machine's firmware names (Linux DMI), to break catalog ties."""
+        if not hasattr(self, "_provider"):
+            def read(name: str) -> str:
+                try:
+                    return Path("/sys/class/dmi/id", name).read_text()
+                except OSError:
+                    return ""
+
+            self._provider = provider_from_dmi(read("sys_vendor"), read("product_name"))
+        return self._provider
 
     def tick(self, kernels: Sequence[KernelInfo]) -> Published:
         """One full sample. Runs on the worker thread (tests may call it directly)."""
