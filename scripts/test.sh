@@ -21,7 +21,7 @@ fi
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q -e ".[test]"
 
-.venv/bin/ruff check jupyter_costguard tests bench examples
+.venv/bin/ruff check .
 .venv/bin/mypy
 (cd labextension && npm test --silent)
 exec .venv/bin/pytest "$@"
