@@ -11,6 +11,7 @@ import { IStatusBar } from '@jupyterlab/statusbar';
 import { CostStatusModel, DEFAULT_REFRESH_SECONDS } from './model';
 import { CostStatusWidget } from './widget';
 import { DEFAULT_SUMMARY_OPTIONS, ISummaryOptions } from './format';
+import { costWidgetPlugin } from './costwidget';
 
 /** Plugin id; also the settings id (`schema/status.json`). */
 export const STATUS_PLUGIN_ID = 'jupyter-costguard:status';
@@ -66,6 +67,6 @@ const statusPlugin: JupyterFrontEndPlugin<void> = {
   }
 };
 
-const plugins: JupyterFrontEndPlugin<any>[] = [statusPlugin];
+const plugins: JupyterFrontEndPlugin<any>[] = [statusPlugin, costWidgetPlugin];
 
 export default plugins;
