@@ -57,7 +57,7 @@ def _help_all(_: argparse.Namespace) -> int:
     from .app import CostGuard
 
     print("c.CostGuard options (set them in jupyter_server_config.py):\n")
-    for _, trait in sorted(CostGuard.class_own_traits(config=True).items()):
+    for _name, trait in sorted(CostGuard.class_own_traits(config=True).items()):
         print(CostGuard.class_get_trait_help(trait))
     return 0
 
