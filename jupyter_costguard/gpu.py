@@ -461,6 +461,7 @@ class NvmlReader:
             processes=processes,
             mig_parent_uuid=parent,
             faulty=faulty,
+            nvml_index=dev.nvml_index,
         )
 
     def _memory(

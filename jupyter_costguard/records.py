@@ -36,6 +36,8 @@ class GpuSample:
     processes: tuple[GpuProcess, ...] = ()
     mig_parent_uuid: str | None = None  # set for a MIG instance
     faulty: str | None = None  # reason, when the device stopped answering
+    nvml_index: int | None = None  # NVML's (physical) index, which a kernel's own
+    #                                CUDA_VISIBLE_DEVICES refers to; None when unknown
 
 
 @dataclass(frozen=True)

@@ -171,8 +171,9 @@ def _sees(gpu: GpuSample, visible: str | None) -> bool:
     if visible is None:
         return True
     entries = [e.strip() for e in visible.split(",") if e.strip()]
+    physical = gpu.index if gpu.nvml_index is None else gpu.nvml_index
     for entry in entries:
-        if entry.isdigit() and int(entry) == gpu.index:
+        if entry.isdigit() and int(entry) == physical:
             return True
         if gpu.uuid.startswith(entry) or (gpu.mig_parent_uuid or "").startswith(entry):
             return True
