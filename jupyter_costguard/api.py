@@ -1,4 +1,8 @@
-"""REST handlers under {base_url}costguard/api/: thin readers of the last published sample."""
+"""REST handlers under {base_url}costguard/api/: thin readers of the last published sample.
+
+Reads come from memory (the published sample, the alert store). Alert changes are made in
+memory on the IO loop and written by the service's worker thread, which the request awaits.
+"""
 
 from __future__ import annotations
 
@@ -12,6 +16,14 @@ from jupyter_server.auth.decorator import authorized
 from jupyter_server.base.handlers import APIHandler
 from tornado import web
 
+from .alerts import (
+    MAX_BODY_BYTES,
+    AlertError,
+    AlertLimitError,
+    AlertStore,
+    parse_raise_request,
+    parse_snooze_request,
+)
 from .service import CostService
 
 AUTH_RESOURCE = "costguard"
@@ -30,6 +42,39 @@ class CostguardHandler(APIHandler):
     def service(self) -> CostService:
         svc: CostService = self.settings["costguard_service"]
         return svc
+
+    @property
+    def alerts(self) -> AlertStore:
+        return self.service.alerts
+
+    def read_json_body(self) -> Any:
+        """The request's JSON body; None when empty. 400 when too large or not JSON."""
+        raw = self.request.body or b""
+        if len(raw) > MAX_BODY_BYTES:
+            raise web.HTTPError(400, "request body is larger than %d bytes", MAX_BODY_BYTES)
+        if not raw.strip():
+            return None
+        try:
+            return json.loads(raw)
+        except ValueError:
+            raise web.HTTPError(400, "request body is not valid JSON") from None
+
+    def _check_params(self, *allowed: str) -> None:
+        """400 for unknown query parameters.
+
+        A bare number with no value is JupyterLab's cache-buster (`ServerConnection` adds
+        `?<timestamp>` to GETs), not a parameter.
+        """
+        unknown = sorted(
+            name for name, values in self.request.query_arguments.items()
+            if name not in allowed and not (name.isdigit() and values in ([b""], []))
+        )
+        if unknown:
+            raise web.HTTPError(400, "unknown query parameter(s): %s", ", ".join(unknown))
+
+    def write_json(self, doc: Any, status: int = 200) -> None:
+        self.set_status(status)
+        self.write_json_bytes(json.dumps(doc).encode())
 
     def write_json_bytes(self, body: bytes) -> None:
         self.set_header("Content-Type", "application/json")
@@ -60,13 +105,8 @@ class DocumentHandler(CostguardHandler):
     @web.authenticated
     @authorized
     def get(self) -> None:
-        self._check_no_params()
+        self._check_params()
         self.write_json_bytes(self.service.published.views.documents[self.document])
-
-    def _check_no_params(self) -> None:
-        unknown = sorted(self.request.arguments)
-        if unknown:
-            raise web.HTTPError(400, "unknown query parameter(s): %s", ", ".join(unknown))
 
 
 class NotebookHandler(CostguardHandler):
@@ -76,9 +116,7 @@ class NotebookHandler(CostguardHandler):
     @authorized
     async def get(self, path: str) -> None:
         path = unquote(path).strip("/")
-        for name in self.request.arguments:
-            if name != "history_minutes":
-                raise web.HTTPError(400, "unknown query parameter: %s", name)
+        self._check_params("history_minutes")
         minutes = None
         raw = self.get_query_argument("history_minutes", None)
         if raw is not None:
@@ -99,6 +137,77 @@ class NotebookHandler(CostguardHandler):
         if minutes is not None:
             doc = {**doc, "history": await self.service.history(path, minutes)}
         self.write_json_bytes(json.dumps(doc).encode())
+
+
+def _alert_error(e: AlertError) -> web.HTTPError:
+    return web.HTTPError(429 if isinstance(e, AlertLimitError) else 400, "%s", str(e))
+
+
+class AlertsHandler(CostguardHandler):
+    """List alerts (GET) and raise one (POST: tests, admins, scripts)."""
+
+    @web.authenticated
+    @authorized
+    def get(self) -> None:
+        self._check_params("notebook", "include")
+        include = self.get_query_argument("include", "active")
+        if include not in ("active", "all"):
+            raise web.HTTPError(400, "include must be 'active' or 'all', not %r", include)
+        notebook = self.get_query_argument("notebook", None)
+        if notebook is not None:
+            notebook = notebook.strip("/")
+        now = self.alerts.clock()
+        status = self.service.published.views.data["status"]
+        self.write_json({
+            "simulated": status["simulated"],
+            "currency": status["currency"],
+            "time": now,
+            "alerts": self.alerts.documents(now, notebook=notebook,
+                                            include_all=include == "all"),
+        })
+
+    @web.authenticated
+    @authorized
+    async def post(self) -> None:
+        self._check_params()
+        try:
+            request = parse_raise_request(self.read_json_body())
+            alert, created = self.alerts.upsert(**request)
+        except AlertError as e:
+            raise _alert_error(e) from None
+        await self.service.alerts_changed()
+        self.write_json(alert.to_dict(self.alerts.clock()), 201 if created else 200)
+
+
+class AlertActionHandler(CostguardHandler):
+    """POST alerts/{id}/dismiss and alerts/{id}/snooze; both idempotent."""
+
+    def initialize(self, action: str) -> None:
+        self.action = action
+
+    @web.authenticated
+    @authorized
+    async def post(self, alert_id: str) -> None:
+        self._check_params()
+        alert_id = unquote(alert_id)
+        if self.alerts.get(alert_id) is None:
+            raise web.HTTPError(404, "no such alert: %s", alert_id)
+        body = self.read_json_body()
+        try:
+            if self.action == "snooze":
+                alert = self.alerts.snooze(alert_id, parse_snooze_request(body))
+            else:
+                if body is not None and not isinstance(body, dict):
+                    raise AlertError("request body must be empty or a JSON object")
+                if body:
+                    raise AlertError(f"unknown field(s): {', '.join(sorted(body))}")
+                alert = self.alerts.dismiss(alert_id)
+        except AlertError as e:
+            raise _alert_error(e) from None
+        if alert is None:  # pruned in between
+            raise web.HTTPError(404, "no such alert: %s", alert_id)
+        await self.service.alerts_changed()
+        self.write_json(alert.to_dict(self.alerts.clock()))
 
 
 @functools.lru_cache(maxsize=1)
@@ -136,6 +245,9 @@ def handlers(base: str) -> list[tuple[str, type[web.RequestHandler], dict[str, A
     ]
     routes += [
         (url(r"/notebooks/(.+)"), NotebookHandler, {}),
+        (url("/alerts"), AlertsHandler, {}),
+        (url(r"/alerts/([^/]+)/dismiss"), AlertActionHandler, {"action": "dismiss"}),
+        (url(r"/alerts/([^/]+)/snooze"), AlertActionHandler, {"action": "snooze"}),
         (url("/openapi.json"), OpenAPIHandler, {}),
         (url(r"/?(.*)"), NotFoundHandler, {}),
     ]

@@ -142,6 +142,7 @@ class CostGuard(ExtensionApp):
             idle_threshold_percent=self.idle_gpu_threshold_percent,
             environ=dict(os.environ),
             metrics_builder=metrics.build_metrics,
+            logger=self.log,
         )
         service = self.service
         metrics.install(lambda: service.published.metrics)

@@ -110,6 +110,18 @@ def build_metrics(p: Published) -> list[Metric]:
     out.append(GaugeMetricFamily("costguard_sample_duration_seconds",
                                  "How long the last sample took.",
                                  value=sample.duration_seconds if sample else 0.0))
+
+    alerts = GaugeMetricFamily("costguard_alerts",
+                               "Active alerts (not dismissed, snoozed or resolved).",
+                               labels=["kind", "severity"])
+    for (kind, severity), n in sorted(p.alert_counts.items()):
+        alerts.add_metric([kind, severity], float(n))
+    raised = CounterMetricFamily("costguard_alerts_raised",
+                                 "New alerts raised since the server started.",
+                                 labels=["kind"])
+    for kind, n in sorted(p.alerts_raised.items()):
+        raised.add_metric([kind], float(n))
+    out += [alerts, raised]
     return out
 
 

@@ -8,6 +8,8 @@ request never waits behind a sample and never sees half of one.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import dataclasses
 import logging
 import os
 import time
@@ -17,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .alerts import AlertStore
 from .ledger import HISTORY_BUCKET_SECONDS, Ledger
 from .pricing import Catalog, Pricing, provider_from_dmi, resolve_pricing
 from .records import KernelInfo, Sample
@@ -25,6 +28,10 @@ from .telemetry import Telemetry
 from .views import Views, build_views, history_doc
 
 log = logging.getLogger("jupyter_costguard")
+
+#: How long an API request that changed an alert waits for it to be written before answering
+#: (the change is in memory already; it is written as soon as the worker is free).
+ALERT_WRITE_WAIT_SECONDS = 10.0
 
 
 @dataclass(frozen=True)
@@ -47,6 +54,8 @@ class Published:
     views: Views
     metrics: list[Any] = field(default_factory=list)
     samples_total: int = 0
+    alert_counts: dict[tuple[str, str], int] = field(default_factory=dict)  # (kind, severity)
+    alerts_raised: dict[str, int] = field(default_factory=dict)  # kind -> raised since start
 
 
 class CostService:
@@ -59,6 +68,8 @@ class CostService:
         idle_threshold_percent: float = 5.0,
         environ: dict[str, str] | None = None,
         metrics_builder: Callable[[Published], list[Any]] | None = None,
+        alerts: AlertStore | None = None,
+        logger: logging.Logger | None = None,
     ) -> None:
         self.telemetry = telemetry
         self.ledger = ledger
@@ -74,11 +85,17 @@ class CostService:
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
         self.samples_total = 0
+        # Alerts share the ledger's file; their writes run on the worker, like the ledger's.
+        self.alerts = alerts if alerts is not None else AlertStore(
+            ledger.db_path, schedule=self._executor.submit, logger=logger or log)
         pricing = self._resolve(None)
+        now = self.alerts.clock()
         self.published: Published = Published(
             sample=None, cost=None, pricing=pricing,
             views=build_views(None, None, pricing, ledger, sample_interval,
-                              idle_threshold_percent, simulated=telemetry.simulated),
+                              idle_threshold_percent, simulated=telemetry.simulated,
+                              alerts=self.alerts.summary(now)),
+            alert_counts=self.alerts.counts(now), alerts_raised=self.alerts.raised(),
         )
 
     # --- the worker side -------------------------------------------------------------
@@ -95,11 +112,11 @@ class CostService:
         c = self.pricing_config
         instance_type = c.instance_type
         simulated_type = getattr(self.telemetry.gpu_source, "instance_type", None)
-        if instance_type is None and simulated_type and not self.environ.get(
-            "COSTGUARD_INSTANCE_TYPE"
-        ):
+        from_trace = bool(instance_type is None and simulated_type
+                          and not self.environ.get("COSTGUARD_INSTANCE_TYPE"))
+        if from_trace:
             instance_type = simulated_type  # a replayed trace says what it was recorded on
-        self._pricing = resolve_pricing(
+        pricing = resolve_pricing(
             self.catalog,
             instance_type=instance_type,
             environ=self.environ,
@@ -111,7 +128,15 @@ class CostService:
             gpu_share=c.gpu_share,
             provider=self._provider_hint(),
         )
-        return self._pricing
+        if from_trace and pricing.source == "config":
+            pricing = dataclasses.replace(
+                pricing, source="trace",
+                detail=pricing.detail.replace(
+                    f"c.CostGuard.instance_type = {instance_type!r}",
+                    f"the replayed trace (simulated) was recorded on {instance_type!r}"),
+            )
+        self._pricing = pricing
+        return pricing
 
     def _provider_hint(self) -> str | None:
         """The cloud the machine's firmware names (Linux DMI), to break catalog ties."""
@@ -137,17 +162,48 @@ class CostService:
             paths={k.info.kernel_id: k.info.path for k in sample.kernels},
             names={k.info.kernel_id: k.info.name for k in sample.kernels},
         )
+        now = self.alerts.clock()
         views = build_views(sample, cost, pricing, self.ledger, self.sample_interval,
-                            self.idle_threshold_percent)
+                            self.idle_threshold_percent, alerts=self.alerts.summary(now))
         self.samples_total += 1
         published = Published(sample=sample, cost=cost, pricing=pricing, views=views,
-                              samples_total=self.samples_total)
+                              samples_total=self.samples_total,
+                              alert_counts=self.alerts.counts(now),
+                              alerts_raised=self.alerts.raised())
+        if self.metrics_builder is not None:
+            published.metrics = self.metrics_builder(published)
+        self.published = published
+        return published
+
+    def sync_alerts(self) -> Published:
+        """Write pending alert changes and republish documents and metrics with the alerts
+        as they are now, without waiting for the next sample. Worker thread (or tests)."""
+        self.alerts.flush()
+        now = self.alerts.clock()
+        p = self.published
+        published = dataclasses.replace(
+            p, views=p.views.with_alerts(self.alerts.summary(now)),
+            alert_counts=self.alerts.counts(now), alerts_raised=self.alerts.raised())
         if self.metrics_builder is not None:
             published.metrics = self.metrics_builder(published)
         self.published = published
         return published
 
     # --- the loop side ---------------------------------------------------------------
+
+    async def alerts_changed(self) -> None:
+        """After the API changed an alert (in memory): persist it and refresh the documents
+        on the worker thread. Waits for that (bounded), so an answered request is on disk."""
+        loop = asyncio.get_running_loop()
+        try:
+            future = loop.run_in_executor(self._executor, self.sync_alerts)
+        except RuntimeError:  # stopping: close() writes what is pending
+            return
+        try:
+            await asyncio.wait_for(asyncio.shield(future), ALERT_WRITE_WAIT_SECONDS)
+        except asyncio.TimeoutError:
+            log.warning("costguard: the sampler is busy; alert change saved in memory and "
+                        "written when it is free")
 
     @property
     def running(self) -> bool:
@@ -197,5 +253,6 @@ class CostService:
         self._executor.shutdown(wait=False)
 
     def _close(self) -> None:
+        self.alerts.close()
         self.telemetry.close()
         self.ledger.close()

@@ -70,6 +70,14 @@ def gpu_doc(g: GpuSample, owners: dict[int, str]) -> dict[str, Any]:
     }
 
 
+def alerts_doc(summary: dict[str, dict[str, Any]] | None, path: str) -> dict[str, Any]:
+    """A notebook's active alerts: their ids and the highest severity (None when none)."""
+    entry = (summary or {}).get(path)
+    if not entry:
+        return {"ids": [], "highest_severity": None}
+    return {"ids": list(entry["ids"]), "highest_severity": entry["highest_severity"]}
+
+
 @dataclass
 class Views:
     """Everything the API can answer, as of one sample."""
@@ -80,6 +88,24 @@ class Views:
     notebooks: dict[str, dict[str, Any]] = field(default_factory=dict)  # path -> detail doc
     kernel_rates: dict[str, float] = field(default_factory=dict)
 
+    def with_alerts(self, summary: dict[str, dict[str, Any]]) -> Views:
+        """A copy whose notebook documents carry `summary` (alerts changed between samples).
+
+        Only the notebook documents are rebuilt; this object is left as it was, since
+        readers may still hold it.
+        """
+        listing = self.data.get("notebooks")
+        if listing is None:
+            return self
+        new_listing = {**listing, "notebooks": [
+            {**n, "alerts": alerts_doc(summary, n["path"])} for n in listing["notebooks"]]}
+        data = {**self.data, "notebooks": new_listing}
+        documents = {**self.documents, "notebooks": json.dumps(new_listing).encode()}
+        notebooks = {p: {**doc, "alerts": alerts_doc(summary, p)}
+                     for p, doc in self.notebooks.items()}
+        return Views(time=self.time, documents=documents, data=data, notebooks=notebooks,
+                     kernel_rates=self.kernel_rates)
+
 
 def build_views(
     sample: Sample | None,
@@ -89,8 +115,12 @@ def build_views(
     sample_interval: float,
     idle_threshold_percent: float,
     simulated: bool = False,
+    alerts: dict[str, dict[str, Any]] | None = None,
 ) -> Views:
-    """Render every document from the latest sample and the ledger's totals."""
+    """Render every document from the latest sample and the ledger's totals.
+
+    `alerts` maps a notebook path to its active alerts (`AlertStore.summary`).
+    """
     now = sample.time if sample else None
     simulated = sample.simulated if sample is not None else simulated
     currency = pricing.currency
@@ -156,6 +186,7 @@ def build_views(
             "idle_seconds": min((d["idle_seconds"] for d in live_docs), default=None),
             "spend_rate_per_hour": _money(sum(rates.get(d["kernel_id"], 0.0) for d in live_docs)),
             "history": history_doc(ledger.recent_history(path), SPARKLINE_POINTS),
+            "alerts": alerts_doc(alerts, path),
         }
 
     common = {"simulated": simulated, "currency": currency, "time": now}

@@ -53,3 +53,12 @@ def validate(path: str, status: int, body: Any, method: str = "get") -> None:
 
 def documented_get_paths() -> list[str]:
     return [p for p, ops in spec()["paths"].items() if "get" in ops]
+
+
+def validate_request(path: str, body: Any, method: str = "post") -> None:
+    """Raise if `body` is not a request body the document accepts for this path."""
+    operation = spec()["paths"][route_for(path)][method]
+    schema = operation["requestBody"]["content"]["application/json"]["schema"]
+    if "$ref" in schema:
+        schema = {"$ref": BASE + schema["$ref"]}
+    Draft202012Validator(schema, registry=registry()).validate(body)

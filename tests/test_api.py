@@ -168,6 +168,16 @@ async def test_bad_input_gets_json_4xx_with_message(jp_fetch, parts, params, cod
         validate("/" + "/".join(parts), code, body)
 
 
+@pytest.mark.parametrize("route", ["status", "notebooks", "alerts"])
+async def test_jupyterlab_cache_buster_is_not_a_bad_parameter(jp_fetch, route):
+    """JupyterLab's ServerConnection appends `?<timestamp>` to GETs (found in a real browser)."""
+    resp = await jp_fetch("costguard", "api", route, params={"1795995172938": ""})
+    assert resp.code == 200
+    with pytest.raises(HTTPClientError) as e:  # a named parameter is still refused
+        await jp_fetch("costguard", "api", route, params={"1795995172938": "x"})
+    assert e.value.code == 400
+
+
 async def test_openapi_document_is_served(jp_fetch):
     doc = await get_json(jp_fetch, "costguard", "api", "openapi.json")
     assert doc == spec()

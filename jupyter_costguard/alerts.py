@@ -1,0 +1,635 @@
+"""Alerts: what costguard wants a person to notice, deduplicated, dismissable, persistent.
+
+An alert is identified by the condition that raised it, a `(kind, key)` pair (the key is
+typically a notebook path or a kernel id). Raising the same pair again updates the one alert
+instead of adding another, and a dismissed alert stays dismissed for as long as its
+condition persists: only `resolve(kind, key)` (the condition ended) retires it, after which
+the next raise is a new alert. A snoozed alert comes back by itself after `snoozed_until`.
+
+The store lives in memory (readers on the IO loop never touch the disk) and is mirrored into
+an `alert` table in the ledger's SQLite file. Changes mark rows dirty; `flush()` writes them
+in one transaction. In the server `flush` only ever runs on the service's single worker
+thread (the store is given a `schedule` hook that submits to it), so the IO loop never
+waits for SQLite. All public methods are thread-safe: the guard raises from the sampler
+thread, the API dismisses and snoozes from the IO loop.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import logging
+import re
+import sqlite3
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+SEVERITIES = ("info", "warning", "critical")
+SEVERITY_RANK = {s: i for i, s in enumerate(SEVERITIES)}
+STATES = ("active", "dismissed", "snoozed")
+SOURCES = ("guard", "api")
+#: What a UI may offer as a button on an alert.
+ACTION_IDS = (
+    "open-panel", "snooze", "dismiss", "shutdown-kernel", "restart-kernel", "interrupt-kernel",
+    "offload", "open-url",
+)
+#: Kinds the guard raises (the API accepts any kind matching KIND_PATTERN).
+KNOWN_KINDS = (
+    "training-sized-interactive", "idle-gpu-kernel", "budget", "auto-stop", "starved-gpu", "test",
+)
+KIND_PATTERN = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
+
+MAX_TITLE = 200
+MAX_MESSAGE = 2000
+MAX_KEY = 1024
+MAX_NOTEBOOK = 4096
+MAX_KERNEL_ID = 256
+MAX_ACTIONS = 8
+MAX_LABEL = 100
+MAX_URL = 2048
+MAX_BODY_BYTES = 64 * 1024
+SNOOZE_MIN_SECONDS = 60
+SNOOZE_MAX_SECONDS = 7 * 86400
+
+#: Resolved and dismissed alerts are forgotten this long after their condition was last seen.
+RETENTION_SECONDS = 30 * 86400
+#: However many alerts come and go, memory and the table hold at most this many retired ones.
+MAX_RETIRED = 5000
+#: Active alerts raised through the API (a script gone wrong should not fill the UI forever).
+MAX_ACTIVE_API = 1000
+PRUNE_EVERY_SECONDS = 3600.0
+#: A re-raise that changes nothing but `updated` is written at most this often.
+TOUCH_PERSIST_SECONDS = 60.0
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS alert (
+    id TEXT PRIMARY KEY,
+    kind TEXT NOT NULL,
+    key TEXT NOT NULL,
+    severity TEXT NOT NULL,
+    notebook TEXT,
+    kernel_id TEXT,
+    title TEXT NOT NULL,
+    message TEXT NOT NULL,
+    actions TEXT NOT NULL,       -- JSON list
+    details TEXT NOT NULL,       -- JSON object
+    created REAL NOT NULL,
+    updated REAL NOT NULL,
+    state TEXT NOT NULL,         -- active | dismissed | snoozed
+    snoozed_until REAL,
+    source TEXT NOT NULL,        -- guard | api
+    resolved REAL                -- when the condition ended; NULL while it persists
+);
+"""
+
+log = logging.getLogger("jupyter_costguard")
+
+
+class AlertError(ValueError):
+    """A request to raise or change an alert is invalid; the message names the field."""
+
+
+class AlertLimitError(AlertError):
+    """Too many active alerts raised through the API."""
+
+
+@dataclass
+class Alert:
+    id: str
+    kind: str
+    key: str
+    severity: str
+    title: str
+    message: str
+    notebook: str | None = None
+    kernel_id: str | None = None
+    actions: list[dict[str, Any]] = field(default_factory=list)
+    details: dict[str, Any] = field(default_factory=dict)
+    created: float = 0.0
+    updated: float = 0.0
+    state: str = "active"
+    snoozed_until: float | None = None
+    source: str = "guard"
+    resolved: float | None = None
+
+    def effective_state(self, now: float) -> str:
+        """A snooze that has run out is active again."""
+        if self.state == "snoozed" and (self.snoozed_until is None or self.snoozed_until <= now):
+            return "active"
+        return self.state
+
+    def is_active(self, now: float) -> bool:
+        return self.resolved is None and self.effective_state(now) == "active"
+
+    def to_dict(self, now: float) -> dict[str, Any]:
+        """The API's shape (see `Alert` in openapi.yaml); a deep copy."""
+        state = self.effective_state(now)
+        return {
+            "id": self.id,
+            "kind": self.kind,
+            "key": self.key,
+            "severity": self.severity,
+            "notebook": self.notebook,
+            "kernel_id": self.kernel_id,
+            "title": self.title,
+            "message": self.message,
+            "actions": copy.deepcopy(self.actions),
+            "details": copy.deepcopy(self.details),
+            "created": self.created,
+            "updated": self.updated,
+            "state": state,
+            "snoozed_until": self.snoozed_until if state == "snoozed" else None,
+            "source": self.source,
+            "resolved": self.resolved,
+        }
+
+    def copy(self) -> Alert:
+        return copy.deepcopy(self)
+
+
+def _row(a: Alert) -> tuple[Any, ...]:
+    return (a.id, a.kind, a.key, a.severity, a.notebook, a.kernel_id, a.title, a.message,
+            json.dumps(a.actions), json.dumps(a.details), a.created, a.updated, a.state,
+            a.snoozed_until, a.source, a.resolved)
+
+
+_COLUMNS = ("id, kind, key, severity, notebook, kernel_id, title, message, actions, details, "
+            "created, updated, state, snoozed_until, source, resolved")
+
+
+class AlertStore:
+    """Alerts in memory, mirrored to the `alert` table of `db_path`."""
+
+    def __init__(
+        self,
+        db_path: str | Path | None,
+        clock: Callable[[], float] = time.time,
+        schedule: Callable[[Callable[[], None]], object] | None = None,
+        logger: logging.Logger | None = None,
+        retention_seconds: float = RETENTION_SECONDS,
+        max_retired: int = MAX_RETIRED,
+    ) -> None:
+        """`schedule(fn)` runs `fn` later on the thread that owns the database; without it,
+        changes are written only by explicit `flush()` (and `close()`)."""
+        self.clock = clock
+        self.schedule = schedule
+        self.log = logger or log
+        self.retention_seconds = retention_seconds
+        self.max_retired = max_retired
+        self._lock = threading.RLock()
+        self._io_lock = threading.Lock()  # one flush at a time, so writes land in order
+        self._alerts: dict[str, Alert] = {}
+        self._open: dict[tuple[str, str], str] = {}  # (kind, key) -> id, unresolved only
+        self._dirty: dict[str, Alert | None] = {}  # id -> row to write, None to delete
+        self._flush_pending = False
+        self._persisted_updated: dict[str, float] = {}
+        self._last_prune = 0.0
+        self.raised_total: dict[str, int] = {}  # kind -> new alerts since the process started
+        self.version = 0  # bumped on every visible change
+        self.db: sqlite3.Connection | None = None
+        if db_path is not None:
+            path = Path(db_path)
+            if str(db_path) != ":memory:":
+                path.parent.mkdir(parents=True, exist_ok=True)
+            self.db = sqlite3.connect(str(db_path), check_same_thread=False,
+                                      isolation_level=None, timeout=30.0)
+            self.db.execute("PRAGMA journal_mode=WAL")
+            self.db.execute("PRAGMA synchronous=NORMAL")
+            self.db.executescript(SCHEMA)
+            self._load()
+        self.prune()
+
+    def _load(self) -> None:
+        assert self.db is not None
+        rows = self.db.execute(f"SELECT {_COLUMNS} FROM alert ORDER BY created").fetchall()
+        for (aid, kind, key, severity, notebook, kernel_id, title, message, actions, details,
+             created, updated, state, snoozed_until, source, resolved) in rows:
+            try:
+                acts = json.loads(actions)
+                det = json.loads(details)
+            except ValueError:
+                acts, det = [], {}
+            a = Alert(id=aid, kind=kind, key=key,
+                      severity=severity if severity in SEVERITY_RANK else "warning",
+                      title=title, message=message, notebook=notebook, kernel_id=kernel_id,
+                      actions=acts if isinstance(acts, list) else [],
+                      details=det if isinstance(det, dict) else {},
+                      created=created, updated=updated,
+                      state=state if state in STATES else "active",
+                      snoozed_until=snoozed_until, source=source, resolved=resolved)
+            self._alerts[aid] = a
+            self._persisted_updated[aid] = updated
+            if resolved is None:
+                older = self._open.get((kind, key))
+                if older is not None:  # cannot happen through this class; keep the newest
+                    self._alerts[older].resolved = updated
+                    self._dirty[older] = self._alerts[older]
+                self._open[(kind, key)] = aid
+
+    # --- changes -------------------------------------------------------------------------
+
+    def raise_alert(self, kind: str, key: str, severity: str, title: str, message: str,
+                    **kw: Any) -> Alert:
+        """Raise (or refresh) the alert for the condition `(kind, key)`; returns a copy."""
+        return self.upsert(kind, key, severity, title, message, **kw)[0]
+
+    def upsert(
+        self,
+        kind: str,
+        key: str,
+        severity: str,
+        title: str,
+        message: str,
+        notebook: str | None = None,
+        kernel_id: str | None = None,
+        actions: list[dict[str, Any]] | None = None,
+        details: dict[str, Any] | None = None,
+        source: str = "guard",
+    ) -> tuple[Alert, bool]:
+        """`raise_alert`, also saying whether the alert is new (True) or was refreshed."""
+        if severity not in SEVERITY_RANK:
+            raise AlertError(f"severity must be one of {', '.join(SEVERITIES)}")
+        if source not in SOURCES:
+            raise AlertError(f"source must be one of {', '.join(SOURCES)}")
+        actions = copy.deepcopy(actions or [])
+        details = copy.deepcopy(details or {})
+        with self._lock:
+            now = self.clock()
+            aid = self._open.get((kind, key))
+            if aid is not None:
+                a = self._alerts[aid]
+                before = (a.severity, a.title, a.message, a.notebook, a.kernel_id, a.actions,
+                          a.details, a.state)
+                a.severity, a.title, a.message = severity, title, message
+                a.notebook, a.kernel_id = notebook, kernel_id
+                a.actions, a.details = actions, details
+                a.updated = max(a.updated, now)
+                # a snooze that ran out is over: the alert is simply active again
+                if a.state == "snoozed" and a.effective_state(now) == "active":
+                    a.state, a.snoozed_until = "active", None
+                changed = before != (a.severity, a.title, a.message, a.notebook, a.kernel_id,
+                                     a.actions, a.details, a.state)
+                if changed:
+                    self.version += 1
+                if changed or a.updated - self._persisted_updated.get(aid, 0.0) \
+                        >= TOUCH_PERSIST_SECONDS:
+                    self._mark(a)
+                return a.copy(), False
+            if source == "api":
+                active_api = sum(1 for x in self._alerts.values()
+                                 if x.source == "api" and x.is_active(now))
+                if active_api >= MAX_ACTIVE_API:
+                    raise AlertLimitError(
+                        f"too many active alerts raised through the API ({MAX_ACTIVE_API}); "
+                        "dismiss some first")
+            aid = uuid.uuid4().hex[:12]
+            while aid in self._alerts:
+                aid = uuid.uuid4().hex[:12]
+            a = Alert(id=aid, kind=kind, key=key, severity=severity, title=title,
+                      message=message, notebook=notebook, kernel_id=kernel_id, actions=actions,
+                      details=details, created=now, updated=now, source=source)
+            self._alerts[aid] = a
+            self._open[(kind, key)] = aid
+            self.raised_total[kind] = self.raised_total.get(kind, 0) + 1
+            self.version += 1
+            self._mark(a)
+            out = a.copy()
+        level = logging.INFO if severity == "info" else logging.WARNING
+        self.log.log(level, "costguard alert %s [%s, %s] for %s: %s: %s", aid, kind, severity,
+                     notebook or (f"kernel {kernel_id}" if kernel_id else "the server"), title,
+                     message)
+        return out, True
+
+    def dismiss(self, alert_id: str) -> Alert | None:
+        """Hide the alert until its condition ends (idempotent); None if unknown."""
+        with self._lock:
+            a = self._alerts.get(alert_id)
+            if a is None:
+                return None
+            if a.state != "dismissed":
+                a.state, a.snoozed_until = "dismissed", None
+                self.version += 1
+                self._mark(a)
+            return a.copy()
+
+    def snooze(self, alert_id: str, seconds: float) -> Alert | None:
+        """Hide the alert for `seconds` from now (idempotent; a later snooze replaces it)."""
+        if not seconds > 0:
+            raise AlertError("seconds must be positive")
+        with self._lock:
+            a = self._alerts.get(alert_id)
+            if a is None:
+                return None
+            until = self.clock() + seconds
+            if (a.state, a.snoozed_until) != ("snoozed", until):
+                a.state, a.snoozed_until = "snoozed", until
+                self.version += 1
+                self._mark(a)
+            return a.copy()
+
+    def resolve(self, kind: str, key: str) -> Alert | None:
+        """The condition `(kind, key)` ended: retire its alert (a later raise is a new one)."""
+        with self._lock:
+            aid = self._open.pop((kind, key), None)
+            if aid is None:
+                return None
+            a = self._alerts[aid]
+            a.resolved = max(self.clock(), a.updated)
+            self.version += 1
+            self._mark(a)
+            return a.copy()
+
+    def _mark(self, a: Alert) -> None:
+        """Queue `a` for writing (lock held)."""
+        self._dirty[a.id] = a
+        self._request_flush()
+
+    def _request_flush(self) -> None:
+        if self.schedule is None or self._flush_pending or self.db is None:
+            return
+        self._flush_pending = True
+        try:
+            self.schedule(self.flush)
+        except RuntimeError:  # the executor has shut down: close() has written everything
+            self._flush_pending = False
+
+    # --- reads (memory only) -------------------------------------------------------------
+
+    def get(self, alert_id: str) -> Alert | None:
+        with self._lock:
+            a = self._alerts.get(alert_id)
+            return a.copy() if a is not None else None
+
+    def find(self, kind: str, key: str) -> Alert | None:
+        """The unresolved alert for `(kind, key)`, whatever its state."""
+        with self._lock:
+            aid = self._open.get((kind, key))
+            return self._alerts[aid].copy() if aid is not None else None
+
+    def _sorted(self, alerts: list[Alert]) -> list[Alert]:
+        return sorted(alerts, key=lambda a: (-SEVERITY_RANK[a.severity], -a.created, a.id))
+
+    def active(self, now: float | None = None, notebook: str | None = None) -> list[Alert]:
+        """Alerts to show now (not dismissed, not snoozed, not resolved), most severe first."""
+        with self._lock:
+            now = self.clock() if now is None else now
+            return [a.copy() for a in self._sorted([
+                a for a in self._alerts.values()
+                if a.is_active(now) and (notebook is None or a.notebook == notebook)])]
+
+    def documents(self, now: float | None = None, notebook: str | None = None,
+                  include_all: bool = False) -> list[dict[str, Any]]:
+        """The API's alert list: active ones, or every alert still remembered."""
+        with self._lock:
+            now = self.clock() if now is None else now
+            chosen = [a for a in self._alerts.values()
+                      if (include_all or a.is_active(now))
+                      and (notebook is None or a.notebook == notebook)]
+            return [a.to_dict(now) for a in self._sorted(chosen)]
+
+    def summary(self, now: float | None = None) -> dict[str, dict[str, Any]]:
+        """Notebook path -> {"ids": active alert ids, "highest_severity": ...}."""
+        out: dict[str, dict[str, Any]] = {}
+        for a in self.active(now):
+            if a.notebook is None:
+                continue
+            doc = out.setdefault(a.notebook, {"ids": [], "highest_severity": a.severity})
+            doc["ids"].append(a.id)
+        return out
+
+    def counts(self, now: float | None = None) -> dict[tuple[str, str], int]:
+        """(kind, severity) -> number of active alerts."""
+        out: dict[tuple[str, str], int] = {}
+        for a in self.active(now):
+            out[(a.kind, a.severity)] = out.get((a.kind, a.severity), 0) + 1
+        return out
+
+    def raised(self) -> dict[str, int]:
+        with self._lock:
+            return dict(self.raised_total)
+
+    # --- upkeep and the disk -------------------------------------------------------------
+
+    def prune(self, now: float | None = None) -> int:
+        """Forget resolved and dismissed alerts whose condition was last seen over the
+        retention ago, then the oldest retired ones beyond `max_retired`. Returns how many."""
+        with self._lock:
+            now = self.clock() if now is None else now
+            self._last_prune = now
+            cutoff = now - self.retention_seconds
+
+            def last_seen(a: Alert) -> float:
+                return max(a.updated, a.resolved or 0.0)
+
+            drop = [a for a in self._alerts.values()
+                    if (a.resolved is not None or a.state == "dismissed")
+                    and last_seen(a) < cutoff]
+            retired = [a for a in self._alerts.values()
+                       if a.resolved is not None and last_seen(a) >= cutoff]
+            if len(retired) > self.max_retired:
+                retired.sort(key=last_seen)
+                drop += retired[:len(retired) - self.max_retired]
+            for a in drop:
+                del self._alerts[a.id]
+                self._persisted_updated.pop(a.id, None)
+                if self._open.get((a.kind, a.key)) == a.id:
+                    del self._open[(a.kind, a.key)]
+                self._dirty[a.id] = None
+            if drop:
+                self.version += 1
+                self._request_flush()
+            return len(drop)
+
+    def flush(self) -> None:
+        """Write every pending change in one transaction (the database's thread only)."""
+        with self._io_lock:
+            self._flush()
+
+    def _flush(self) -> None:
+        with self._lock:
+            self._flush_pending = False
+            if self.db is None:
+                self._dirty.clear()
+                return
+            if self.clock() - self._last_prune > PRUNE_EVERY_SECONDS:
+                self.prune()
+            dirty = self._dirty
+            self._dirty = {}
+            upserts = [_row(a) for a in dirty.values() if a is not None]
+            deletes = [(aid,) for aid, a in dirty.items() if a is None]
+            written = {a.id: a.updated for a in dirty.values() if a is not None}
+        if not upserts and not deletes:
+            return
+        db = self.db
+        try:
+            db.execute("BEGIN")
+            try:
+                if upserts:
+                    db.executemany(
+                        f"INSERT OR REPLACE INTO alert ({_COLUMNS}) VALUES "
+                        "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", upserts)
+                if deletes:
+                    db.executemany("DELETE FROM alert WHERE id = ?", deletes)
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+        except Exception:
+            self.log.exception("costguard: could not save alerts; will retry")
+            with self._lock:  # newer changes win over what failed to be written
+                for aid, a in dirty.items():
+                    self._dirty.setdefault(aid, a)
+            return
+        with self._lock:
+            self._persisted_updated.update(written)
+
+    def close(self) -> None:
+        with self._io_lock:
+            self._flush()
+            with self._lock:
+                if self.db is not None:
+                    self.db.close()
+                    self.db = None
+
+
+# --- validating what the API is sent -----------------------------------------------------
+
+
+def _string(body: dict[str, Any], name: str, limit: int, required: bool = False,
+            nullable: bool = True, empty: bool = False) -> str | None:
+    if name not in body or (body[name] is None and nullable and not required):
+        if required:
+            raise AlertError(f"{name} is required")
+        return None
+    v = body[name]
+    if not isinstance(v, str):
+        raise AlertError(f"{name} must be a string")
+    if not v and not empty:
+        raise AlertError(f"{name} must not be empty")
+    if len(v) > limit:
+        raise AlertError(f"{name} must be at most {limit} characters")
+    return v
+
+
+def _http_url(url: Any, where: str) -> str:
+    if not isinstance(url, str) or not url:
+        raise AlertError(f"{where} must be a non-empty string")
+    if len(url) > MAX_URL:
+        raise AlertError(f"{where} must be at most {MAX_URL} characters")
+    try:
+        parsed = urlparse(url)
+    except ValueError:
+        raise AlertError(f"{where} is not a valid URL") from None
+    if parsed.scheme.lower() not in ("http", "https") or not parsed.netloc:
+        raise AlertError(f"{where} must be an absolute http or https URL")
+    return url
+
+
+def parse_actions(value: Any) -> list[dict[str, Any]]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise AlertError("actions must be a list")
+    if len(value) > MAX_ACTIONS:
+        raise AlertError(f"actions must hold at most {MAX_ACTIONS} items")
+    out = []
+    for i, action in enumerate(value):
+        where = f"actions[{i}]"
+        if not isinstance(action, dict):
+            raise AlertError(f"{where} must be an object")
+        unknown = sorted(set(action) - {"id", "label", "args"})
+        if unknown:
+            raise AlertError(f"{where} has unknown field(s): {', '.join(unknown)}")
+        aid = action.get("id")
+        if aid not in ACTION_IDS:
+            raise AlertError(f"{where}.id must be one of {', '.join(ACTION_IDS)}")
+        label = action.get("label")
+        if not isinstance(label, str) or not label:
+            raise AlertError(f"{where}.label must be a non-empty string")
+        if len(label) > MAX_LABEL:
+            raise AlertError(f"{where}.label must be at most {MAX_LABEL} characters")
+        doc: dict[str, Any] = {"id": aid, "label": label}
+        if "args" in action:
+            args = action["args"]
+            if not isinstance(args, dict):
+                raise AlertError(f"{where}.args must be an object")
+            doc["args"] = args
+        if aid == "open-url":
+            args = doc.get("args") or {}
+            _http_url(args.get("url"), f"{where}.args.url")
+        out.append(doc)
+    return out
+
+
+RAISE_FIELDS = ("kind", "severity", "title", "message", "notebook", "kernel_id", "actions",
+                "details", "key")
+
+
+def parse_raise_request(body: Any) -> dict[str, Any]:
+    """Check a `POST alerts` body; returns keyword arguments for `AlertStore.upsert`."""
+    if not isinstance(body, dict):
+        raise AlertError("request body must be a JSON object")
+    unknown = sorted(set(body) - set(RAISE_FIELDS))
+    if unknown:
+        raise AlertError(f"unknown field(s): {', '.join(unknown)}")
+    kind = _string(body, "kind", 64, required=True)
+    assert kind is not None
+    if not KIND_PATTERN.match(kind):
+        raise AlertError("kind must be lower-case letters, digits, '.', '_' or '-' "
+                         "(at most 64, starting with a letter or digit)")
+    severity = body.get("severity")
+    if severity is None:
+        raise AlertError("severity is required")
+    if severity not in SEVERITIES:
+        raise AlertError(f"severity must be one of {', '.join(SEVERITIES)}")
+    title = _string(body, "title", MAX_TITLE, required=True)
+    message = _string(body, "message", MAX_MESSAGE, required=True, empty=True)
+    notebook = _string(body, "notebook", MAX_NOTEBOOK)
+    if notebook is not None:  # server-relative, as sessions and the notebooks documents have it
+        notebook = notebook.strip("/")
+        if not notebook:
+            raise AlertError("notebook must be a notebook path")
+    kernel_id = _string(body, "kernel_id", MAX_KERNEL_ID)
+    key = _string(body, "key", MAX_KEY)
+    details = body.get("details")
+    if details is None:
+        details = {}
+    elif not isinstance(details, dict):
+        raise AlertError("details must be an object")
+    return {
+        "kind": kind,
+        # without a key every POST is its own alert
+        "key": key if key is not None else "api:" + uuid.uuid4().hex,
+        "severity": severity,
+        "title": title,
+        "message": message,
+        "notebook": notebook,
+        "kernel_id": kernel_id,
+        "actions": parse_actions(body.get("actions")),
+        "details": details,
+        "source": "api",
+    }
+
+
+def parse_snooze_request(body: Any) -> int:
+    if not isinstance(body, dict):
+        raise AlertError("request body must be a JSON object with seconds")
+    unknown = sorted(set(body) - {"seconds"})
+    if unknown:
+        raise AlertError(f"unknown field(s): {', '.join(unknown)}")
+    if "seconds" not in body:
+        raise AlertError("seconds is required")
+    seconds = body["seconds"]
+    if isinstance(seconds, bool) or not isinstance(seconds, int):
+        raise AlertError("seconds must be an integer")
+    if not SNOOZE_MIN_SECONDS <= seconds <= SNOOZE_MAX_SECONDS:
+        raise AlertError(
+            f"seconds must be between {SNOOZE_MIN_SECONDS} and {SNOOZE_MAX_SECONDS}")
+    return seconds
+
