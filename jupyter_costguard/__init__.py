@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._version import __version__
 
-__all__ = ["__version__"]
+if TYPE_CHECKING:
+    from .widget import CostWidget
+
+__all__ = ["__version__", "load_ipython_extension", "unload_ipython_extension", "widget"]
 
 
 def _jupyter_labextension_paths() -> list[dict[str, str]]:
@@ -17,3 +20,37 @@ def _jupyter_server_extension_points() -> list[dict[str, Any]]:
     from .app import CostGuard
 
     return [{"module": "jupyter_costguard", "app": CostGuard}]
+
+
+# The cost widget (ipywidgets) is imported lazily: the server extension and the CLI don't need
+# ipywidgets. The view polls the costguard REST API from the page (frontend polling), so it
+# updates while a cell runs and never sends a kernel message; see `jupyter_costguard/widget.py`.
+# Note: importing the `widget` submodule rebinds this package's `widget` attribute to the
+# module, which is made callable with the same signature, so `jupyter_costguard.widget()`
+# works either way.
+
+
+def widget(
+    notebook: str | None = None,
+    refresh_seconds: float = 2.0,
+    kernel_id: str | None = None,
+) -> CostWidget:
+    """A fresh cost widget for this kernel: spend, waste, GPU use, idle time, rate, alerts.
+
+    `notebook` shows another notebook's spend (server-relative path); `refresh_seconds` is how
+    often the view refreshes; `kernel_id` overrides the kernel found from the connection file.
+    """
+    from .widget import widget as make
+
+    return make(notebook=notebook, refresh_seconds=refresh_seconds, kernel_id=kernel_id)
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    """`%load_ext jupyter_costguard`: show the cost widget and register `%costguard`."""
+    from .widget import load_ipython_extension as load
+
+    load(ipython)
+
+
+def unload_ipython_extension(ipython: Any) -> None:
+    """`%unload_ext jupyter_costguard`: nothing to undo."""

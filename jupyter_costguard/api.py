@@ -10,7 +10,6 @@ import functools
 import json
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote
 
 from jupyter_server.auth.decorator import authorized
 from jupyter_server.base.handlers import APIHandler
@@ -115,7 +114,7 @@ class NotebookHandler(CostguardHandler):
     @web.authenticated
     @authorized
     async def get(self, path: str) -> None:
-        path = unquote(path).strip("/")
+        path = path.strip("/")  # tornado has already URL-decoded it
         self._check_params("history_minutes")
         minutes = None
         raw = self.get_query_argument("history_minutes", None)
@@ -189,7 +188,6 @@ class AlertActionHandler(CostguardHandler):
     @authorized
     async def post(self, alert_id: str) -> None:
         self._check_params()
-        alert_id = unquote(alert_id)
         if self.alerts.get(alert_id) is None:
             raise web.HTTPError(404, "no such alert: %s", alert_id)
         body = self.read_json_body()

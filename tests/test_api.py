@@ -79,6 +79,15 @@ async def test_kernel_holding_gpu_is_charged_and_wastes_when_idle(jp_fetch):
     assert longer["history"] and longer["history"][-1]["spend"] > 0
 
 
+async def test_notebook_paths_are_decoded_once(jp_fetch):
+    """A literal '%41' in a file name must not turn into 'A' (double decoding)."""
+    await start_session(jp_fetch, "odd%41 name.ipynb")
+    await wait_for(jp_fetch, lambda d: any(n["path"] == "odd%41 name.ipynb"
+                                           for n in d["notebooks"]), endpoint="notebooks")
+    detail = await get_json(jp_fetch, "costguard", "api", "notebooks", "odd%41 name.ipynb")
+    assert detail["path"] == "odd%41 name.ipynb"
+
+
 async def test_conservation_on_a_live_server(jp_fetch):
     await start_session(jp_fetch, "a.ipynb")
     await start_session(jp_fetch, "b.ipynb")
