@@ -1,6 +1,9 @@
 /**
- * Types and a request helper for the costguard REST API
- * (`{baseUrl}costguard/api/...`).
+ * Types and request helpers for the costguard REST API
+ * (`{baseUrl}costguard/api/...`, described by `jupyter_costguard/openapi.yaml`).
+ *
+ * Only REST calls to costguard live here: nothing in this extension talks to
+ * a kernel (no kernel_info, no comm), so polling never resets idle timers.
  */
 import { URLExt } from '@jupyterlab/coreutils';
 import { ServerConnection } from '@jupyterlab/services';
@@ -9,6 +12,17 @@ import { ServerConnection } from '@jupyterlab/services';
 export interface ICostInstance {
   provider?: string;
   instance_type?: string;
+  gpu_model?: string | null;
+  gpu_count?: number;
+  gpu_memory_gib?: number | null;
+  vcpus?: number;
+  memory_gib?: number;
+  region?: string | null;
+  on_demand_per_hour?: number;
+  spot_per_hour?: number | null;
+  source_url?: string;
+  /** Date the catalog row was retrieved (e.g. `2025-11-01`). */
+  retrieved?: string;
   [key: string]: unknown;
 }
 
@@ -17,7 +31,24 @@ export interface ICostTotals {
   spend?: number;
   waste?: number;
   unattributed?: number;
+  unattributed_gpu?: number;
+  seconds?: number;
   since?: number | null;
+}
+
+/** One minute of spend (`HistoryPoint`). */
+export interface IHistoryPoint {
+  /** Start of the minute, epoch seconds. */
+  time: number;
+  spend: number;
+  waste: number;
+}
+
+/** Fields every document carries (`Common`). */
+export interface ICommonDoc {
+  simulated: boolean;
+  currency: string;
+  time: number | null;
 }
 
 /** Response of `GET costguard/api/status`. */
@@ -38,9 +69,147 @@ export interface ICostStatus {
   totals?: ICostTotals | null;
   gpu_status?: 'ok' | 'no-gpu' | 'error' | 'starting' | string;
   gpu_detail?: string;
+  gpu_count?: number;
+  kernel_count?: number;
+  notebook_count?: number;
   last_sample_time?: number | null;
-  /** The server sends more fields (counts, history, ...); see openapi.yaml. */
+  history?: IHistoryPoint[];
+  /** The server sends more fields; see openapi.yaml. */
   [key: string]: unknown;
+}
+
+/** Alert severities, lowest first. */
+export type AlertSeverity = 'info' | 'warning' | 'critical';
+
+/** Summary of a notebook's active alerts, carried by each notebook document. */
+export interface INotebookAlerts {
+  ids?: string[];
+  severity?: AlertSeverity | null;
+  /** Spelling used by some server versions; read as `severity`. */
+  highest_severity?: AlertSeverity | null;
+}
+
+/** One notebook (`Notebook`). */
+export interface INotebookDoc {
+  /** Server-relative path, e.g. `work/explore.ipynb`. */
+  path: string;
+  spend: number;
+  waste: number;
+  gpu_spend?: number;
+  host_spend?: number;
+  first_seen?: number;
+  last_seen?: number;
+  kernel_ids?: string[];
+  kernels_seen?: number;
+  gpu_utilization_percent?: number | null;
+  gpu_memory_bytes?: number;
+  idle_seconds?: number | null;
+  spend_rate_per_hour?: number;
+  history?: IHistoryPoint[];
+  /** Active alerts of the notebook (absent on servers without alerts). */
+  alerts?: INotebookAlerts | null;
+  [key: string]: unknown;
+}
+
+/** Response of `GET costguard/api/notebooks`. */
+export interface INotebookList extends ICommonDoc {
+  notebooks: INotebookDoc[];
+}
+
+/** One running kernel (`Kernel`). */
+export interface IKernelDoc {
+  kernel_id: string;
+  name: string;
+  notebook: string | null;
+  execution_state: string;
+  last_activity?: number;
+  idle_seconds: number;
+  connections?: number;
+  pids?: number[];
+  cpu_percent?: number;
+  rss_bytes?: number;
+  gpus?: string[];
+  gpu_memory_bytes: number;
+  gpu_utilization_percent: number | null;
+  attribution?: 'pid' | 'cuda-mapped' | 'none' | string;
+  spend: number;
+  waste: number;
+  spend_rate_per_hour: number;
+  [key: string]: unknown;
+}
+
+/** Response of `GET costguard/api/kernels`. */
+export interface IKernelList extends ICommonDoc {
+  kernels: IKernelDoc[];
+}
+
+/** One GPU or MIG instance (`Gpu`). */
+export interface IGpuDoc {
+  index: number;
+  uuid: string;
+  name: string;
+  memory_total_bytes: number;
+  memory_used_bytes: number;
+  utilization_percent: number | null;
+  power_watts?: number | null;
+  mig_parent_uuid?: string | null;
+  faulty?: string | null;
+  processes?: {
+    pid: number;
+    used_memory_bytes: number | null;
+    kind: string;
+    kernel_id: string | null;
+  }[];
+  [key: string]: unknown;
+}
+
+/** Response of `GET costguard/api/gpus`. */
+export interface IGpuList extends ICommonDoc {
+  status: string;
+  detail: string;
+  driver_version: string | null;
+  gpus: IGpuDoc[];
+}
+
+/** What an alert's button does. */
+export type AlertActionId =
+  | 'open-panel'
+  | 'snooze'
+  | 'dismiss'
+  | 'shutdown-kernel'
+  | 'restart-kernel'
+  | 'interrupt-kernel'
+  | 'offload'
+  | 'open-url';
+
+/** A button offered by an alert. */
+export interface IAlertAction {
+  id: AlertActionId | string;
+  label: string;
+  args?: { [key: string]: unknown };
+}
+
+/** One alert raised by the server's guard. */
+export interface IAlert {
+  id: string;
+  kind: string;
+  severity: AlertSeverity;
+  notebook: string | null;
+  kernel_id: string | null;
+  title: string;
+  message: string;
+  actions: IAlertAction[];
+  details?: { [key: string]: unknown };
+  created: number;
+  updated: number;
+  state: 'active' | 'dismissed' | 'snoozed' | string;
+  snoozed_until?: number | null;
+  source?: string;
+}
+
+/** Response of `GET costguard/api/alerts` (active alerts only). */
+export interface IAlertList extends ICommonDoc {
+  alerts: IAlert[];
 }
 
 /** The API root, relative to the server's base URL. */
@@ -52,7 +221,7 @@ export const API_NAMESPACE = 'costguard/api';
  * @param endPoint path below `costguard/api/`, e.g. `status`
  * @param init request options
  * @param settings server connection settings (defaults to the page's)
- * @returns the parsed JSON body
+ * @returns the parsed JSON body (or the text, or '' for an empty body)
  * @throws ServerConnection.NetworkError or ServerConnection.ResponseError
  */
 export async function requestAPI<T>(
@@ -82,4 +251,50 @@ export async function requestAPI<T>(
     throw new ServerConnection.ResponseError(response, data?.message || data);
   }
   return data as T;
+}
+
+/** `GET alerts` path, optionally filtered to one notebook. */
+export function alertsEndpoint(notebook?: string | null): string {
+  return notebook ? `alerts?notebook=${encodeURIComponent(notebook)}` : 'alerts';
+}
+
+/** `POST alerts/{id}/{verb}` path. */
+export function alertActionEndpoint(
+  alertId: string,
+  verb: 'dismiss' | 'snooze'
+): string {
+  return `alerts/${encodeURIComponent(alertId)}/${verb}`;
+}
+
+/** POST `alerts/{id}/dismiss`. */
+export function dismissAlert(
+  alertId: string,
+  settings?: ServerConnection.ISettings
+): Promise<unknown> {
+  return requestAPI(
+    alertActionEndpoint(alertId, 'dismiss'),
+    { method: 'POST', body: '{}' },
+    settings
+  );
+}
+
+/** POST `alerts/{id}/snooze` with `{"seconds": N}`. */
+export function snoozeAlert(
+  alertId: string,
+  seconds: number,
+  settings?: ServerConnection.ISettings
+): Promise<unknown> {
+  return requestAPI(
+    alertActionEndpoint(alertId, 'snooze'),
+    { method: 'POST', body: JSON.stringify({ seconds }) },
+    settings
+  );
+}
+
+/** Whether an error is an HTTP 404 (e.g. a server without that route). */
+export function isNotFound(error: unknown): boolean {
+  return (
+    error instanceof ServerConnection.ResponseError &&
+    error.response.status === 404
+  );
 }

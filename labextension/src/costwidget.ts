@@ -1,11 +1,29 @@
 /**
- * The in-notebook cost widget (ipywidgets 8): model and view registered with the widget
- * registry. Placeholder until the widget lands; index.ts already lists the plugin.
+ * The in-notebook cost widget (ipywidgets 8): registers the `jupyter-costguard`
+ * widget module (`CostWidgetModel`, `CostWidgetView`) with the widget
+ * registry of `@jupyter-widgets/jupyterlab-manager`, in JupyterLab 4 and
+ * Notebook 7 alike.
+ *
+ * Python shows it with `%load_ext jupyter_costguard`, `%costguard` or
+ * `jupyter_costguard.widget()`. The view polls the costguard REST API from
+ * the page (see `costwidget-view.ts`): it keeps updating while the kernel is
+ * busy and never sends a kernel message.
+ *
+ * The registry is optional: where the widget manager is not installed or is
+ * disabled the plugin logs and does nothing, and the rest of costguard works.
  */
 import {
   JupyterFrontEnd,
   JupyterFrontEndPlugin
 } from '@jupyterlab/application';
+import { IJupyterWidgetRegistry } from '@jupyter-widgets/base';
+
+import { MODULE_NAME, MODULE_VERSION } from './costwidget-model';
+import {
+  CostWidgetModel,
+  CostWidgetView,
+  setCostWidgetServerSettings
+} from './costwidget-view';
 
 export const COST_WIDGET_PLUGIN_ID = 'jupyter-costguard:cost-widget';
 
@@ -13,7 +31,23 @@ export const costWidgetPlugin: JupyterFrontEndPlugin<void> = {
   id: COST_WIDGET_PLUGIN_ID,
   description: 'The in-notebook cost widget (%load_ext jupyter_costguard).',
   autoStart: true,
-  activate: (_app: JupyterFrontEnd): void => {
-    // registered by the cost-widget work
+  optional: [IJupyterWidgetRegistry],
+  activate: (
+    app: JupyterFrontEnd,
+    registry: IJupyterWidgetRegistry | null
+  ): void => {
+    if (!registry) {
+      console.info(
+        `${COST_WIDGET_PLUGIN_ID}: no Jupyter widget manager; ` +
+          'the in-notebook cost widget is unavailable'
+      );
+      return;
+    }
+    setCostWidgetServerSettings(app.serviceManager.serverSettings);
+    registry.registerWidget({
+      name: MODULE_NAME,
+      version: MODULE_VERSION,
+      exports: { CostWidgetModel, CostWidgetView }
+    });
   }
 };

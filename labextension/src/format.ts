@@ -2,7 +2,13 @@
  * Pure formatting helpers for costguard numbers. No DOM, no JupyterLab
  * imports: everything here is unit-tested in isolation.
  */
-import type { ICostStatus } from './api';
+import type {
+  AlertSeverity,
+  IAlert,
+  ICostStatus,
+  INotebookDoc
+} from './api';
+import { maxSeverity } from './alerts';
 
 /** Largest number of decimals used for small amounts. */
 const MAX_DECIMALS = 6;
@@ -63,19 +69,38 @@ const PRICE_SOURCE_LABELS: Record<string, string> = {
 export interface ISummaryOptions {
   /** Show the instance's hourly rate. */
   showRate: boolean;
+  /** Show what the active notebook has spent so far. */
+  showNotebookSpend: boolean;
   /** Show the server's total spend. */
-  showSpend: boolean;
+  showServerTotal: boolean;
 }
 
 export const DEFAULT_SUMMARY_OPTIONS: ISummaryOptions = {
   showRate: true,
-  showSpend: true
+  showNotebookSpend: true,
+  showServerTotal: false
 };
 
 /** One piece of the status-bar text; `kind` maps to a CSS class. */
 export interface ISummaryPart {
-  kind: 'instance' | 'rate' | 'unpriced' | 'spend';
+  kind: 'instance' | 'rate' | 'unpriced' | 'notebook' | 'spend';
   text: string;
+}
+
+/** The notebook the user is looking at, and its document (if it spent anything). */
+export interface IActiveNotebook {
+  /** Server-relative path. */
+  path: string;
+  /** Its entry of `GET notebooks`, or null when it has not spent anything yet. */
+  doc: INotebookDoc | null;
+}
+
+/** What else the summary may mention besides the status document. */
+export interface ISummaryContext {
+  /** The active notebook, if any. */
+  notebook?: IActiveNotebook | null;
+  /** Active alerts concerning the active notebook. */
+  alerts?: ReadonlyArray<IAlert>;
 }
 
 /** What the status item should display for one API response. */
@@ -85,6 +110,8 @@ export interface IStatusSummary {
   text: string;
   simulated: boolean;
   unpriced: boolean;
+  /** Highest severity among `context.alerts` (null when none). */
+  severity: AlertSeverity | null;
   tooltip: string;
 }
 
@@ -110,11 +137,12 @@ export function formatTime(epochSeconds: number): string {
 }
 
 /**
- * Summarise a status response for the status bar.
+ * Summarise a status response (and the active notebook) for the status bar.
  */
 export function summarizeStatus(
   status: ICostStatus,
-  options: ISummaryOptions = DEFAULT_SUMMARY_OPTIONS
+  options: ISummaryOptions = DEFAULT_SUMMARY_OPTIONS,
+  context: ISummaryContext = {}
 ): IStatusSummary {
   const currency = status.currency || 'USD';
   const parts: ISummaryPart[] = [];
@@ -131,9 +159,17 @@ export function summarizeStatus(
       text: formatRate(status.rate_per_hour as number, currency)
     });
   }
+  const active = context.notebook ?? null;
+  const notebookSpend = active?.doc && isNumber(active.doc.spend) ? active.doc.spend : 0;
+  if (options.showNotebookSpend && active) {
+    parts.push({
+      kind: 'notebook',
+      text: `notebook ${formatMoney(notebookSpend, currency)}`
+    });
+  }
   const spend = status.totals?.spend;
-  if (options.showSpend && isNumber(spend)) {
-    parts.push({ kind: 'spend', text: `spent ${formatMoney(spend, currency)}` });
+  if (options.showServerTotal && isNumber(spend)) {
+    parts.push({ kind: 'spend', text: `total ${formatMoney(spend, currency)}` });
   }
 
   const lines: string[] = [];
@@ -161,13 +197,24 @@ export function summarizeStatus(
       `Price: ${[source, status.price_detail].filter(Boolean).join(' — ')}`
     );
   }
+  if (active) {
+    const doc = active.doc;
+    const bits = [`spent ${formatMoney(notebookSpend, currency)}`];
+    if (doc && isNumber(doc.waste)) {
+      bits.push(`waste ${formatMoney(doc.waste, currency)}`);
+    }
+    if (doc && isNumber(doc.spend_rate_per_hour)) {
+      bits.push(`now ${formatRate(doc.spend_rate_per_hour, currency)}`);
+    }
+    lines.push(`Notebook ${active.path}: ${bits.join(', ')}`);
+  }
   const totals = status.totals;
   if (totals) {
     const since = isNumber(totals.since)
       ? ` since ${formatTime(totals.since)}`
       : '';
     if (isNumber(totals.spend)) {
-      lines.push(`Spent: ${formatMoney(totals.spend, currency)}${since}`);
+      lines.push(`Server spent: ${formatMoney(totals.spend, currency)}${since}`);
     }
     if (isNumber(totals.waste)) {
       lines.push(`Waste: ${formatMoney(totals.waste, currency)}`);
@@ -180,15 +227,81 @@ export function summarizeStatus(
     const detail = status.gpu_detail ? ` (${status.gpu_detail})` : '';
     lines.push(`GPU telemetry: ${status.gpu_status}${detail}`);
   }
+  const alerts = context.alerts ?? [];
+  for (const alert of alerts) {
+    lines.push(`Alert (${alert.severity}): ${alert.title}`);
+  }
   if (status.simulated) {
     lines.push('Simulated: numbers come from a replayed trace, not this machine');
   }
+  lines.push('Click to open the cost panel');
 
   return {
     parts,
     text: parts.map(p => p.text).join(SEPARATOR),
     simulated: status.simulated === true,
     unpriced,
+    severity: maxSeverity(alerts.map(a => a.severity)),
     tooltip: lines.join('\n')
   };
+}
+
+/** Format a byte count in binary units: `0 B`, `512 MiB`, `39.5 GiB`. */
+export function formatBytes(bytes: number | null | undefined): string {
+  if (!isNumber(bytes) || bytes < 0) {
+    return '–';
+  }
+  const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
+  let value = bytes;
+  let unit = 0;
+  while (value >= 1024 && unit < units.length - 1) {
+    value /= 1024;
+    unit++;
+  }
+  if (unit === 0) {
+    return `${Math.round(value)} B`;
+  }
+  const text = value >= 100 ? value.toFixed(0) : value.toFixed(1);
+  return `${text.replace(/\.0$/, '')} ${units[unit]}`;
+}
+
+/** Format a percentage: `–` when unknown, one decimal below 10 (`2.5%`), else whole (`87%`). */
+export function formatPercent(value: number | null | undefined): string {
+  if (!isNumber(value)) {
+    return '–';
+  }
+  const text = Math.abs(value) < 10 ? value.toFixed(1) : value.toFixed(0);
+  return `${text.replace(/\.0$/, '')}%`;
+}
+
+/**
+ * Format a duration in seconds, coarsely: `–`, `0 s`, `45 s`, `12 min`,
+ * `3 h 05 min`, `2 d 3 h`.
+ */
+export function formatDuration(seconds: number | null | undefined): string {
+  if (!isNumber(seconds) || seconds < 0) {
+    return '–';
+  }
+  const s = Math.floor(seconds);
+  if (s < 60) {
+    return `${s} s`;
+  }
+  const minutes = Math.floor(s / 60);
+  if (minutes < 60) {
+    return `${minutes} min`;
+  }
+  const hours = Math.floor(minutes / 60);
+  if (hours < 24) {
+    return `${hours} h ${String(minutes % 60).padStart(2, '0')} min`;
+  }
+  const days = Math.floor(hours / 24);
+  return `${days} d ${hours % 24} h`;
+}
+
+/** Human-readable label for a price source (`detected` → `detected instance, catalog price`). */
+export function formatPriceSource(source: string | null | undefined): string {
+  if (!source) {
+    return '–';
+  }
+  return PRICE_SOURCE_LABELS[source] ?? source;
 }

@@ -1,9 +1,11 @@
 /**
- * The status-bar item: renders a CostStatusModel, nothing else.
+ * The status-bar item: renders a CostStatusModel, nothing else. A click asks
+ * the plugin (through `clicked`) to open the cost panel.
  */
+import { ISignal, Signal } from '@lumino/signaling';
 import { Widget } from '@lumino/widgets';
 
-import { CostStatusModel } from './model';
+import type { CostStatusModel } from './model';
 import {
   ICON,
   LOADING_TEXT,
@@ -15,6 +17,9 @@ import {
 /** DOM id of the status-bar item (one per page). */
 export const STATUS_ID = 'jp-costguard-status';
 
+/** DOM id of the status item's "simulated" pill. */
+export const SIMULATED_ID = 'jp-costguard-simulated';
+
 /** CSS classes used by the status item; stable for browser tests. */
 export namespace CostStatusClasses {
   export const root = 'jp-costguard-status';
@@ -24,7 +29,9 @@ export namespace CostStatusClasses {
   export const simulated = 'jp-costguard-simulated';
   export const offline = 'jp-costguard-offline';
   export const loading = 'jp-costguard-loading';
-  /** Per-part classes: jp-costguard-instance, -rate, -unpriced, -spend. */
+  /** Present while an alert is active for the active notebook. */
+  export const alert = 'jp-costguard-alert';
+  /** Per-part classes: jp-costguard-instance, -rate, -unpriced, -notebook, -spend. */
   export function forPart(kind: string): string {
     return `jp-costguard-${kind}`;
   }
@@ -32,9 +39,12 @@ export namespace CostStatusClasses {
 
 /**
  * Status-bar widget showing e.g.
- * `⚡ p4d.24xlarge · USD 32.77/h · spent USD 1.23 [simulated]`.
+ * `⚡ p4d.24xlarge · USD 32.77/h · notebook USD 1.23 [simulated]`.
  *
- * `data-costguard-state` on the root is `loading`, `ok` or `offline`.
+ * Data attributes on the root: `data-costguard-state` (`loading`, `ok`,
+ * `offline`), `data-costguard-notebook` (active notebook path, when any),
+ * `data-costguard-severity` (`info`, `warning`, `critical`, while an alert is
+ * active for that notebook), `data-costguard-simulated="true"`.
  */
 export class CostStatusWidget extends Widget {
   constructor(model: CostStatusModel) {
@@ -43,6 +53,8 @@ export class CostStatusWidget extends Widget {
     this.id = STATUS_ID;
     this.addClass(CostStatusClasses.root);
     this.addClass('jp-StatusBar-TextItem');
+    this.node.setAttribute('role', 'button');
+    this.node.tabIndex = 0;
     model.changed.connect(this._render, this);
     this._render();
   }
@@ -51,12 +63,44 @@ export class CostStatusWidget extends Widget {
     return this._model;
   }
 
+  /** Emitted when the user clicks the item (or presses Enter/Space on it). */
+  get clicked(): ISignal<this, void> {
+    return this._clicked;
+  }
+
+  handleEvent(event: Event): void {
+    switch (event.type) {
+      case 'click':
+        this._clicked.emit();
+        break;
+      case 'keydown': {
+        const key = (event as KeyboardEvent).key;
+        if (key === 'Enter' || key === ' ') {
+          event.preventDefault();
+          this._clicked.emit();
+        }
+        break;
+      }
+    }
+  }
+
   dispose(): void {
     if (this.isDisposed) {
       return;
     }
     this._model.changed.disconnect(this._render, this);
+    Signal.clearData(this);
     super.dispose();
+  }
+
+  protected onAfterAttach(): void {
+    this.node.addEventListener('click', this);
+    this.node.addEventListener('keydown', this);
+  }
+
+  protected onBeforeDetach(): void {
+    this.node.removeEventListener('click', this);
+    this.node.removeEventListener('keydown', this);
   }
 
   private _render(): void {
@@ -67,6 +111,12 @@ export class CostStatusWidget extends Widget {
     node.classList.toggle(CostStatusClasses.offline, state === 'offline');
     node.classList.toggle(CostStatusClasses.loading, state === 'loading');
     node.textContent = '';
+    const active = model.activeNotebook;
+    if (active) {
+      node.dataset.costguardNotebook = active.path;
+    } else {
+      delete node.dataset.costguardNotebook;
+    }
 
     const status = model.status;
     if (state !== 'ok' || !status) {
@@ -79,10 +129,14 @@ export class CostStatusWidget extends Widget {
             }`
           : 'Costguard: waiting for the first status';
       delete node.dataset.costguardSimulated;
+      this._setSeverity(null);
       return;
     }
 
-    const summary = summarizeStatus(status, model.summaryOptions);
+    const summary = summarizeStatus(status, model.summaryOptions, {
+      notebook: active,
+      alerts: model.activeAlerts
+    });
     node.appendChild(span(CostStatusClasses.icon, ICON));
     summary.parts.forEach((part, index) => {
       node.appendChild(
@@ -95,18 +149,32 @@ export class CostStatusWidget extends Widget {
         )
       );
     });
-    if (summary.simulated) {
+    const simulated = summary.simulated || model.notebooksSimulated;
+    if (simulated) {
       const badge = span(CostStatusClasses.simulated, 'simulated');
-      badge.id = CostStatusClasses.simulated;
+      badge.id = SIMULATED_ID;
       badge.title = 'Numbers come from a replayed trace, not this machine';
       node.appendChild(badge);
       node.dataset.costguardSimulated = 'true';
     } else {
       delete node.dataset.costguardSimulated;
     }
+    // The list can lag the notebook document's own summary: take the highest.
+    this._setSeverity(model.activeSeverity ?? summary.severity);
     node.title = summary.tooltip;
   }
 
+  private _setSeverity(severity: string | null): void {
+    const node = this.node;
+    node.classList.toggle(CostStatusClasses.alert, !!severity);
+    if (severity) {
+      node.dataset.costguardSeverity = severity;
+    } else {
+      delete node.dataset.costguardSeverity;
+    }
+  }
+
+  private _clicked = new Signal<this, void>(this);
   private _model: CostStatusModel;
 }
 

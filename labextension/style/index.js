@@ -1,1 +1,3 @@
 import './base.css';
+import './panel.css';
+import './costwidget.css';

@@ -1,6 +1,10 @@
 import {
   formatAmount,
+  formatBytes,
+  formatDuration,
   formatMoney,
+  formatPercent,
+  formatPriceSource,
   formatRate,
   summarizeStatus
 } from '../format';
@@ -51,43 +55,161 @@ describe('formatMoney / formatRate', () => {
 });
 
 describe('summarizeStatus', () => {
-  it('renders instance, rate and spend', () => {
+  const all = { showRate: true, showNotebookSpend: true, showServerTotal: true };
+  const notebook = {
+    path: 'work/explore.ipynb',
+    doc: {
+      path: 'work/explore.ipynb',
+      spend: 0.42,
+      waste: 0.3,
+      spend_rate_per_hour: 4.1
+    }
+  };
+
+  it('renders instance and rate by default, no server total', () => {
     const s = summarizeStatus(base);
-    expect(s.text).toBe('p4d.24xlarge · USD 32.77/h · spent USD 1.23');
+    expect(s.text).toBe('p4d.24xlarge · USD 32.77/h');
     expect(s.simulated).toBe(false);
     expect(s.unpriced).toBe(false);
+    expect(s.severity).toBeNull();
     expect(s.tooltip).toContain('catalog 2025-11-01');
+  });
+
+  it("adds the active notebook's spend", () => {
+    const s = summarizeStatus(base, undefined, { notebook });
+    expect(s.text).toBe('p4d.24xlarge · USD 32.77/h · notebook USD 0.42');
+    expect(s.parts.map(p => p.kind)).toEqual(['instance', 'rate', 'notebook']);
+    expect(s.tooltip).toContain(
+      'Notebook work/explore.ipynb: spent USD 0.42, waste USD 0.30, now USD 4.10/h'
+    );
+  });
+
+  it('shows zero for an active notebook that has not spent yet', () => {
+    const s = summarizeStatus(base, undefined, {
+      notebook: { path: 'new.ipynb', doc: null }
+    });
+    expect(s.text).toBe('p4d.24xlarge · USD 32.77/h · notebook USD 0.00');
+  });
+
+  it('renders every part when asked', () => {
+    const s = summarizeStatus(base, all, { notebook });
+    expect(s.text).toBe(
+      'p4d.24xlarge · USD 32.77/h · notebook USD 0.42 · total USD 1.23'
+    );
   });
 
   it('flags simulated numbers', () => {
     expect(summarizeStatus({ ...base, simulated: true }).simulated).toBe(true);
   });
 
-  it('shows unpriced with the price detail in the tooltip', () => {
-    const s = summarizeStatus({
-      ...base,
-      rate_per_hour: null,
-      price_source: 'unpriced',
-      price_detail: 'no catalog match for this host',
-      totals: { spend: 0 }
+  it('reports the highest alert severity and lists alerts in the tooltip', () => {
+    const alert = (severity: 'info' | 'warning' | 'critical', title: string) => ({
+      id: title,
+      kind: 'idle-gpu',
+      severity,
+      notebook: 'work/explore.ipynb',
+      kernel_id: null,
+      title,
+      message: '',
+      actions: [],
+      created: 1,
+      updated: 1,
+      state: 'active'
     });
+    const s = summarizeStatus(base, undefined, {
+      notebook,
+      alerts: [alert('info', 'a'), alert('warning', 'GPU idle')]
+    });
+    expect(s.severity).toBe('warning');
+    expect(s.tooltip).toContain('Alert (warning): GPU idle');
+  });
+
+  it('shows unpriced with the price detail in the tooltip', () => {
+    const s = summarizeStatus(
+      {
+        ...base,
+        rate_per_hour: null,
+        price_source: 'unpriced',
+        price_detail: 'no catalog match for this host',
+        totals: { spend: 0 }
+      },
+      all
+    );
     expect(s.unpriced).toBe(true);
-    expect(s.text).toBe('p4d.24xlarge · unpriced · spent USD 0.00');
+    expect(s.text).toBe('p4d.24xlarge · unpriced · total USD 0.00');
     expect(s.tooltip).toContain('no catalog match for this host');
   });
 
   it('omits an unknown instance and honours toggles', () => {
     const s = summarizeStatus(
       { ...base, instance: null },
-      { showRate: false, showSpend: true }
+      { showRate: false, showNotebookSpend: false, showServerTotal: true }
     );
-    expect(s.text).toBe('spent USD 1.23');
-    const t = summarizeStatus(base, { showRate: true, showSpend: false });
+    expect(s.text).toBe('total USD 1.23');
+    const t = summarizeStatus(
+      base,
+      { showRate: true, showNotebookSpend: false, showServerTotal: false },
+      { notebook }
+    );
     expect(t.text).toBe('p4d.24xlarge · USD 32.77/h');
   });
 
   it('tolerates missing totals', () => {
-    const s = summarizeStatus({ ...base, totals: null });
+    const s = summarizeStatus({ ...base, totals: null }, all);
     expect(s.text).toBe('p4d.24xlarge · USD 32.77/h');
+  });
+});
+
+describe('formatBytes', () => {
+  it.each([
+    [0, '0 B'],
+    [512, '512 B'],
+    [1024, '1 KiB'],
+    [1536, '1.5 KiB'],
+    [512 * 1024 ** 2, '512 MiB'],
+    [39.5 * 1024 ** 3, '39.5 GiB'],
+    [80 * 1024 ** 3, '80 GiB'],
+    [2 * 1024 ** 4, '2 TiB'],
+    [null, '–'],
+    [-1, '–']
+  ])('%p -> %p', (value, expected) => {
+    expect(formatBytes(value as number | null)).toBe(expected);
+  });
+});
+
+describe('formatPercent', () => {
+  it.each([
+    [null, '–'],
+    [undefined, '–'],
+    [0, '0%'],
+    [2.54, '2.5%'],
+    [9.96, '10%'],
+    [87.4, '87%'],
+    [100, '100%']
+  ])('%p -> %p', (value, expected) => {
+    expect(formatPercent(value as number | null | undefined)).toBe(expected);
+  });
+});
+
+describe('formatDuration', () => {
+  it.each([
+    [null, '–'],
+    [-5, '–'],
+    [0, '0 s'],
+    [45.9, '45 s'],
+    [60, '1 min'],
+    [12 * 60 + 30, '12 min'],
+    [3 * 3600 + 5 * 60, '3 h 05 min'],
+    [2 * 86400 + 3 * 3600 + 59, '2 d 3 h']
+  ])('%p -> %p', (value, expected) => {
+    expect(formatDuration(value as number | null)).toBe(expected);
+  });
+});
+
+describe('formatPriceSource', () => {
+  it('labels known sources and passes others through', () => {
+    expect(formatPriceSource('detected')).toBe('detected instance, catalog price');
+    expect(formatPriceSource('something')).toBe('something');
+    expect(formatPriceSource(undefined)).toBe('–');
   });
 });

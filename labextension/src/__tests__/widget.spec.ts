@@ -2,11 +2,13 @@
  * @jest-environment jsdom
  */
 import { Signal } from '@lumino/signaling';
+import { Widget } from '@lumino/widgets';
 
-import type { ICostStatus } from '../api';
+import type { AlertSeverity, IAlert, ICostStatus } from '../api';
 import type { CostStatusModel, CostStatusState } from '../model';
-import { DEFAULT_SUMMARY_OPTIONS, ISummaryOptions } from '../format';
+import { DEFAULT_SUMMARY_OPTIONS, IActiveNotebook, ISummaryOptions } from '../format';
 import { CostStatusWidget, STATUS_ID } from '../widget';
+import { alert, notebook, status as fixture } from './fixtures';
 
 /** Just enough of CostStatusModel for the widget. */
 class FakeModel {
@@ -15,6 +17,10 @@ class FakeModel {
   status: ICostStatus | null = null;
   error: Error | null = null;
   summaryOptions: ISummaryOptions = { ...DEFAULT_SUMMARY_OPTIONS };
+  activeNotebook: IActiveNotebook | null = null;
+  activeAlerts: IAlert[] = [];
+  activeSeverity: AlertSeverity | null = null;
+  notebooksSimulated = false;
 
   set(patch: Partial<FakeModel>): void {
     Object.assign(this, patch);
@@ -22,18 +28,7 @@ class FakeModel {
   }
 }
 
-const status: ICostStatus = {
-  instance: { provider: 'aws', instance_type: 'p4d.24xlarge' },
-  rate_per_hour: 32.77,
-  currency: 'USD',
-  market: 'on-demand',
-  price_source: 'config',
-  price_detail: 'c.CostGuard.instance_type',
-  simulated: true,
-  totals: { spend: 1.2345, waste: 0.5, unattributed: 0.1, since: 1764460000 },
-  gpu_status: 'ok',
-  last_sample_time: 1764460000
-};
+const status: ICostStatus = { ...fixture, totals: { ...fixture.totals } };
 
 function make(): { model: FakeModel; widget: CostStatusWidget } {
   const model = new FakeModel();
@@ -47,27 +42,79 @@ describe('CostStatusWidget', () => {
     expect(widget.node.id).toBe(STATUS_ID);
     expect(widget.node.classList).toContain('jp-costguard-status');
     expect(widget.node.dataset.costguardState).toBe('loading');
+    expect(widget.node.textContent).toBe('costguard: …');
   });
 
   it('renders the summary and the simulated badge', () => {
     const { model, widget } = make();
     model.set({ state: 'ok', status });
     expect(widget.node.textContent).toBe(
-      '⚡ p4d.24xlarge · USD 32.77/h · spent USD 1.23simulated'
+      '⚡ p4d.24xlarge · USD 32.77/h' + 'simulated'
     );
     const badge = widget.node.querySelector('.jp-costguard-simulated');
     expect(badge?.textContent).toBe('simulated');
     expect(badge?.id).toBe('jp-costguard-simulated');
+    expect(widget.node.dataset.costguardSimulated).toBe('true');
     expect(widget.node.querySelector('.jp-costguard-rate')?.textContent).toBe(
       'USD 32.77/h'
     );
     expect(widget.node.title).toContain('c.CostGuard.instance_type');
   });
 
-  it('drops the badge for real numbers', () => {
+  it("shows the active notebook's spend", () => {
     const { model, widget } = make();
-    model.set({ state: 'ok', status: { ...status, simulated: false } });
+    model.set({
+      state: 'ok',
+      status: { ...status, simulated: false },
+      activeNotebook: {
+        path: 'explore.ipynb',
+        doc: notebook('explore.ipynb', 0.75)
+      }
+    });
+    expect(
+      widget.node.querySelector('.jp-costguard-notebook')?.textContent
+    ).toBe('notebook USD 0.75');
+    expect(widget.node.dataset.costguardNotebook).toBe('explore.ipynb');
     expect(widget.node.querySelector('.jp-costguard-simulated')).toBeNull();
+  });
+
+  it('shows the server total when enabled', () => {
+    const { model, widget } = make();
+    model.set({
+      state: 'ok',
+      status,
+      summaryOptions: { ...DEFAULT_SUMMARY_OPTIONS, showServerTotal: true }
+    });
+    expect(widget.node.querySelector('.jp-costguard-spend')?.textContent).toBe(
+      'total USD 1.23'
+    );
+  });
+
+  it('keeps the pill when only the notebook figures are simulated', () => {
+    const { model, widget } = make();
+    model.set({
+      state: 'ok',
+      status: { ...status, simulated: false },
+      notebooksSimulated: true
+    });
+    expect(widget.node.querySelector('#jp-costguard-simulated')).not.toBeNull();
+  });
+
+  it('takes the warning colour while the notebook has an alert', () => {
+    const { model, widget } = make();
+    model.set({
+      state: 'ok',
+      status,
+      activeNotebook: { path: 'explore.ipynb', doc: null },
+      activeAlerts: [alert('a1', 'warning')],
+      activeSeverity: 'warning'
+    });
+    expect(widget.node.classList).toContain('jp-costguard-alert');
+    expect(widget.node.dataset.costguardSeverity).toBe('warning');
+    expect(widget.node.title).toContain('Alert (warning): GPU idle');
+    model.set({ activeAlerts: [], activeSeverity: null });
+    expect(widget.node.classList).not.toContain('jp-costguard-alert');
+    expect(widget.node.dataset.costguardSeverity).toBeUndefined();
   });
 
   it('shows unpriced with the detail in the tooltip', () => {
@@ -89,11 +136,26 @@ describe('CostStatusWidget', () => {
 
   it('goes quietly offline', () => {
     const { model, widget } = make();
-    model.set({ state: 'ok', status });
+    model.set({ state: 'ok', status, activeSeverity: 'critical' });
     model.set({ state: 'offline', error: new Error('boom') });
     expect(widget.node.textContent).toBe('costguard: offline');
     expect(widget.node.classList).toContain('jp-costguard-offline');
+    expect(widget.node.classList).not.toContain('jp-costguard-alert');
     expect(widget.node.dataset.costguardState).toBe('offline');
     expect(widget.node.title).toContain('boom');
+  });
+
+  it('emits clicked on click and Enter', () => {
+    const { widget } = make();
+    Widget.attach(widget, document.body);
+    let clicks = 0;
+    widget.clicked.connect(() => clicks++);
+    widget.node.click();
+    widget.node.dispatchEvent(new KeyboardEvent('keydown', { key: 'Enter' }));
+    expect(clicks).toBe(2);
+    Widget.detach(widget);
+    widget.node.click();
+    expect(clicks).toBe(2);
+    widget.dispose();
   });
 });

@@ -1,0 +1,312 @@
+/**
+ * @jest-environment jsdom
+ */
+import { Signal } from '@lumino/signaling';
+import { Widget } from '@lumino/widgets';
+
+import type { IAlert, ICostStatus, INotebookDoc } from '../api';
+import { requestAPI } from '../api';
+import type { CostStatusModel } from '../model';
+import { CostPanel, PANEL_ID, PANEL_SIMULATED_ID } from '../panel';
+import { CostPanelModel } from '../panelmodel';
+import { alert, gpus, kernel, notebook, status } from './fixtures';
+
+jest.mock('../api', () => ({
+  ...jest.requireActual('../api'),
+  requestAPI: jest.fn()
+}));
+
+const mockedRequest = requestAPI as jest.MockedFunction<typeof requestAPI>;
+
+/** Just enough of CostStatusModel for the panel. */
+class FakeData {
+  changed = new Signal<this, void>(this);
+  state: 'loading' | 'ok' | 'offline' = 'ok';
+  status: ICostStatus | null = status;
+  notebooks: INotebookDoc[] = [];
+  notebooksSimulated = false;
+  alerts: IAlert[] = [];
+  alertsState = 'ok';
+  refreshInterval = 2;
+  serverSettings = {} as any;
+
+  set(patch: Partial<FakeData>): void {
+    Object.assign(this, patch);
+    this.changed.emit();
+  }
+}
+
+const history = [
+  { time: 1764460800 - 120, spend: 0.01, waste: 0 },
+  { time: 1764460800 - 60, spend: 0.03, waste: 0.01 },
+  { time: 1764460800, spend: 0.02, waste: 0 }
+];
+
+let kernels = [
+  kernel('k-train', 'train.ipynb', 4, { gpu_utilization_percent: 91, gpu_memory_bytes: 30 * 1024 ** 3 }),
+  kernel('k-explore', 'explore.ipynb', 1, { gpu_utilization_percent: 2 })
+];
+
+function setup() {
+  const data = new FakeData();
+  data.notebooks = [
+    notebook('explore.ipynb', 1, { kernel_ids: ['k-explore'], history, idle_seconds: 1800 }),
+    notebook('train.ipynb', 5, { kernel_ids: ['k-train'], gpu_utilization_percent: 91 }),
+    notebook('work/old.ipynb', 0.5)
+  ];
+  const model = new CostPanelModel({ data: data as unknown as CostStatusModel });
+  const actions: [string, string][] = [];
+  const opened: string[] = [];
+  const panel = new CostPanel({
+    model,
+    onKernelAction: (action, k) => actions.push([action, k.kernel_id]),
+    onOpenNotebook: path => opened.push(path)
+  });
+  return { data, model, panel, actions, opened };
+}
+
+const wait = (ms = 50) => new Promise(resolve => setTimeout(resolve, ms));
+
+function rowPaths(panel: CostPanel): string[] {
+  return Array.from(
+    panel.node.querySelectorAll<HTMLElement>('.jp-costguard-notebook-row')
+  ).map(r => r.dataset.path!);
+}
+
+function field(panel: CostPanel, name: string): string | null | undefined {
+  return panel.node.querySelector(`dd[data-field="${name}"]`)?.textContent;
+}
+
+beforeEach(() => {
+  mockedRequest.mockReset();
+  mockedRequest.mockImplementation(async (endPoint?: string) => {
+    if (endPoint === 'kernels') {
+      return { simulated: true, currency: 'USD', time: 1, kernels } as any;
+    }
+    if (endPoint === 'gpus') {
+      return gpus as any;
+    }
+    throw new Error(`unexpected ${endPoint}`);
+  });
+  kernels = [
+    kernel('k-train', 'train.ipynb', 4, { gpu_utilization_percent: 91, gpu_memory_bytes: 30 * 1024 ** 3 }),
+    kernel('k-explore', 'explore.ipynb', 1, { gpu_utilization_percent: 2 })
+  ];
+});
+
+describe('CostPanel', () => {
+  it('has stable hooks and shows the instance and totals', () => {
+    const { panel } = setup();
+    expect(panel.node.id).toBe(PANEL_ID);
+    expect(panel.node.classList).toContain('jp-costguard-panel');
+    expect(field(panel, 'instance-type')).toBe('p4d.24xlarge');
+    expect(field(panel, 'provider')).toBe('aws');
+    expect(field(panel, 'gpus')).toBe('8 × A100-SXM4-40GB (40 GiB)');
+    expect(field(panel, 'rate')).toBe('USD 32.77/h');
+    expect(field(panel, 'market')).toBe('on-demand');
+    expect(field(panel, 'price-source')).toBe('set in configuration');
+    expect(field(panel, 'price-detail')).toBe('c.CostGuard.instance_type');
+    expect(field(panel, 'retrieved')).toBe('2025-11-01');
+    const link = panel.node.querySelector<HTMLAnchorElement>('dd[data-field="retrieved"] a');
+    expect(link?.href).toBe('https://aws.amazon.com/ec2/instance-types/p4/');
+    expect(link?.rel).toContain('noopener');
+    const totals = panel.node.querySelector('.jp-costguard-totals')!;
+    expect(totals.querySelector('dd[data-field="spend"]')?.textContent).toBe('USD 1.23');
+    expect(totals.querySelector('dd[data-field="waste"]')?.textContent).toBe('USD 0.50');
+    expect(totals.querySelector('dd[data-field="unattributed"]')?.textContent).toBe('USD 0.10');
+    panel.dispose();
+  });
+
+  it('shows the simulated pill only for replayed figures', () => {
+    const { panel, data } = setup();
+    const pill = panel.node.querySelector<HTMLElement>(`#${PANEL_SIMULATED_ID}`)!;
+    expect(pill.classList).toContain('jp-costguard-simulated');
+    expect(pill.hidden).toBe(false);
+    data.set({ status: { ...status, simulated: false } });
+    Widget.attach(panel, document.body);
+    data.set({ status: { ...status, simulated: false } });
+    expect(pill.hidden).toBe(true);
+    data.set({ notebooksSimulated: true });
+    expect(pill.hidden).toBe(false);
+    Widget.detach(panel);
+    panel.dispose();
+  });
+
+  it('lists notebooks, most expensive first, with sparklines', () => {
+    const { panel } = setup();
+    expect(rowPaths(panel)).toEqual(['train.ipynb', 'explore.ipynb', 'work/old.ipynb']);
+    const row = panel.node.querySelector<HTMLElement>(
+      '.jp-costguard-notebook-row[data-path="explore.ipynb"]'
+    )!;
+    const cell = (key: string) => row.querySelector(`td[data-key="${key}"]`)?.textContent;
+    expect(cell('spend')).toBe('USD 1.00');
+    expect(cell('waste')).toBe('USD 0.50');
+    expect(cell('idle_seconds')).toBe('30 min');
+    const sparkline = row.querySelector('svg.jp-costguard-sparkline')!;
+    expect(sparkline.getAttribute('data-points')).toBe('30');
+    const d = sparkline.querySelector('path')!.getAttribute('d')!;
+    expect(d.startsWith('M0,')).toBe(true);
+    expect(d.split(' ')).toHaveLength(30);
+    expect(sparkline.querySelector('title')?.textContent).toContain('peak USD 1.80/h');
+    expect(panel.node.querySelectorAll('.jp-costguard-sparkline')).toHaveLength(3);
+    panel.dispose();
+  });
+
+  it('sorts on header clicks, flipping direction, and keeps row elements', () => {
+    const { panel } = setup();
+    Widget.attach(panel, document.body);
+    const before = panel.node.querySelector('.jp-costguard-notebook-row[data-path="train.ipynb"]');
+    const header = panel.node.querySelector<HTMLElement>(
+      '.jp-costguard-notebooks .jp-costguard-sort[data-key="path"]'
+    )!;
+    expect(header.dataset.table).toBe('notebooks');
+    expect(header.getAttribute('aria-sort')).toBe('none');
+    header.click();
+    expect(rowPaths(panel)).toEqual(['explore.ipynb', 'train.ipynb', 'work/old.ipynb']);
+    expect(header.getAttribute('aria-sort')).toBe('ascending');
+    header.click();
+    expect(rowPaths(panel)).toEqual(['work/old.ipynb', 'train.ipynb', 'explore.ipynb']);
+    expect(header.getAttribute('aria-sort')).toBe('descending');
+    expect(
+      panel.node.querySelector('.jp-costguard-notebook-row[data-path="train.ipynb"]')
+    ).toBe(before);
+    const spend = panel.node.querySelector<HTMLElement>(
+      '.jp-costguard-notebooks .jp-costguard-sort[data-key="spend"]'
+    )!;
+    spend.dispatchEvent(new KeyboardEvent('keydown', { key: 'Enter', bubbles: true }));
+    expect(rowPaths(panel)[0]).toBe('train.ipynb');
+    Widget.detach(panel);
+    panel.dispose();
+  });
+
+  it('updates rows in place and drops the ones that leave', () => {
+    const { panel, data } = setup();
+    Widget.attach(panel, document.body);
+    const row = panel.node.querySelector('.jp-costguard-notebook-row[data-path="explore.ipynb"]');
+    data.set({
+      notebooks: [notebook('explore.ipynb', 9, { history })]
+    });
+    expect(rowPaths(panel)).toEqual(['explore.ipynb']);
+    const same = panel.node.querySelector('.jp-costguard-notebook-row[data-path="explore.ipynb"]');
+    expect(same).toBe(row);
+    expect(same?.querySelector('td[data-key="spend"]')?.textContent).toBe('USD 9.00');
+    data.set({ notebooks: [] });
+    expect(rowPaths(panel)).toEqual([]);
+    expect(panel.node.querySelector('.jp-costguard-notebooks .jp-costguard-empty')?.textContent).toBe(
+      'No notebook has spent anything yet.'
+    );
+    Widget.detach(panel);
+    panel.dispose();
+  });
+
+  it('marks notebooks with active alerts', () => {
+    const { panel, data } = setup();
+    Widget.attach(panel, document.body);
+    data.set({ alerts: [alert('a1', 'critical', { notebook: 'explore.ipynb' })] });
+    const row = panel.node.querySelector<HTMLElement>(
+      '.jp-costguard-notebook-row[data-path="explore.ipynb"]'
+    )!;
+    expect(row.classList).toContain('jp-costguard-alert');
+    expect(row.dataset.costguardSeverity).toBe('critical');
+    Widget.detach(panel);
+    panel.dispose();
+  });
+
+  it('polls kernels and gpus only while visible', async () => {
+    const { panel, model } = setup();
+    await wait();
+    expect(mockedRequest).not.toHaveBeenCalled();
+    Widget.attach(panel, document.body);
+    expect(model.active).toBe(true);
+    await wait();
+    const endpoints = mockedRequest.mock.calls.map(c => c[0]).sort();
+    expect(endpoints.slice(0, 2)).toEqual(['gpus', 'kernels']);
+    panel.hide();
+    expect(model.active).toBe(false);
+    mockedRequest.mockClear();
+    await wait(100);
+    expect(mockedRequest).not.toHaveBeenCalled();
+    panel.show();
+    expect(model.active).toBe(true);
+    Widget.detach(panel);
+    expect(model.active).toBe(false);
+    panel.dispose();
+    model.dispose();
+  });
+
+  it('lists kernels with working action buttons and GPUs', async () => {
+    const { panel, model, actions } = setup();
+    Widget.attach(panel, document.body);
+    await wait();
+    const rows = Array.from(
+      panel.node.querySelectorAll<HTMLElement>('.jp-costguard-kernel-row')
+    ).map(r => r.dataset.kernelId);
+    expect(rows).toEqual(['k-train', 'k-explore']);
+    const row = panel.node.querySelector<HTMLElement>(
+      '.jp-costguard-kernel-row[data-kernel-id="k-explore"]'
+    )!;
+    expect(row.querySelector('td[data-key="gpu_utilization_percent"]')?.textContent).toBe('2%');
+    expect(row.querySelector('td[data-key="idle_seconds"]')?.textContent).toBe('13 min');
+    row.querySelector<HTMLElement>('.jp-costguard-kernel-shutdown')!.click();
+    row.querySelector<HTMLElement>('.jp-costguard-kernel-interrupt')!.click();
+    expect(actions).toEqual([
+      ['shutdown', 'k-explore'],
+      ['interrupt', 'k-explore']
+    ]);
+    const gpu = panel.node.querySelector<HTMLElement>('.jp-costguard-gpu-row[data-gpu-uuid="GPU-0"]')!;
+    expect(gpu.querySelector('td[data-key="memory"]')?.textContent).toBe('10 GiB / 40 GiB');
+    expect(gpu.querySelector('td[data-key="utilization"]')?.textContent).toBe('3%');
+    // Kernel sort by GPU memory, ascending on second click.
+    const header = panel.node.querySelector<HTMLElement>(
+      '.jp-costguard-kernels .jp-costguard-sort[data-key="gpu_memory_bytes"]'
+    )!;
+    header.click();
+    header.click();
+    expect(
+      Array.from(panel.node.querySelectorAll<HTMLElement>('.jp-costguard-kernel-row')).map(
+        r => r.dataset.kernelId
+      )
+    ).toEqual(['k-explore', 'k-train']);
+    Widget.detach(panel);
+    panel.dispose();
+    model.dispose();
+  });
+
+  it('opens a notebook from its row', () => {
+    const { panel, opened } = setup();
+    Widget.attach(panel, document.body);
+    panel.node
+      .querySelector<HTMLElement>(
+        '.jp-costguard-notebook-row[data-path="train.ipynb"] .jp-costguard-open-notebook'
+      )!
+      .click();
+    expect(opened).toEqual(['train.ipynb']);
+    Widget.detach(panel);
+    panel.dispose();
+  });
+
+  it('highlights a notebook asked for', () => {
+    const { panel, model } = setup();
+    Widget.attach(panel, document.body);
+    model.highlightPath = 'explore.ipynb';
+    expect(
+      panel.node.querySelector('.jp-costguard-notebook-row.jp-mod-highlighted')?.getAttribute(
+        'data-path'
+      )
+    ).toBe('explore.ipynb');
+    Widget.detach(panel);
+    panel.dispose();
+  });
+
+  it('says offline', () => {
+    const { panel, data } = setup();
+    Widget.attach(panel, document.body);
+    data.set({ state: 'offline', notebooks: [] });
+    expect(panel.node.dataset.costguardState).toBe('offline');
+    expect(panel.node.querySelector('.jp-costguard-panel-state')?.textContent).toBe(
+      'costguard: offline'
+    );
+    Widget.detach(panel);
+    panel.dispose();
+  });
+});

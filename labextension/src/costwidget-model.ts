@@ -1,0 +1,527 @@
+/**
+ * Pure logic of the in-notebook cost widget: which kernel and notebook to
+ * show, which alert to surface, what to say when the server cannot be
+ * reached, and the text of every part. No DOM, no JupyterLab or ipywidgets
+ * imports, so all of it is unit-tested in isolation
+ * (`__tests__/costwidget-model.spec.ts`). The view in `costwidget-view.ts`
+ * only fetches and renders what this module computes.
+ */
+import type { ICostStatus } from './api';
+import { formatMoney, formatRate, formatTime } from './format';
+
+/** ipywidgets module name of the cost widget (`_model_module` in Python). */
+export const MODULE_NAME = 'jupyter-costguard';
+
+/**
+ * Version the widget module registers with; the package's version
+ * (checked against package.json by the tests). Python asks for `^0.1.0`.
+ */
+export const MODULE_VERSION = '0.1.0';
+
+/** Default refresh interval of the widget, seconds (Python default too). */
+export const DEFAULT_WIDGET_REFRESH_SECONDS = 2;
+
+/** Shortest refresh interval the widget accepts, seconds. */
+export const MIN_WIDGET_REFRESH_SECONDS = 0.5;
+
+/** How often the (slowly changing) instance status is re-read, ms. */
+export const STATUS_MAX_AGE_MS = 15 * 1000;
+
+/** How often to re-check a server that had no alerts endpoint, ms. */
+export const ALERTS_RECHECK_MS = 60 * 1000;
+
+/** Text shown while the kernel has not been sampled yet. */
+export const WAITING_TEXT = 'costguard: waiting for the first sample…';
+
+/** Text shown before the first response. */
+export const WIDGET_LOADING_TEXT = 'costguard: loading…';
+
+/** One kernel of `GET costguard/api/kernels` (see openapi.yaml `Kernel`). */
+export interface ICostKernel {
+  kernel_id: string;
+  name?: string;
+  notebook?: string | null;
+  execution_state?: string;
+  last_activity?: number;
+  idle_seconds?: number;
+  gpus?: string[];
+  gpu_memory_bytes?: number;
+  gpu_utilization_percent?: number | null;
+  attribution?: string;
+  spend?: number;
+  waste?: number;
+  spend_rate_per_hour?: number;
+  [key: string]: unknown;
+}
+
+/** Fields every costguard document carries (openapi.yaml `Common`). */
+export interface ICostCommon {
+  simulated?: boolean;
+  currency?: string;
+  time?: number | null;
+}
+
+/** Response of `GET costguard/api/kernels`. */
+export interface ICostKernelList extends ICostCommon {
+  kernels: ICostKernel[];
+}
+
+/** Response of `GET costguard/api/notebooks/<path>` (`NotebookDetail`). */
+export interface ICostNotebook extends ICostCommon {
+  path: string;
+  spend?: number;
+  waste?: number;
+  gpu_spend?: number;
+  host_spend?: number;
+  first_seen?: number;
+  last_seen?: number;
+  kernel_ids?: string[];
+  kernels_seen?: number;
+  gpu_utilization_percent?: number | null;
+  gpu_memory_bytes?: number;
+  idle_seconds?: number | null;
+  spend_rate_per_hour?: number;
+  [key: string]: unknown;
+}
+
+/** One alert of `GET costguard/api/alerts?notebook=<path>`. */
+export interface ICostAlert {
+  id: string;
+  kind?: string;
+  severity?: string;
+  title?: string;
+  message?: string;
+  notebook?: string | null;
+  kernel_id?: string | null;
+  /** `active`, `dismissed` or `snoozed` (as of the response). */
+  state?: string;
+  /** When the condition ended (epoch seconds); null while it persists. */
+  resolved?: number | boolean | null;
+  created?: number;
+  updated?: number;
+  [key: string]: unknown;
+}
+
+/** Response of `GET costguard/api/alerts`. */
+export interface ICostAlertList extends ICostCommon {
+  alerts: ICostAlert[];
+}
+
+function isNumber(value: unknown): value is number {
+  return typeof value === 'number' && Number.isFinite(value);
+}
+
+/**
+ * The kernel to show: the first candidate id that the server lists.
+ *
+ * Candidates are, in order, the `kernel_id` trait (found kernel-side from
+ * the connection file) and the id of the kernel the page's widget manager
+ * talks to (what the server calls it, e.g. behind a gateway).
+ */
+export function pickKernel(
+  kernels: readonly ICostKernel[] | null | undefined,
+  candidates: readonly (string | null | undefined)[]
+): ICostKernel | null {
+  if (!kernels) {
+    return null;
+  }
+  for (const id of candidates) {
+    if (!id) {
+      continue;
+    }
+    const found = kernels.find(k => k.kernel_id === id);
+    if (found) {
+      return found;
+    }
+  }
+  return null;
+}
+
+/**
+ * The notebook whose spend the widget shows: the `notebook` override when
+ * set, else the notebook the server attributes the kernel to, else none
+ * (a console or a kernel without a session: the kernel's own figures).
+ */
+export function notebookPathFor(
+  kernel: ICostKernel | null,
+  override?: string | null
+): string | null {
+  const wanted = (override ?? '').trim().replace(/^\/+/, '');
+  if (wanted) {
+    return wanted;
+  }
+  const path = kernel?.notebook;
+  return typeof path === 'string' && path.length > 0 ? path : null;
+}
+
+/** Severity ranks, most urgent highest. */
+const SEVERITY_RANK: Record<string, number> = {
+  critical: 3,
+  error: 3,
+  warning: 2,
+  warn: 2,
+  info: 1
+};
+
+/** Rank of an alert's severity (unknown severities rank lowest). */
+export function severityRank(severity: string | undefined): number {
+  return SEVERITY_RANK[(severity ?? '').toLowerCase()] ?? 0;
+}
+
+/** When an alert was last raised or changed (epoch seconds), else 0. */
+function alertTime(alert: ICostAlert): number {
+  for (const value of [alert.updated, alert.created]) {
+    if (isNumber(value)) {
+      return value;
+    }
+  }
+  return 0;
+}
+
+/**
+ * The one alert to show for this notebook: active ones only (not resolved,
+ * dismissed or snoozed), for this notebook when the alert names one, the
+ * most severe first, then the most recently updated.
+ */
+export function pickAlert(
+  alerts: readonly ICostAlert[] | null | undefined,
+  notebook: string | null
+): ICostAlert | null {
+  if (!alerts || alerts.length === 0) {
+    return null;
+  }
+  const relevant = alerts.filter(alert => {
+    if (!alert || typeof alert !== 'object') {
+      return false;
+    }
+    if (typeof alert.state === 'string' && alert.state !== 'active') {
+      return false;
+    }
+    const resolved = alert.resolved;
+    if (resolved !== undefined && resolved !== null && resolved !== false) {
+      return false;
+    }
+    if (
+      notebook &&
+      typeof alert.notebook === 'string' &&
+      alert.notebook !== notebook
+    ) {
+      return false;
+    }
+    return true;
+  });
+  relevant.sort((a, b) => {
+    const bySeverity = severityRank(b.severity) - severityRank(a.severity);
+    if (bySeverity !== 0) {
+      return bySeverity;
+    }
+    return alertTime(b) - alertTime(a);
+  });
+  return relevant[0] ?? null;
+}
+
+/** HTTP status of a failed request, if the error carries one. */
+export function errorStatus(error: unknown): number | null {
+  const status = (error as { response?: { status?: unknown } } | null)
+    ?.response?.status;
+  return isNumber(status) ? status : null;
+}
+
+/**
+ * One line saying why the widget has no figures, for a failed request.
+ */
+export function offlineMessage(error: unknown): string {
+  const status = errorStatus(error);
+  if (status === null) {
+    return "costguard: can't reach the Jupyter server";
+  }
+  if (status === 404) {
+    return 'costguard: the costguard server extension is not enabled here';
+  }
+  if (status === 401 || status === 403) {
+    return 'costguard: not authorised to read costs on this server';
+  }
+  return `costguard: the server answered ${status}`;
+}
+
+/** A human duration: `45 s`, `12 min`, `3 h 05 min`, `2 d 4 h`. */
+export function formatDuration(seconds: number): string {
+  if (!isNumber(seconds) || seconds < 0) {
+    return '–';
+  }
+  const s = Math.floor(seconds);
+  if (s < 60) {
+    return `${s} s`;
+  }
+  const minutes = Math.floor(s / 60);
+  if (minutes < 60) {
+    return `${minutes} min`;
+  }
+  const hours = Math.floor(minutes / 60);
+  if (hours < 24) {
+    return `${hours} h ${String(minutes % 60).padStart(2, '0')} min`;
+  }
+  return `${Math.floor(hours / 24)} d ${hours % 24} h`;
+}
+
+/** Bytes as GiB (one decimal) or MiB below 1 GiB. */
+export function formatBytes(bytes: number): string {
+  if (!isNumber(bytes) || bytes < 0) {
+    return '–';
+  }
+  const GiB = 1024 ** 3;
+  if (bytes >= GiB) {
+    return `${(bytes / GiB).toFixed(1)} GiB`;
+  }
+  return `${Math.round(bytes / 1024 ** 2)} MiB`;
+}
+
+/** A percentage without needless decimals: `2%`, `45%`, `0.5%`. */
+export function formatPercent(value: number): string {
+  const rounded = value >= 10 || value === 0 ? Math.round(value) : value;
+  const text = Number.isInteger(rounded)
+    ? String(rounded)
+    : rounded.toFixed(1).replace(/\.0$/, '');
+  return `${text}%`;
+}
+
+/** Kinds of part, each rendered as `.jp-costguard-widget-<kind>`. */
+export type CostWidgetPartKind = 'spend' | 'waste' | 'gpu' | 'idle' | 'rate';
+
+/** One piece of the widget's line. */
+export interface ICostWidgetPart {
+  kind: CostWidgetPartKind;
+  text: string;
+  title: string;
+}
+
+/** What the widget shows for one successful refresh. */
+export interface ICostWidgetSummary {
+  /** `waiting`: the server does not list this kernel (yet). */
+  state: 'ok' | 'waiting';
+  parts: ICostWidgetPart[];
+  alert: {
+    id: string;
+    severity: string;
+    text: string;
+    title: string;
+  } | null;
+  simulated: boolean;
+  kernelId: string | null;
+  notebook: string | null;
+  /** Plain text of the whole widget (parts joined with ` · `). */
+  text: string;
+  /** Tooltip of the widget: what each figure means. */
+  title: string;
+}
+
+/** Everything one refresh fetched. */
+export interface ICostWidgetInput {
+  kernels: ICostKernelList;
+  /** The kernel picked from `kernels` (null: not listed yet). */
+  kernel: ICostKernel | null;
+  /** The notebook shown, or null when the kernel has none. */
+  notebookPath: string | null;
+  /** Its detail; null when it has no costs recorded yet (404). */
+  notebook: ICostNotebook | null;
+  /** Instance status; null when not (yet) read. */
+  status: ICostStatus | null;
+  /** Alerts for the notebook; null when the server has no alerts (404). */
+  alerts: ICostAlert[] | null;
+}
+
+/** Separator between parts. */
+export const WIDGET_SEPARATOR = ' · ';
+
+/**
+ * Summarise one refresh for display.
+ */
+export function summarizeWidget(input: ICostWidgetInput): ICostWidgetSummary {
+  const { kernel, notebook, status } = input;
+  const simulated =
+    input.kernels.simulated === true ||
+    notebook?.simulated === true ||
+    status?.simulated === true;
+  const currency =
+    input.kernels.currency || notebook?.currency || status?.currency || 'USD';
+  const notebookPath = input.notebookPath;
+  const alert = pickAlert(input.alerts, notebookPath);
+  const shownAlert = alert
+    ? {
+        id: String(alert.id),
+        severity: (alert.severity || 'warning').toLowerCase(),
+        text: alert.title || alert.message || alert.kind || 'costguard alert',
+        title: [alert.title, alert.message].filter(Boolean).join('\n')
+      }
+    : null;
+
+  if (!kernel) {
+    return {
+      state: 'waiting',
+      parts: [],
+      alert: shownAlert,
+      simulated,
+      kernelId: null,
+      notebook: notebookPath,
+      text: WAITING_TEXT,
+      title:
+        "Costguard has not sampled this notebook's kernel yet; " +
+        'figures appear after the first sample.'
+    };
+  }
+
+  const parts: ICostWidgetPart[] = [];
+  // Spend and waste: the notebook's (all kernels that ever served it) when
+  // the server has recorded it, else this kernel's.
+  const useNotebook = notebook !== null && isNumber(notebook.spend);
+  const scope = useNotebook
+    ? `notebook ${notebookPath}, every kernel that served it`
+    : 'this kernel';
+  const spend = useNotebook ? notebook.spend : kernel.spend;
+  const waste = useNotebook ? notebook.waste : kernel.waste;
+  if (isNumber(spend)) {
+    const since =
+      useNotebook && isNumber(notebook.first_seen)
+        ? ` since ${formatTime(notebook.first_seen)}`
+        : '';
+    parts.push({
+      kind: 'spend',
+      text: `spent ${formatMoney(spend, currency)}`,
+      title: `Spend of ${scope}${since}`
+    });
+  }
+  if (isNumber(waste)) {
+    const share =
+      isNumber(spend) && spend > 0
+        ? ` (${Math.round((100 * waste) / spend)}%)`
+        : '';
+    parts.push({
+      kind: 'waste',
+      text: `waste ${formatMoney(waste, currency)}${share}`,
+      title:
+        `Waste of ${scope}: GPU time held while the GPU was idle ` +
+        'and the kernel was not busy'
+    });
+  }
+
+  const gpus = Array.isArray(kernel.gpus) ? kernel.gpus : [];
+  if (gpus.length === 0) {
+    parts.push({
+      kind: 'gpu',
+      text: 'no GPU',
+      title: 'This kernel holds no GPU memory'
+    });
+  } else {
+    const util = kernel.gpu_utilization_percent;
+    const label = gpus.length === 1 ? 'GPU' : `${gpus.length} GPUs`;
+    const utilText = isNumber(util) ? formatPercent(util) : '–';
+    const memText = isNumber(kernel.gpu_memory_bytes)
+      ? `, ${formatBytes(kernel.gpu_memory_bytes)}`
+      : '';
+    const how =
+      kernel.attribution && kernel.attribution !== 'none'
+        ? ` (attribution: ${kernel.attribution})`
+        : '';
+    parts.push({
+      kind: 'gpu',
+      text: `${label} ${utilText}${memText}`,
+      title:
+        `This kernel's GPU utilisation and GPU memory on ${gpus.join(', ')}` +
+        how
+    });
+  }
+
+  const state = kernel.execution_state ?? '';
+  if (state === 'busy') {
+    parts.push({
+      kind: 'idle',
+      text: 'running',
+      title: 'The kernel is executing'
+    });
+  } else if (state === 'starting') {
+    parts.push({
+      kind: 'idle',
+      text: 'starting',
+      title: 'The kernel is starting'
+    });
+  } else if (isNumber(kernel.idle_seconds)) {
+    parts.push({
+      kind: 'idle',
+      text: `idle ${formatDuration(kernel.idle_seconds)}`,
+      title: 'Time since the kernel last did anything'
+    });
+  }
+
+  if (status) {
+    const instance = status.instance?.instance_type;
+    const rate = status.rate_per_hour;
+    const kernelRate = isNumber(kernel.spend_rate_per_hour)
+      ? `; this kernel now costs ${formatRate(
+          kernel.spend_rate_per_hour,
+          currency
+        )}`
+      : '';
+    if (isNumber(rate)) {
+      parts.push({
+        kind: 'rate',
+        text: `${instance ? `${instance} ` : ''}${formatRate(
+          rate,
+          status.currency || currency
+        )}`,
+        title:
+          `Instance rate${status.market ? ` (${status.market})` : ''}` +
+          kernelRate
+      });
+    } else {
+      parts.push({
+        kind: 'rate',
+        text: instance ? `${instance} unpriced` : 'unpriced',
+        title: `No price known for this instance${
+          status.price_detail ? `: ${status.price_detail}` : ''
+        }`
+      });
+    }
+  }
+
+  const lines = parts.map(p => `${p.title}: ${p.text}`);
+  if (shownAlert) {
+    lines.push(`Alert: ${shownAlert.text}`);
+  }
+  if (simulated) {
+    lines.push(
+      'Simulated: GPU figures come from a replayed trace, not this machine'
+    );
+  }
+  return {
+    state: 'ok',
+    parts,
+    alert: shownAlert,
+    simulated,
+    kernelId: kernel.kernel_id,
+    notebook: notebookPath,
+    text: parts.map(p => p.text).join(WIDGET_SEPARATOR),
+    title: lines.join('\n')
+  };
+}
+
+/** Clamp a refresh interval (seconds) to a sane value. */
+export function clampWidgetRefresh(seconds: unknown): number {
+  if (!isNumber(seconds) || seconds <= 0) {
+    return DEFAULT_WIDGET_REFRESH_SECONDS;
+  }
+  return Math.max(MIN_WIDGET_REFRESH_SECONDS, seconds);
+}
+
+/** API path of one notebook: its server-relative path, each part encoded. */
+export function notebookEndpoint(path: string): string {
+  const parts = path
+    .split('/')
+    .filter(part => part.length > 0)
+    .map(part => encodeURIComponent(part));
+  return `notebooks/${parts.join('/')}`;
+}
+
+/** API path of the alerts of one notebook. */
+export function alertsEndpoint(path: string): string {
+  return `alerts?notebook=${encodeURIComponent(path)}`;
+}

@@ -1,0 +1,16 @@
+/**
+ * The costguard icon (side panel tab, settings editor).
+ */
+import { LabIcon } from '@jupyterlab/ui-components';
+
+const svgstr = `<svg xmlns="http://www.w3.org/2000/svg" width="16" height="16" viewBox="0 0 24 24">
+  <g class="jp-icon3" fill="#616161">
+    <path d="M8 1h2v3h4V1h2v3h2a2 2 0 0 1 2 2v2h3v2h-3v4h3v2h-3v2a2 2 0 0 1-2 2h-2v3h-2v-3h-4v3H8v-3H6a2 2 0 0 1-2-2v-2H1v-2h3v-4H1V8h3V6a2 2 0 0 1 2-2h2V1zM6 6v12h12V6H6z"/>
+    <path d="M11.2 7.5h1.6v1.1c1.1.2 1.9.8 2.1 1.9l-1.5.4c-.1-.5-.6-.9-1.4-.9-.8 0-1.2.3-1.2.7 0 .5.4.7 1.5.9 1.6.3 2.7.8 2.7 2.2 0 1.1-.8 1.9-2.2 2.1v1.1h-1.6v-1.1c-1.3-.2-2.2-.9-2.4-2.1l1.6-.3c.1.6.7 1 1.6 1 .8 0 1.3-.3 1.3-.8 0-.4-.3-.6-1.6-.9-1.5-.3-2.6-.8-2.6-2.2 0-1 .8-1.8 2.1-2V7.5z"/>
+  </g>
+</svg>`;
+
+export const costguardIcon = new LabIcon({
+  name: 'jupyter-costguard:icon',
+  svgstr
+});

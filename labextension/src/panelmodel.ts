@@ -1,0 +1,443 @@
+/**
+ * State of the cost panel: the shared `status`/`notebooks` documents (from
+ * CostStatusModel), plus `kernels` and `gpus`, which only the panel needs and
+ * which are polled only while the panel is visible. Sorting lives here, so the
+ * panel widget only renders rows in the order this model gives.
+ */
+import { ServerConnection } from '@jupyterlab/services';
+import { IPoll, Poll } from '@lumino/polling';
+import { ISignal, Signal } from '@lumino/signaling';
+
+import {
+  ICostStatus,
+  IGpuList,
+  IKernelDoc,
+  IKernelList,
+  INotebookDoc,
+  requestAPI
+} from './api';
+import type { CostStatusModel } from './model';
+import { MAX_BACKOFF_MS } from './model';
+import { ISortState, SortDirection, sortRows, toggleSort } from './sort';
+import { clampInterval, DEFAULT_REFRESH_SECONDS } from './settings';
+
+/** A sortable column of one of the panel's tables. */
+export interface IColumn<T> {
+  /** Stable key (`data-key` of the header and of the cells). */
+  key: string;
+  label: string;
+  /** Value sorted on (numbers numerically, strings naturally, null last). */
+  value: (row: T) => string | number | null | undefined;
+  /** Direction of a first click on the header. */
+  defaultDirection: SortDirection;
+  /** Right-align numbers. */
+  numeric: boolean;
+  /** Header tooltip. */
+  caption?: string;
+}
+
+function num(value: unknown): number | null {
+  return typeof value === 'number' && Number.isFinite(value) ? value : null;
+}
+
+/** Columns of the notebooks table (the sparkline column is not sortable). */
+export const NOTEBOOK_COLUMNS: ReadonlyArray<IColumn<INotebookDoc>> = [
+  {
+    key: 'path',
+    label: 'Notebook',
+    value: n => n.path,
+    defaultDirection: 'ascending',
+    numeric: false
+  },
+  {
+    key: 'spend',
+    label: 'Spend',
+    value: n => num(n.spend),
+    defaultDirection: 'descending',
+    numeric: true,
+    caption: 'Spent so far, over every kernel that served the notebook'
+  },
+  {
+    key: 'waste',
+    label: 'Waste',
+    value: n => num(n.waste),
+    defaultDirection: 'descending',
+    numeric: true,
+    caption: 'Spent while holding an idle GPU'
+  },
+  {
+    key: 'spend_rate_per_hour',
+    label: 'Rate',
+    value: n => num(n.spend_rate_per_hour),
+    defaultDirection: 'descending',
+    numeric: true,
+    caption: 'Current spend rate, per hour'
+  },
+  {
+    key: 'gpu_utilization_percent',
+    label: 'GPU',
+    value: n => num(n.gpu_utilization_percent),
+    defaultDirection: 'descending',
+    numeric: true,
+    caption: 'GPU utilisation of its kernels'
+  },
+  {
+    key: 'gpu_memory_bytes',
+    label: 'GPU mem',
+    value: n => num(n.gpu_memory_bytes),
+    defaultDirection: 'descending',
+    numeric: true,
+    caption: 'GPU memory held by its kernels'
+  },
+  {
+    key: 'idle_seconds',
+    label: 'Idle',
+    value: n => num(n.idle_seconds),
+    defaultDirection: 'descending',
+    numeric: true,
+    caption: 'Time since its kernels were last busy'
+  }
+];
+
+/** Columns of the kernels table (the actions column is not sortable). */
+export const KERNEL_COLUMNS: ReadonlyArray<IColumn<IKernelDoc>> = [
+  {
+    key: 'name',
+    label: 'Kernel',
+    value: k => k.name,
+    defaultDirection: 'ascending',
+    numeric: false
+  },
+  {
+    key: 'notebook',
+    label: 'Notebook',
+    value: k => k.notebook,
+    defaultDirection: 'ascending',
+    numeric: false
+  },
+  {
+    key: 'execution_state',
+    label: 'State',
+    value: k => k.execution_state,
+    defaultDirection: 'ascending',
+    numeric: false
+  },
+  {
+    key: 'spend',
+    label: 'Spend',
+    value: k => num(k.spend),
+    defaultDirection: 'descending',
+    numeric: true
+  },
+  {
+    key: 'waste',
+    label: 'Waste',
+    value: k => num(k.waste),
+    defaultDirection: 'descending',
+    numeric: true
+  },
+  {
+    key: 'spend_rate_per_hour',
+    label: 'Rate',
+    value: k => num(k.spend_rate_per_hour),
+    defaultDirection: 'descending',
+    numeric: true
+  },
+  {
+    key: 'gpu_utilization_percent',
+    label: 'GPU',
+    value: k => num(k.gpu_utilization_percent),
+    defaultDirection: 'descending',
+    numeric: true
+  },
+  {
+    key: 'gpu_memory_bytes',
+    label: 'GPU mem',
+    value: k => num(k.gpu_memory_bytes),
+    defaultDirection: 'descending',
+    numeric: true
+  },
+  {
+    key: 'idle_seconds',
+    label: 'Idle',
+    value: k => num(k.idle_seconds),
+    defaultDirection: 'descending',
+    numeric: true
+  }
+];
+
+/** The two sortable tables. */
+export type PanelTable = 'notebooks' | 'kernels';
+
+/** Default sort of both tables: most expensive first. */
+export const DEFAULT_SORT: ISortState = { key: 'spend', direction: 'descending' };
+
+/** Sort notebooks by a column key (ties by path). */
+export function sortNotebooks(
+  notebooks: ReadonlyArray<INotebookDoc>,
+  state: ISortState
+): INotebookDoc[] {
+  const column =
+    NOTEBOOK_COLUMNS.find(c => c.key === state.key) ?? NOTEBOOK_COLUMNS[1];
+  return sortRows(
+    notebooks,
+    { key: column.key, direction: state.direction },
+    row => column.value(row),
+    row => row.path
+  );
+}
+
+/** Sort kernels by a column key (ties by kernel id). */
+export function sortKernels(
+  kernels: ReadonlyArray<IKernelDoc>,
+  state: ISortState
+): IKernelDoc[] {
+  const column =
+    KERNEL_COLUMNS.find(c => c.key === state.key) ?? KERNEL_COLUMNS[3];
+  return sortRows(
+    kernels,
+    { key: column.key, direction: state.direction },
+    row => column.value(row),
+    row => row.kernel_id
+  );
+}
+
+/** Connection state of the panel's own poll. */
+export type PanelState = 'idle' | 'loading' | 'ok' | 'offline';
+
+export namespace CostPanelModel {
+  export interface IOptions {
+    /** The shared model (status, notebooks). */
+    data: CostStatusModel;
+    /** Server connection settings (defaults to the shared model's). */
+    serverSettings?: ServerConnection.ISettings;
+    /** Refresh interval in seconds (defaults to the shared model's). */
+    refreshInterval?: number;
+  }
+}
+
+/**
+ * The panel's model. `active` (set by the panel while it is visible) starts
+ * and stops the `kernels` + `gpus` poll.
+ */
+export class CostPanelModel {
+  constructor(options: CostPanelModel.IOptions) {
+    this._data = options.data;
+    this._serverSettings =
+      options.serverSettings ?? options.data.serverSettings;
+    this._refreshInterval = clampInterval(
+      options.refreshInterval ??
+        options.data.refreshInterval ??
+        DEFAULT_REFRESH_SECONDS
+    );
+    this._poll = new Poll<void, Error, 'standby'>({
+      auto: false,
+      factory: () => this.refresh(),
+      frequency: this._frequency(),
+      name: 'jupyter-costguard:panel',
+      standby: 'when-hidden'
+    });
+    this._data.changed.connect(this._onDataChanged, this);
+  }
+
+  /** Emitted whenever anything the panel shows changes. */
+  get changed(): ISignal<this, void> {
+    return this._changed;
+  }
+
+  /** The shared model. */
+  get data(): CostStatusModel {
+    return this._data;
+  }
+
+  /** The latest `status` (from the shared model). */
+  get status(): ICostStatus | null {
+    return this._data.status;
+  }
+
+  /** Currency of the figures. */
+  get currency(): string {
+    return this._data.status?.currency || 'USD';
+  }
+
+  /** Whether any figure shown comes from a replayed trace. */
+  get simulated(): boolean {
+    return (
+      this._data.status?.simulated === true ||
+      this._data.notebooksSimulated ||
+      this._kernelsSimulated ||
+      this._gpus?.simulated === true
+    );
+  }
+
+  /** Running kernels (from the panel's poll). */
+  get kernels(): ReadonlyArray<IKernelDoc> {
+    return this._kernels;
+  }
+
+  /** GPUs (from the panel's poll), or null before the first response. */
+  get gpus(): IGpuList | null {
+    return this._gpus;
+  }
+
+  /** State of the panel's own poll (`idle` until first shown). */
+  get state(): PanelState {
+    return this._state;
+  }
+
+  /** The error of the last failed request, if any. */
+  get error(): Error | null {
+    return this._error;
+  }
+
+  /** Sort state of a table. */
+  sortState(table: PanelTable): ISortState {
+    return table === 'notebooks' ? this._notebookSort : this._kernelSort;
+  }
+
+  /** Click on a header: sort by `key`, flipping direction on the same key. */
+  sortBy(table: PanelTable, key: string): void {
+    const columns: ReadonlyArray<IColumn<any>> =
+      table === 'notebooks' ? NOTEBOOK_COLUMNS : KERNEL_COLUMNS;
+    const column = columns.find(c => c.key === key);
+    if (!column) {
+      return;
+    }
+    const next = toggleSort(this.sortState(table), key, column.defaultDirection);
+    if (table === 'notebooks') {
+      this._notebookSort = next;
+    } else {
+      this._kernelSort = next;
+    }
+    this._changed.emit();
+  }
+
+  /** Notebooks in display order. */
+  get notebookRows(): INotebookDoc[] {
+    return sortNotebooks(this._data.notebooks, this._notebookSort);
+  }
+
+  /** Kernels in display order. */
+  get kernelRows(): IKernelDoc[] {
+    return sortKernels(this._kernels, this._kernelSort);
+  }
+
+  /** A notebook to highlight (e.g. the one an alert was about), or null. */
+  get highlightPath(): string | null {
+    return this._highlight;
+  }
+  set highlightPath(path: string | null) {
+    if (path === this._highlight) {
+      return;
+    }
+    this._highlight = path;
+    this._changed.emit();
+  }
+
+  /** Whether the panel is visible: polls `kernels` and `gpus` only then. */
+  get active(): boolean {
+    return this._active;
+  }
+  set active(value: boolean) {
+    if (value === this._active || this._isDisposed) {
+      return;
+    }
+    this._active = value;
+    if (value) {
+      if (this._state === 'idle') {
+        this._state = 'loading';
+        this._changed.emit();
+      }
+      void this._poll.start();
+    } else {
+      void this._poll.stop();
+    }
+  }
+
+  /** Refresh interval in seconds. */
+  get refreshInterval(): number {
+    return this._refreshInterval;
+  }
+  set refreshInterval(seconds: number) {
+    const value = clampInterval(seconds);
+    if (value === this._refreshInterval) {
+      return;
+    }
+    this._refreshInterval = value;
+    this._poll.frequency = this._frequency();
+  }
+
+  /** The panel's poll (exposed for tests and for forcing a refresh). */
+  get poll(): Poll<void, Error, 'standby'> {
+    return this._poll;
+  }
+
+  get isDisposed(): boolean {
+    return this._isDisposed;
+  }
+
+  /** Fetch `kernels` and `gpus` once; errors are rethrown for the poll's backoff. */
+  async refresh(): Promise<void> {
+    try {
+      const [kernels, gpus] = await Promise.all([
+        requestAPI<IKernelList>('kernels', { method: 'GET' }, this._serverSettings),
+        requestAPI<IGpuList>('gpus', { method: 'GET' }, this._serverSettings)
+      ]);
+      if (this._isDisposed) {
+        return;
+      }
+      this._kernels = Array.isArray(kernels?.kernels) ? kernels.kernels : [];
+      this._kernelsSimulated = kernels?.simulated === true;
+      this._gpus = gpus && Array.isArray(gpus.gpus) ? gpus : null;
+      this._state = 'ok';
+      this._error = null;
+      this._changed.emit();
+    } catch (reason) {
+      if (!this._isDisposed) {
+        this._state = 'offline';
+        this._error =
+          reason instanceof Error ? reason : new Error(String(reason));
+        this._changed.emit();
+      }
+      throw reason;
+    }
+  }
+
+  dispose(): void {
+    if (this._isDisposed) {
+      return;
+    }
+    this._isDisposed = true;
+    this._data.changed.disconnect(this._onDataChanged, this);
+    this._poll.dispose();
+    Signal.clearData(this);
+  }
+
+  private _onDataChanged(): void {
+    this._changed.emit();
+  }
+
+  private _frequency(): IPoll.Frequency {
+    return {
+      interval: this._refreshInterval * 1000,
+      backoff: true,
+      max: Math.max(MAX_BACKOFF_MS, this._refreshInterval * 1000)
+    };
+  }
+
+  private _active = false;
+  private _changed = new Signal<this, void>(this);
+  private _data: CostStatusModel;
+  private _error: Error | null = null;
+  private _gpus: IGpuList | null = null;
+  private _highlight: string | null = null;
+  private _isDisposed = false;
+  private _kernels: IKernelDoc[] = [];
+  private _kernelsSimulated = false;
+  private _kernelSort: ISortState = { ...DEFAULT_SORT };
+  private _notebookSort: ISortState = { ...DEFAULT_SORT };
+  private _poll: Poll<void, Error, 'standby'>;
+  private _refreshInterval: number;
+  private _serverSettings: ServerConnection.ISettings;
+  private _state: PanelState = 'idle';
+}
