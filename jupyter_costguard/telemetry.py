@@ -32,6 +32,12 @@ log = logging.getLogger("jupyter_costguard")
 
 #: How long a "does this process map libcuda?" answer is trusted.
 CUDA_MAP_TTL_SECONDS = 30.0
+#: A kernel whose processes used no CPU since the last sample cannot have forked, so its
+#: process tree is re-walked only after it did, and at least this often.
+TREE_REWALK_SECONDS = 10.0
+
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+_PAGE_SIZE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
 
 class GpuSource(Protocol):
@@ -94,31 +100,65 @@ class KernelProbe:
         self._cpu: dict[int, float] = {}
         self._cuda: dict[int, tuple[float, bool]] = {}
         self._visible: dict[int, str | None] = {}
+        self._trees: dict[int, tuple[float, tuple[int, ...], bool]] = {}  # walked, kids, busy
+        self._proc_stat = Path(proc_root, "self", "stat").exists()
 
-    def measure(self, root_pid: int) -> tuple[tuple[int, ...], float, int]:
-        """(process tree, CPU seconds since the last call, RSS bytes)."""
-        pids = (root_pid, *self.tree.descendants(root_pid))
+    def measure(
+        self, root_pid: int, now: float | None = None
+    ) -> tuple[tuple[int, ...], float, int]:
+        """(process tree, CPU seconds since the last call, RSS bytes).
+
+        Walking the tree reads a file per thread of every process (ipykernel runs a dozen
+        threads), so it is redone only when the tree used CPU in the previous interval or
+        the walk is older than TREE_REWALK_SECONDS. A child forked meanwhile is found one
+        sample later and none of its CPU is lost: a new PID counts its CPU since birth.
+        """
+        now = time.monotonic() if now is None else now
+        cached = self._trees.get(root_pid)
+        if cached is None or cached[2] or now - cached[0] >= TREE_REWALK_SECONDS:
+            kids = tuple(self.tree.descendants(root_pid))
+            walked = now
+        else:
+            walked, kids = cached[0], cached[1]
         cpu_delta = 0.0
         rss = 0
         alive: list[int] = []
-        for pid in pids:
-            proc = self._procs.get(pid)
-            try:
-                if proc is None:
-                    proc = psutil.Process(pid)
-                    self._procs[pid] = proc
-                with proc.oneshot():
-                    t = proc.cpu_times()
-                    mem = proc.memory_info()
-            except psutil.Error:
+        for pid in (root_pid, *kids):
+            reading = self._read(pid)
+            if reading is None:
                 self._forget(pid)
                 continue
-            total = t.user + t.system
+            total, resident = reading
             cpu_delta += max(0.0, total - self._cpu.get(pid, 0.0))
             self._cpu[pid] = total
-            rss += mem.rss
+            rss += resident
             alive.append(pid)
+        self._trees[root_pid] = (walked, tuple(p for p in alive if p != root_pid),
+                                 cpu_delta > 0.0)
         return tuple(alive), cpu_delta, rss
+
+    def _read(self, pid: int) -> tuple[float, int] | None:
+        """(user+system CPU seconds, RSS bytes) of one process; None once it is gone."""
+        if self._proc_stat:
+            try:
+                with open(f"{self.proc_root}/{pid}/stat", "rb") as f:
+                    raw = f.read()
+                # fields after the command name, which may itself hold spaces and ')'
+                fields = raw[raw.rindex(b")") + 2:].split()
+                return ((int(fields[11]) + int(fields[12])) / _CLOCK_TICKS,
+                        int(fields[21]) * _PAGE_SIZE)
+            except (OSError, ValueError, IndexError):
+                return None
+        proc = self._procs.get(pid)
+        try:
+            if proc is None:
+                proc = self._procs[pid] = psutil.Process(pid)
+            with proc.oneshot():
+                t = proc.cpu_times()
+                mem = proc.memory_info()
+        except psutil.Error:
+            return None
+        return t.user + t.system, mem.rss
 
     def maps_cuda(self, pid: int, now: float) -> bool:
         """Whether the process has the CUDA driver library mapped (cached for a while)."""
@@ -155,12 +195,13 @@ class KernelProbe:
 
     def prune(self, live: Iterable[int]) -> None:
         keep = set(live)
-        for pid in list(self._procs):
+        for pid in list(self._cpu):
             if pid not in keep:
                 self._forget(pid)
 
     def _forget(self, pid: int) -> None:
         self._procs.pop(pid, None)
+        self._trees.pop(pid, None)
         self._cpu.pop(pid, None)
         self._cuda.pop(pid, None)
         self._visible.pop(pid, None)
@@ -266,7 +307,8 @@ class Telemetry:
             if k.pid is None:
                 trees[k.kernel_id], cpu[k.kernel_id], rss[k.kernel_id] = (), 0.0, 0
                 continue
-            trees[k.kernel_id], cpu[k.kernel_id], rss[k.kernel_id] = self.probe.measure(k.pid)
+            trees[k.kernel_id], cpu[k.kernel_id], rss[k.kernel_id] = self.probe.measure(
+                k.pid, time.monotonic())
         self.probe.prune(pid for pids in trees.values() for pid in pids)
 
         kernel_pids = [k.pid for k in kernels if k.pid is not None]

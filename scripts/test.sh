@@ -9,6 +9,7 @@ PY=${PYTHON:-python3}
 need=()
 command -v prometheus >/dev/null || need+=(prometheus)
 command -v gcc >/dev/null || need+=(gcc)
+command -v chromium >/dev/null || need+=(chromium)
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
@@ -20,6 +21,9 @@ fi
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q -e ".[test]"
+# link the built labextension into the env, so a rebuild is what the browser tests load
+ext=.venv/share/jupyter/labextensions/jupyter-costguard
+rm -rf "$ext" && ln -s "$PWD/jupyter_costguard/labextension" "$ext"
 
 .venv/bin/ruff check .
 .venv/bin/mypy

@@ -51,3 +51,64 @@ def test_unmatched_memory_split_between_cuda_kernels():
     held = attribute_gpus(gpus, ks, {"a": (10,), "b": (20,)},
                           FakeProbe({10, 20}, {}), 0.0)  # type: ignore[arg-type]
     assert held["a"][0] == {"GPU-0": 4 * GiB} and held["b"][0] == {"GPU-0": 4 * GiB}
+
+
+def test_probe_finds_a_forked_child_and_counts_all_its_cpu(tmp_path):
+    """Tree walks are skipped while a kernel is quiet; a fork still shows up, CPU intact."""
+    import subprocess
+    import sys
+    import time
+
+    from jupyter_costguard.telemetry import KernelProbe
+
+    flag = tmp_path / "go"
+    burn = "import time\nt = time.process_time()\nwhile time.process_time() - t < 1.0: pass\n" \
+           "time.sleep(60)"
+    parent_src = (
+        "import os, subprocess, sys, time\n"
+        "while not os.path.exists(sys.argv[1]): time.sleep(0.2)\n"
+        f"subprocess.Popen([sys.executable, '-c', {burn!r}])\n"
+        "time.sleep(60)\n"
+    )
+    parent = subprocess.Popen([sys.executable, "-c", parent_src, str(flag)])
+    try:
+        probe = KernelProbe()
+        clock = 0.0
+        probe.measure(parent.pid, clock)
+        time.sleep(1.0)  # let the interpreter's start-up CPU land in one interval
+        probe.measure(parent.pid, clock := clock + 1)
+        flag.touch()
+        found, cpu = (), 0.0
+        for _ in range(40):
+            time.sleep(0.25)
+            pids, delta, _rss = probe.measure(parent.pid, clock := clock + 1)
+            cpu += delta
+            if len(pids) == 2 and cpu >= 1.0:
+                found = pids
+                break
+        assert len(found) == 2, "the child appears in the kernel's tree"
+        assert cpu >= 1.0, "the child's CPU since its birth is counted"
+    finally:
+        for child in __import__("psutil").Process(parent.pid).children(recursive=True):
+            child.kill()
+        parent.kill()
+        parent.wait()
+
+
+def test_quiet_tree_is_not_rewalked_until_stale(monkeypatch):
+    import os
+
+    from jupyter_costguard import telemetry
+
+    probe = telemetry.KernelProbe()
+    walks = []
+    real = probe.tree.descendants
+    monkeypatch.setattr(probe.tree, "descendants", lambda pid: walks.append(pid) or real(pid))
+    monkeypatch.setattr(probe, "_read", lambda pid: (1.0, 1))  # CPU never moves: quiet
+    pid = os.getpid()
+    for t in (0.0, 1.0, 2.0, 5.0):
+        probe.measure(pid, t)
+    # first call walks, and the first reading counts the CPU since birth (busy): walk again
+    assert len(walks) == 2
+    probe.measure(pid, 2.0 + telemetry.TREE_REWALK_SECONDS)
+    assert len(walks) == 3

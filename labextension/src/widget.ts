@@ -119,6 +119,11 @@ export class CostStatusWidget extends Widget {
     }
 
     const status = model.status;
+    // The sample these figures come from (epoch seconds): browser tests measure the
+    // server-sample-to-pixels latency against it.
+    if (status?.time) {
+      node.dataset.costguardSampleTime = String(status.time);
+    }
     if (state !== 'ok' || !status) {
       const text = state === 'offline' ? OFFLINE_TEXT : LOADING_TEXT;
       node.appendChild(span(CostStatusClasses.part, text));

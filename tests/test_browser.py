@@ -1,0 +1,274 @@
+"""JupyterLab and Notebook 7 in a real Chromium (Debian's, driven by Playwright) against a
+real server with costguard playing a replay trace. Screenshots land in docs/ when
+COSTGUARD_SCREENSHOTS=1 (that is how README's pictures are made)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .conftest import GiB, write_trace
+from .server_proc import ServerProcess
+
+pytestmark = pytest.mark.timeout(300)
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+DOCS = Path(__file__).resolve().parent.parent / "docs"
+SHOTS = os.environ.get("COSTGUARD_SCREENSHOTS") == "1"
+MONEY = re.compile(r"USD\s*([0-9]+(?:\.[0-9]+)?)")
+
+
+def _need_browser() -> None:
+    if os.path.exists(CHROMIUM):
+        try:
+            import playwright  # noqa: F401
+            return
+        except ImportError:
+            pass
+    if os.environ.get("CI"):
+        pytest.fail("CI must run the browser tests: install Debian's chromium and playwright")
+    pytest.skip("no chromium or playwright here")
+
+
+def _notebook(cells: list[str]) -> str:
+    return json.dumps({
+        "cells": [{"cell_type": "code", "id": f"c{i}", "metadata": {}, "source": src,
+                   "outputs": [], "execution_count": None} for i, src in enumerate(cells)],
+        "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3",
+                                    "language": "python"}},
+        "nbformat": 4, "nbformat_minor": 5})
+
+
+@pytest.fixture(autouse=True)
+def jp_asyncio_loop() -> Iterator[None]:
+    """Playwright's sync API runs its own loop here; pytest-jupyter's must stay out
+    (these tests use a server in its own process, not pytest-jupyter's)."""
+    yield None
+
+
+@pytest.fixture(autouse=True)
+def jp_server_cleanup() -> Iterator[None]:
+    yield None
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    _need_browser()
+    tmp = tmp_path_factory.mktemp("lab")
+    # kernel 0 holds 6 GiB on GPU 0 at 2%: it spends, and most of it is waste
+    frame = {"t": 0, "gpus": [
+        {"utilization_percent": 2, "power_watts": 70,
+         "processes": [{"kernel": 0, "used_memory_bytes": 6 * GiB}]},
+        {"utilization_percent": 0, "power_watts": 50, "processes": []}]}
+    trace = write_trace(tmp / "trace.json", [frame], gpus=2, instance_type="p4d.24xlarge")
+    root = tmp / "srv" / "root"
+    root.mkdir(parents=True)
+    (root / "explore.ipynb").write_text(_notebook(
+        ["%load_ext jupyter_costguard", "import time\ntime.sleep(10)\nprint('done')"]))
+    (root / "quiet.ipynb").write_text(_notebook(["1 + 1"]))
+    (root / "nb7.ipynb").write_text(_notebook(["%load_ext jupyter_costguard"]))
+    server = ServerProcess(tmp / "srv", {
+        "db_path": str(tmp / "ledger.sqlite"), "sample_interval": 0.5,
+        "replay_trace": str(trace), "replay_mode": "always"}).start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="module")
+def browser(lab: ServerProcess) -> Iterator[Any]:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=[
+            "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+            "--disable-background-networking", "--disable-component-update", "--disable-sync"])
+        try:
+            yield b
+        finally:
+            b.close()
+
+
+@pytest.fixture
+def page(browser: Any) -> Iterator[Any]:
+    context = browser.new_context(viewport={"width": 1400, "height": 860})
+    pg = context.new_page()
+    errors: list[str] = []
+    pg.on("pageerror", lambda e: errors.append(str(e)))
+    pg.costguard_errors = errors
+    try:
+        yield pg
+    finally:
+        context.close()
+    assert not [e for e in errors if "costguard" in e.lower()], errors
+
+
+def open_lab(page: Any, lab: ServerProcess, path: str, app: str = "lab") -> None:
+    url = f"{lab.url}{app}/tree/{path}?token={lab.token}" if app == "lab" \
+        else f"{lab.url}notebooks/{path}?token={lab.token}"
+    page.goto(url)
+    page.wait_for_selector(".jp-Notebook", timeout=60_000)
+    # the news prompt would cover notifications
+    page.evaluate("window.localStorage.setItem('jupyterlab-news', 'false')")
+
+
+def shot(page: Any, name: str, selector: str | None = None) -> None:
+    if not SHOTS:
+        return
+    DOCS.mkdir(exist_ok=True)
+    target = page.locator(selector).first if selector else page
+    target.screenshot(path=str(DOCS / name))
+
+
+def money(text: str) -> float:
+    m = MONEY.search(text)
+    assert m, f"no amount in {text!r}"
+    return float(m.group(1))
+
+
+def kernel_for(lab: ServerProcess, path: str) -> str:
+    doc = lab.wait_for("api/sessions", lambda d: any(s["path"] == path for s in d))
+    return str(next(s for s in doc if s["path"] == path)["kernel"]["id"])
+
+
+def test_status_bar_shows_a_growing_spend(lab: ServerProcess, page: Any):
+    open_lab(page, lab, "explore.ipynb")
+    status = page.locator('#jp-costguard-status[data-costguard-notebook="explore.ipynb"]')
+    status.locator(".jp-costguard-notebook").wait_for(timeout=60_000)
+    assert page.locator("#jp-costguard-simulated").is_visible()
+    assert "p4d.24xlarge" in status.inner_text()
+    first = money(status.locator(".jp-costguard-notebook").inner_text())
+    deadline = time.monotonic() + 30
+    later = first
+    while later <= first and time.monotonic() < deadline:
+        page.wait_for_timeout(500)
+        later = money(status.locator(".jp-costguard-notebook").inner_text())
+    assert later > first, "the notebook's spend grows while its kernel holds a GPU"
+
+    # server sample -> pixels: how far behind the server the status bar is, over 20 s
+    page.evaluate("""() => {
+        const node = document.getElementById('jp-costguard-status');
+        window.__lags = [];
+        let shown = null;
+        new MutationObserver(() => {
+            const value = node.dataset.costguardSampleTime;
+            if (value && value !== shown) {  // a new sample reached the page
+                shown = value;
+                window.__lags.push(Date.now() / 1000 - parseFloat(value));
+            }
+        }).observe(node, {attributes: true, attributeFilter: ['data-costguard-sample-time']});
+    }""")
+    page.wait_for_timeout(20_000)
+    lags = sorted(page.evaluate("window.__lags"))
+    assert len(lags) >= 5, "the status bar keeps updating"
+    median, worst = lags[len(lags) // 2], lags[-1]
+    print(f"\nsample->pixels latency over {len(lags)} updates: median {median:.2f} s, "
+          f"max {worst:.2f} s")
+    shot(page, "status-bar.png", "#jp-main-statusbar")
+
+
+def test_panel_lists_the_open_notebook(lab: ServerProcess, page: Any):
+    open_lab(page, lab, "explore.ipynb")
+    page.locator("#jp-costguard-status .jp-costguard-notebook").wait_for(timeout=60_000)
+    page.locator("#jp-costguard-status").click()
+    panel = page.locator("#jp-costguard-panel")
+    row = panel.locator('.jp-costguard-notebook-row[data-path="explore.ipynb"]')
+    row.wait_for(timeout=30_000)
+    assert money(row.inner_text()) > 0
+    panel.locator(".jp-costguard-kernel-row").first.wait_for(timeout=30_000)
+    assert panel.locator("svg.jp-costguard-sparkline").count() >= 1
+    assert "p4d.24xlarge" in panel.inner_text()
+    page.wait_for_timeout(1000)
+    shot(page, "panel.png")
+
+
+def test_widget_keeps_updating_while_a_long_cell_runs(lab: ServerProcess, page: Any):
+    open_lab(page, lab, "explore.ipynb")
+    page.locator(".jp-Cell").first.click()
+    page.keyboard.press("Shift+Enter")  # %load_ext jupyter_costguard
+    widget = page.locator(".jp-costguard-widget[data-state=ok]")
+    widget.wait_for(timeout=60_000)
+    page.keyboard.press("Shift+Enter")  # time.sleep(10)
+    page.locator(".jp-Cell").nth(1).locator(".jp-InputPrompt:has-text('[*]')").wait_for(
+        timeout=30_000)
+    seen: set[str] = set()
+    deadline = time.monotonic() + 9
+    while time.monotonic() < deadline:
+        seen.add(widget.locator(".jp-costguard-widget-spend").inner_text())
+        page.wait_for_timeout(300)
+    # the cell is still running: everything above was measured during it
+    assert page.locator(".jp-Cell").nth(1).locator(".jp-InputPrompt").inner_text() \
+        .strip().startswith("[*]")
+    assert len(seen) >= 3, f"the widget showed only {seen} during the cell"
+    assert widget.locator(".jp-costguard-widget-simulated").count() == 1
+    shot(page, "widget.png", ".jp-Cell >> nth=0")
+    page.locator(".jp-Cell").nth(1).locator(".jp-OutputArea:has-text('done')").wait_for(
+        timeout=30_000)
+
+
+def test_alert_notifies_once_and_its_action_works(lab: ServerProcess, page: Any):
+    open_lab(page, lab, "explore.ipynb")
+    page.locator("#jp-costguard-status .jp-costguard-notebook").wait_for(timeout=60_000)
+    title = "Training-sized instance used interactively"
+    code, body = lab.request("costguard/api/alerts", "POST", {
+        "kind": "test", "key": "explore", "severity": "warning", "notebook": "explore.ipynb",
+        "title": title,
+        "message": "8x A100 at USD 32.77/h, GPUs idle 96% of the last 30 min.",
+        "actions": [{"id": "open-panel", "label": "Open cost panel"},
+                    {"id": "dismiss", "label": "Dismiss"}]})
+    assert code == 201, body
+    alert_id = json.loads(body)["id"]
+    toast = page.locator(".Toastify__toast", has_text=title)
+    toast.first.wait_for(timeout=30_000)
+    page.locator("#jp-costguard-status.jp-costguard-alert").wait_for(timeout=10_000)
+    page.wait_for_timeout(5000)  # ≥ 2 more polls of the alerts endpoint
+    assert toast.count() == 1, "one notification per alert, not one per poll"
+    shot(page, "notification.png")
+    toast.get_by_role("button", name="Open cost panel").click()
+    page.locator("#jp-costguard-panel").wait_for(state="visible", timeout=10_000)
+    page.locator(".Toastify__toast", has_text=title).first.wait_for(timeout=10_000)
+    # Dismiss goes to the server: the alert is no longer active
+    page.locator(".Toastify__toast", has_text=title).get_by_role(
+        "button", name="Dismiss").click()
+    lab.wait_for("costguard/api/alerts",
+                 lambda d: all(a["id"] != alert_id for a in d["alerts"]), timeout=15)
+
+
+def test_ui_polling_never_touches_kernel_activity(lab: ServerProcess, page: Any):
+    open_lab(page, lab, "quiet.ipynb")
+    kid = kernel_for(lab, "quiet.ipynb")
+    page.locator('#jp-costguard-status[data-costguard-notebook="quiet.ipynb"]').wait_for(
+        timeout=60_000)
+    page.locator("#jp-costguard-status").click()
+    page.locator("#jp-costguard-panel").wait_for(state="visible", timeout=10_000)
+    # let the kernel's start-up traffic with the page settle
+    before = None
+    for _ in range(40):
+        now = lab.get(f"api/kernels/{kid}")["last_activity"]
+        if now == before:
+            break
+        before = now
+        time.sleep(3)
+    requests: list[str] = []
+    page.on("request", lambda r: requests.append(r.url))
+    page.wait_for_timeout(60_000)  # a minute of the UI polling, panel open
+    after = lab.get(f"api/kernels/{kid}")["last_activity"]
+    assert sum("costguard/api" in u for u in requests) >= 30, "the UI really polled"
+    assert after == before
+
+
+def test_widget_renders_in_notebook_7(lab: ServerProcess, page: Any):
+    open_lab(page, lab, "nb7.ipynb", app="notebook")
+    page.locator(".jp-Cell").first.click()
+    page.keyboard.press("Shift+Enter")
+    page.locator(".jp-costguard-widget").wait_for(timeout=60_000)
+    page.locator(".jp-costguard-widget[data-state=ok]").wait_for(timeout=30_000)
