@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from typing import Any
 
 from jupyter_server.extension.application import ExtensionApp
 from tornado.ioloop import IOLoop
-from traitlets import Bool, CaselessStrEnum, Float, List, Unicode, default
+from traitlets import Bool, CaselessStrEnum, Float, Int, List, Unicode, default
 
 from . import api, metrics
+from .guard import Guard, GuardConfig
+from .guard.actions import Actor
+from .guard.rules import default_rules
 from .ledger import Ledger, default_db_path
 from .records import GpuReading, KernelInfo
 from .replay import ReplaySource
@@ -104,6 +108,58 @@ class CostGuard(ExtensionApp):
     )
     enabled = Bool(True, config=True, help="Turn sampling off entirely.")
 
+    # --- the guard (see README "Guard rules"); defaults are GuardConfig's ----------------
+    guard_enabled = Bool(True, config=True, help="Run the guard's rules after each sample.")
+    training_min_gpus = Int(4, config=True,
+                            help="An instance with at least this many GPUs is training-sized.")
+    training_min_gpu_memory_gib = Float(
+        40.0, config=True, help="An instance with a GPU this large (GiB) is training-sized.")
+    training_min_rate_per_hour = Float(
+        10.0, allow_none=True, config=True,
+        help="An instance at least this expensive per hour is training-sized (None: off).")
+    interactive_window_seconds = Float(
+        1800.0, config=True, help="Window over which interactive use is judged (seconds).")
+    interactive_max_utilization_percent = Float(
+        20.0, config=True, help="GPUs averaging below this over the window are idle.")
+    idle_kernel_seconds = Float(
+        900.0, config=True, help="A kernel holding GPU memory idle this long raises an alert.")
+    cull_idle_kernels = Bool(
+        False, config=True, help="Shut idle GPU kernels down (after a warning). Opt-in.")
+    cull_after_seconds = Float(
+        3600.0, config=True, help="Idle time after which an idle GPU kernel is shut down.")
+    cull_warning_seconds = Float(
+        600.0, config=True, help="How long before a cull the warning comes (seconds).")
+    notebook_budget = Float(
+        None, allow_none=True, config=True,
+        help="Budget per notebook (currency units); a notebook's metadata "
+        "costguard.budget overrides it.")
+    server_budget = Float(None, allow_none=True, config=True,
+                          help="Budget for the whole server (currency units).")
+    budget_warn_fraction = Float(0.8, config=True,
+                                 help="Warn when this fraction of a budget is spent.")
+    budget_enforce = Bool(
+        False, config=True,
+        help="At 100% of a budget, interrupt the notebook's kernels and refuse offloads.")
+    auto_stop_idle_seconds = Float(
+        None, allow_none=True, config=True,
+        help="Stop after this long with nothing running and no activity (None: off).")
+    auto_stop_countdown_seconds = Float(
+        300.0, config=True, help="Countdown announced before auto-stop (cancellable).")
+    shutdown_command = List(
+        Unicode(), config=True,
+        help="Command (argv) auto-stop runs, e.g. ['sudo', 'shutdown', '-h', 'now']; "
+        "empty: stop the Jupyter server.")
+    starved_window_seconds = Float(600.0, config=True,
+                                   help="Window over which a starved GPU is judged.")
+    starved_max_utilization_percent = Float(
+        30.0, config=True, help="A busy kernel's GPU below this is waiting on data.")
+
+    def guard_config(self) -> GuardConfig:
+        names = {f.name for f in dataclasses.fields(GuardConfig)}
+        values = {n: getattr(self, n) for n in names if self.has_trait(n)}
+        values["shutdown_command"] = tuple(self.shutdown_command)
+        return GuardConfig(**values)
+
     @default("db_path")
     def _default_db_path(self) -> str:
         return default_db_path()
@@ -145,6 +201,13 @@ class CostGuard(ExtensionApp):
             logger=self.log,
         )
         service = self.service
+        if self.guard_enabled:
+            loop = getattr(self.serverapp, "io_loop", None) or IOLoop.current()
+            self.actor = Actor(self.server.kernel_manager, self._stop_server,
+                               loop.asyncio_loop)  # type: ignore[union-attr]
+            config = self.guard_config()
+            service.guard = Guard(config, default_rules(config), service.alerts, ledger,
+                                  service.catalog, dispatch=self.actor.dispatch)
         metrics.install(lambda: service.published.metrics)
         self.settings["costguard_service"] = self.service
         self.log.info("costguard: ledger at %s, %s", self.db_path,
@@ -153,6 +216,11 @@ class CostGuard(ExtensionApp):
         # that never run that hook (pytest-jupyter) still get sampling via this callback.
         loop = getattr(self.serverapp, "io_loop", None) or IOLoop.current()
         loop.add_callback(self._ensure_started)
+
+    def _stop_server(self) -> None:
+        """Auto-stop without a shutdown command: stop this Jupyter server."""
+        self.log.warning("costguard: auto-stop: stopping the Jupyter server")
+        self.server.stop(from_signal=True)
 
     def _ensure_started(self) -> None:
         if self.service is not None and self.enabled and not self.service.running:

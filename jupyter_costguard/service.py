@@ -16,9 +16,12 @@ from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .alerts import AlertStore
+
+if TYPE_CHECKING:
+    from .guard.engine import Guard
 from .ledger import HISTORY_BUCKET_SECONDS, Ledger
 from .pricing import Catalog, Pricing, provider_from_dmi, resolve_pricing
 from .records import KernelInfo, Sample
@@ -82,6 +85,8 @@ class CostService:
         self._pricing: Pricing | None = None
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="costguard-sampler")
         self._task: asyncio.Task[None] | None = None
+        #: the guard (set by the app): evaluates its rules after every sample
+        self.guard: Guard | None = None
         self._stopping = False
         self.samples_total = 0
         # Alerts share the ledger's file; their writes run on the worker, like the ledger's.
@@ -162,13 +167,23 @@ class CostService:
             names={k.info.kernel_id: k.info.name for k in sample.kernels},
         )
         now = self.alerts.clock()
+        summary = self.alerts.summary(now)
         views = build_views(sample, cost, pricing, self.ledger, self.sample_interval,
-                            self.idle_threshold_percent, alerts=self.alerts.summary(now))
+                            self.idle_threshold_percent, alerts=summary)
         self.samples_total += 1
         published = Published(sample=sample, cost=cost, pricing=pricing, views=views,
                               samples_total=self.samples_total,
                               alert_counts=self.alerts.counts(now),
                               alerts_raised=self.alerts.raised())
+        if self.guard is not None:
+            self.guard.evaluate(published)
+            now = self.alerts.clock()
+            after = self.alerts.summary(now)
+            if after != summary:  # the rules raised or resolved something just now
+                published = dataclasses.replace(
+                    published, views=views.with_alerts(after),
+                    alert_counts=self.alerts.counts(now), alerts_raised=self.alerts.raised())
+            self.alerts.flush()
         if self.metrics_builder is not None:
             published.metrics = self.metrics_builder(published)
         self.published = published

@@ -1,0 +1,74 @@
+"""What a guard rule sees and what it may say or do.
+
+Rules are pure: each tick they read a `GuardContext` (the published sample, the window of
+recent samples, the ledger's totals, the catalog) and return `Finding`s (conditions that hold
+now, raised as alerts) and `Act`s (things to do, carried out on the IO loop by the engine).
+A condition a rule stops finding is resolved.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from ..ledger import Ledger
+from ..pricing import Catalog
+from ..service import Published
+from .config import GuardConfig
+from .window import SampleWindow
+
+
+@dataclass(frozen=True)
+class Finding:
+    """A condition that holds now; becomes (or refreshes) the alert `(kind, key)`."""
+
+    kind: str
+    key: str
+    severity: str  # info | warning | critical
+    title: str
+    message: str
+    notebook: str | None = None
+    kernel_id: str | None = None
+    actions: tuple[Mapping[str, Any], ...] = ()
+    details: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Act:
+    """Something to do on the IO loop: interrupt/restart/shutdown a kernel, run the
+    configured shutdown command, or stop the server."""
+
+    action: str  # interrupt-kernel | restart-kernel | shutdown-kernel | run-command | stop-server
+    reason: str
+    kernel_id: str | None = None
+    command: tuple[str, ...] = ()
+
+
+@dataclass
+class RuleResult:
+    findings: list[Finding] = field(default_factory=list)
+    acts: list[Act] = field(default_factory=list)
+
+
+@dataclass
+class GuardContext:
+    now: float
+    published: Published
+    window: SampleWindow
+    ledger: Ledger
+    catalog: Catalog
+    config: GuardConfig
+    #: the state of alert (kind, key): "active", "dismissed", "snoozed", or None when there
+    #: is none — lets a rule see that the user dismissed it (e.g. cancelled a countdown)
+    alert_state: Callable[[str, str], str | None] = lambda kind, key: None
+    #: batch jobs running now (the offload issue fills this in)
+    running_jobs: int = 0
+    #: per-notebook budget overrides read from notebook metadata (path -> amount)
+    notebook_budgets: Mapping[str, float] = field(default_factory=dict)
+
+
+class Rule(Protocol):
+    kind: str
+
+    def evaluate(self, ctx: GuardContext) -> RuleResult: ...
