@@ -68,16 +68,22 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
         {"utilization_percent": 2, "power_watts": 70,
          "processes": [{"kernel": 0, "used_memory_bytes": 6 * GiB}]},
         {"utilization_percent": 0, "power_watts": 50, "processes": []}]}
-    trace = write_trace(tmp / "trace.json", [frame], gpus=2, instance_type="p4d.24xlarge")
+    trace = write_trace(tmp / "trace.json", [frame], gpus=2, instance_type="p4de.24xlarge")
     root = tmp / "srv" / "root"
     root.mkdir(parents=True)
     (root / "explore.ipynb").write_text(_notebook(
         ["%load_ext jupyter_costguard", "import time\ntime.sleep(10)\nprint('done')"]))
     (root / "quiet.ipynb").write_text(_notebook(["1 + 1"]))
     (root / "nb7.ipynb").write_text(_notebook(["%load_ext jupyter_costguard"]))
+    # JupyterLab's "get notified about news?" prompt would cover our notifications
+    settings = tmp / "lab-settings"
+    (settings / "@jupyterlab" / "apputils-extension").mkdir(parents=True)
+    (settings / "@jupyterlab" / "apputils-extension" / "notification.jupyterlab-settings") \
+        .write_text(json.dumps({"fetchNews": "false", "checkForUpdates": False}))
     server = ServerProcess(tmp / "srv", {
         "db_path": str(tmp / "ledger.sqlite"), "sample_interval": 0.5,
-        "replay_trace": str(trace), "replay_mode": "always"}).start()
+        "replay_trace": str(trace), "replay_mode": "always"},
+        env={"JUPYTERLAB_SETTINGS_DIR": str(settings)}).start()
     try:
         yield server
     finally:
@@ -117,8 +123,17 @@ def open_lab(page: Any, lab: ServerProcess, path: str, app: str = "lab") -> None
         else f"{lab.url}notebooks/{path}?token={lab.token}"
     page.goto(url)
     page.wait_for_selector(".jp-Notebook", timeout=60_000)
-    # the news prompt would cover notifications
-    page.evaluate("window.localStorage.setItem('jupyterlab-news', 'false')")
+
+
+def widen_right_sidebar(page: Any, by: int = 260) -> None:
+    """Drag the sidebar's split handle so the panel's tables show whole (as a user would)."""
+    box = page.locator("#jp-right-stack").bounding_box()
+    if box:
+        y = box["y"] + box["height"] / 2
+        page.mouse.move(box["x"] - 2, y)
+        page.mouse.down()
+        page.mouse.move(box["x"] - 2 - by, y, steps=5)
+        page.mouse.up()
 
 
 def shot(page: Any, name: str, selector: str | None = None) -> None:
@@ -140,12 +155,19 @@ def kernel_for(lab: ServerProcess, path: str) -> str:
     return str(next(s for s in doc if s["path"] == path)["kernel"]["id"])
 
 
+def wait_kernel_ready(lab: ServerProcess, path: str) -> str:
+    """The page's kernel for `path` has started and answered (idle), so a run goes through."""
+    kid = kernel_for(lab, path)
+    lab.wait_for(f"api/kernels/{kid}", lambda d: d["execution_state"] == "idle", timeout=90)
+    return kid
+
+
 def test_status_bar_shows_a_growing_spend(lab: ServerProcess, page: Any):
     open_lab(page, lab, "explore.ipynb")
     status = page.locator('#jp-costguard-status[data-costguard-notebook="explore.ipynb"]')
     status.locator(".jp-costguard-notebook").wait_for(timeout=60_000)
     assert page.locator("#jp-costguard-simulated").is_visible()
-    assert "p4d.24xlarge" in status.inner_text()
+    assert "p4de.24xlarge" in status.inner_text()
     first = money(status.locator(".jp-costguard-notebook").inner_text())
     deadline = time.monotonic() + 30
     later = first
@@ -181,18 +203,21 @@ def test_panel_lists_the_open_notebook(lab: ServerProcess, page: Any):
     page.locator("#jp-costguard-status .jp-costguard-notebook").wait_for(timeout=60_000)
     page.locator("#jp-costguard-status").click()
     panel = page.locator("#jp-costguard-panel")
+    panel.wait_for(state="visible", timeout=10_000)
+    widen_right_sidebar(page)
     row = panel.locator('.jp-costguard-notebook-row[data-path="explore.ipynb"]')
     row.wait_for(timeout=30_000)
     assert money(row.inner_text()) > 0
     panel.locator(".jp-costguard-kernel-row").first.wait_for(timeout=30_000)
     assert panel.locator("svg.jp-costguard-sparkline").count() >= 1
-    assert "p4d.24xlarge" in panel.inner_text()
+    assert "p4de.24xlarge" in panel.inner_text()
     page.wait_for_timeout(1000)
     shot(page, "panel.png")
 
 
 def test_widget_keeps_updating_while_a_long_cell_runs(lab: ServerProcess, page: Any):
     open_lab(page, lab, "explore.ipynb")
+    wait_kernel_ready(lab, "explore.ipynb")
     page.locator(".jp-Cell").first.click()
     page.keyboard.press("Shift+Enter")  # %load_ext jupyter_costguard
     widget = page.locator(".jp-costguard-widget[data-state=ok]")
@@ -222,7 +247,7 @@ def test_alert_notifies_once_and_its_action_works(lab: ServerProcess, page: Any)
     code, body = lab.request("costguard/api/alerts", "POST", {
         "kind": "test", "key": "explore", "severity": "warning", "notebook": "explore.ipynb",
         "title": title,
-        "message": "8x A100 at USD 32.77/h, GPUs idle 96% of the last 30 min.",
+        "message": "8x A100 80GB at USD 40.97/h, GPUs idle 96% of the last 30 min.",
         "actions": [{"id": "open-panel", "label": "Open cost panel"},
                     {"id": "dismiss", "label": "Dismiss"}]})
     assert code == 201, body
@@ -268,6 +293,7 @@ def test_ui_polling_never_touches_kernel_activity(lab: ServerProcess, page: Any)
 
 def test_widget_renders_in_notebook_7(lab: ServerProcess, page: Any):
     open_lab(page, lab, "nb7.ipynb", app="notebook")
+    wait_kernel_ready(lab, "nb7.ipynb")
     page.locator(".jp-Cell").first.click()
     page.keyboard.press("Shift+Enter")
     page.locator(".jp-costguard-widget").wait_for(timeout=60_000)
