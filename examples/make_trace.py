@@ -20,7 +20,7 @@ STEP = 5
 
 def frame(t: int) -> dict:
     gpus = []
-    burst = 120 <= t % 300 < 150  # a 30 s burst of real work every 5 minutes
+    burst = 120 <= t % 300 < 140  # a 20 s burst of real work every 5 minutes
     explore_util = 65.0 if burst else 2.0 + 1.5 * math.sin(t / 37.0)
     training = t < 360  # notebook 2 trains for 6 minutes, then sits holding memory
     for i in range(8):

@@ -14,6 +14,7 @@ from traitlets import Bool, CaselessStrEnum, Float, Int, List, Unicode, default
 from . import api, metrics
 from .guard import Guard, GuardConfig
 from .guard.actions import Actor
+from .guard.autostop import terminal_activity
 from .guard.rules import default_rules
 from .ledger import Ledger, default_db_path
 from .records import GpuReading, KernelInfo
@@ -206,8 +207,11 @@ class CostGuard(ExtensionApp):
             self.actor = Actor(self.server.kernel_manager, self._stop_server,
                                loop.asyncio_loop)  # type: ignore[union-attr]
             config = self.guard_config()
-            service.guard = Guard(config, default_rules(config), service.alerts, ledger,
-                                  service.catalog, dispatch=self.actor.dispatch)
+            rules = default_rules(config, server_activity=terminal_activity(self.server),
+                                  gpu_busy_percent=self.idle_gpu_threshold_percent)
+            service.guard = Guard(config, rules, service.alerts, ledger, service.catalog,
+                                  dispatch=self.actor.dispatch)
+            service.guard.notebook_budgets = self._notebook_budgets()
         metrics.install(lambda: service.published.metrics)
         self.settings["costguard_service"] = self.service
         self.log.info("costguard: ledger at %s, %s", self.db_path,
@@ -216,6 +220,14 @@ class CostGuard(ExtensionApp):
         # that never run that hook (pytest-jupyter) still get sampling via this callback.
         loop = getattr(self.serverapp, "io_loop", None) or IOLoop.current()
         loop.add_callback(self._ensure_started)
+
+    def _notebook_budgets(self) -> Any:
+        """Per-notebook budget overrides from notebook metadata (`costguard.budget`), read
+        on the sampler thread relative to the contents root (see guard/budget.py)."""
+        from .guard.budget import NotebookBudgets
+
+        root = getattr(self.server.contents_manager, "root_dir", None) or self.server.root_dir
+        return NotebookBudgets(root, logger=self.log)
 
     def _stop_server(self) -> None:
         """Auto-stop without a shutdown command: stop this Jupyter server."""

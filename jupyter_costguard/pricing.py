@@ -293,6 +293,49 @@ class Catalog:
         tied = [r for d, r in sorted(scored, key=lambda x: x[0]) if d <= best + TIE_MARGIN]
         return (tied[0] if len(tied) == 1 else None), tied
 
+    def cheapest_fitting(
+        self,
+        gpu_memory_gib_per_gpu: float,
+        gpu_count: int,
+        vcpus: float,
+        memory_gib: float,
+        provider: str | None = None,
+        market: str = MARKET_ON_DEMAND,
+        currency: str | None = None,
+    ) -> InstanceType | None:
+        """The cheapest row that fits a workload, or None when nothing does.
+
+        A row fits when it has at least ``gpu_count`` GPUs with at least
+        ``gpu_memory_gib_per_gpu`` GiB each, at least ``vcpus`` vCPUs and at least
+        ``memory_gib`` GiB of RAM. A workload that needs no GPU (no GPUs and no GPU memory)
+        fits CPU-only rows too. ``provider`` and ``currency``, when given, restrict the rows
+        (case-insensitive); rows without a price in ``market`` (spot) are skipped. Ties go
+        to fewer GPUs, then fewer vCPUs, less RAM and the name, so the answer is stable.
+        Pure: the caller adds whatever headroom it wants to the figures.
+        """
+        _check_market(market)
+        needs_gpu = gpu_count > 0 or gpu_memory_gib_per_gpu > 0
+        want_provider = provider.strip().lower() if provider else None
+        want_currency = currency.strip().upper() if currency else None
+        best: tuple[tuple[float, int, int, float, str], InstanceType] | None = None
+        for r in self._rows.values():
+            rate = r.rate(market)
+            if rate is None:
+                continue
+            if want_provider is not None and r.provider.lower() != want_provider:
+                continue
+            if want_currency is not None and r.currency.upper() != want_currency:
+                continue
+            if needs_gpu and (r.gpu_count < max(1, gpu_count) or r.gpu_memory_gib is None
+                              or r.gpu_memory_gib < gpu_memory_gib_per_gpu):
+                continue
+            if r.vcpus < vcpus or r.memory_gib < memory_gib:
+                continue
+            rank = (rate, r.gpu_count, r.vcpus, r.memory_gib, r.name.lower())
+            if best is None or rank < best[0]:
+                best = (rank, r)
+        return None if best is None else best[1]
+
 
 @dataclass(frozen=True)
 class Pricing:

@@ -1,9 +1,74 @@
-"""Guard rule `idle-gpu-kernel` (to be filled in)."""
+"""Guard rule `idle-gpu-kernel`: a kernel that holds a GPU and has done nothing for a while.
+
+A kernel is idle when its execution state is anything but "busy" (a kernel started without
+a client stays "starting" indefinitely); its idle time is `now - last_activity`. A kernel
+holds a GPU when telemetry puts one of its processes on it (`KernelSample.gpu_memory_bytes`
+has an entry for that GPU, even where the driver cannot say how much memory).
+
+After `idle_kernel_seconds` the rule raises a warning naming the notebook, the GPUs, the
+memory held and what the kernel has wasted since it went idle. The money is the sum of the
+kernel's per-interval waste (`IntervalCost.shares[kernel].waste`, the same deltas the ledger
+adds to the kernel's total) over the samples this rule saw it idle: if the server started
+after the kernel went idle, it covers only the part the server saw (`idle_waste_since`).
+
+Culling is opt-in (`cull_idle_kernels`). At `cull_after_seconds - cull_warning_seconds` of
+idle time the alert turns critical ("will be shut down at HH:MM unless used"); the kernel is
+shut down once it has been idle `cull_after_seconds` *and* that critical warning has been up
+for at least `cull_warning_seconds` (a warning that came late, e.g. after a restart of the
+server, postpones the cull instead of shortening the notice). The shutdown is requested once
+per idle period. Any activity (busy, or a new `last_activity`) starts a new idle period: the
+alert resolves and a pending cull is cancelled. Dismissing or snoozing the alert does not
+cancel a cull: using the kernel does.
+"""
 
 from __future__ import annotations
 
-from .base import GuardContext, RuleResult
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from ..records import KernelSample
+from .base import Act, Finding, GuardContext, RuleResult
 from .config import GuardConfig
+
+#: States in which the kernel manager is busy with the kernel itself: no cull then.
+_NO_CULL_STATES = frozenset({"restarting", "autorestarting", "terminating", "dead"})
+
+GiB = float(1 << 30)
+
+
+@dataclass
+class _IdlePeriod:
+    """One stretch of idleness of one kernel (identified by its `last_activity`)."""
+
+    last_activity: float
+    #: when this rule started counting the waste (the first sample that saw it idle)
+    since: float
+    waste: float = 0.0
+    #: when the critical "will be shut down" warning was first raised
+    warned_at: float | None = None
+    #: when the shutdown was requested
+    culled_at: float | None = None
+
+
+def duration(seconds: float) -> str:
+    """Human-readable length of time: "45 s", "12 min", "2 h 05 min"."""
+    seconds = max(0.0, seconds)
+    if seconds < 60:
+        return f"{seconds:.0f} s"
+    minutes = int(seconds // 60)
+    if minutes < 60:
+        return f"{minutes} min"
+    return f"{minutes // 60} h {minutes % 60:02d} min"
+
+
+def clock_time(epoch: float) -> str:
+    """HH:MM in the server's local time."""
+    return time.strftime("%H:%M", time.localtime(epoch))
+
+
+def _memory(nbytes: int) -> str:
+    return f"{nbytes / GiB:.1f} GiB"
 
 
 class IdleKernelRule:
@@ -11,6 +76,148 @@ class IdleKernelRule:
 
     def __init__(self, config: GuardConfig) -> None:
         self.config = config
+        self._periods: dict[str, _IdlePeriod] = {}
 
     def evaluate(self, ctx: GuardContext) -> RuleResult:
-        return RuleResult()
+        result = RuleResult()
+        sample = ctx.published.sample
+        if sample is None:
+            return result
+        cost = ctx.published.cost
+        seen: set[str] = set()
+        for k in sample.kernels:
+            kid = k.info.kernel_id
+            if k.info.execution_state == "busy" or not k.gpu_memory_bytes:
+                continue  # in use, or holds no GPU: any idle period (and cull) is over
+            seen.add(kid)
+            period = self._periods.get(kid)
+            if period is None or period.last_activity != k.info.last_activity:
+                period = self._periods[kid] = _IdlePeriod(
+                    last_activity=k.info.last_activity,
+                    since=max(k.info.last_activity, ctx.now - sample.interval))
+            share = cost.shares.get(kid) if cost is not None else None
+            if share is not None:
+                period.waste += share.waste
+            self._judge(ctx, k, period, result)
+        for kid in set(self._periods) - seen:
+            del self._periods[kid]
+        return result
+
+    def _judge(self, ctx: GuardContext, k: KernelSample, period: _IdlePeriod,
+               result: RuleResult) -> None:
+        cfg = self.config
+        now = ctx.now
+        idle = max(0.0, now - k.info.last_activity)
+        cull = cfg.cull_idle_kernels
+        warn_from = max(0.0, cfg.cull_after_seconds - cfg.cull_warning_seconds)
+        cull_warning = cull and idle >= warn_from
+        if not (idle >= cfg.idle_kernel_seconds or cull_warning):
+            return
+        if cull_warning and period.warned_at is None:
+            period.warned_at = now  # raised as an alert by the engine this very tick
+        cull_at: float | None = None
+        if cull:
+            cull_at = k.info.last_activity + cfg.cull_after_seconds
+            if period.warned_at is not None:
+                cull_at = max(cull_at, period.warned_at + cfg.cull_warning_seconds)
+            if (period.culled_at is None and period.warned_at is not None and now >= cull_at
+                    and k.info.execution_state not in _NO_CULL_STATES):
+                period.culled_at = now
+                result.acts.append(Act(
+                    action="shutdown-kernel", kernel_id=k.info.kernel_id,
+                    reason=f"{self._who(k)} idle for {duration(idle)} holding "
+                    f"{self._gpus_text(ctx, k)} (c.CostGuard.cull_idle_kernels; warned at "
+                    f"{clock_time(period.warned_at)})"))
+        result.findings.append(self._finding(ctx, k, period, idle, cull_at, cull_warning))
+
+    # --- wording -----------------------------------------------------------------------
+
+    @staticmethod
+    def _who(k: KernelSample) -> str:
+        if k.info.path:
+            return k.info.path
+        return f"kernel {k.info.kernel_id[:8]} ({k.info.name or 'no notebook'})"
+
+    @staticmethod
+    def _gpu_docs(ctx: GuardContext, k: KernelSample) -> list[dict[str, Any]]:
+        sample = ctx.published.sample
+        by_uuid = {g.uuid: g for g in sample.gpu.gpus} if sample is not None else {}
+        docs = []
+        for uuid, nbytes in sorted(k.gpu_memory_bytes.items()):
+            g = by_uuid.get(uuid)
+            docs.append({"uuid": uuid, "index": g.index if g else None,
+                         "name": g.name if g else None, "memory_bytes": nbytes})
+        docs.sort(key=lambda d: (d["index"] is None, d["index"] or 0, d["uuid"]))
+        return docs
+
+    def _gpus_text(self, ctx: GuardContext, k: KernelSample) -> str:
+        parts = []
+        for d in self._gpu_docs(ctx, k):
+            where = f"GPU {d['index']}" if d["index"] is not None else d["uuid"]
+            if d["name"]:
+                where += f" ({d['name']})"
+            parts.append(f"{_memory(d['memory_bytes'])} on {where}" if d["memory_bytes"]
+                         else where)
+        return ", ".join(parts)
+
+    def _finding(self, ctx: GuardContext, k: KernelSample, period: _IdlePeriod, idle: float,
+                 cull_at: float | None, cull_warning: bool) -> Finding:
+        cfg = self.config
+        currency = ctx.published.pricing.currency
+        who = self._who(k)
+        partial = period.since > period.last_activity + 1.0
+        wasted = (f"it has wasted {period.waste:.2f} {currency} "
+                  + ("since the server started watching it" if partial else "while idle"))
+        message = (f"{who} has been idle for {duration(idle)} holding "
+                   f"{self._gpus_text(ctx, k)}; {wasted}.")
+        if period.culled_at is not None:
+            severity = "critical"
+            title = f"Shutting down idle GPU kernel: {who}"
+            message += f" It is being shut down (idle GPU kernels are shut down after " \
+                       f"{duration(cfg.cull_after_seconds)})."
+        elif cull_warning and cull_at is not None:
+            severity = "critical"
+            title = f"Idle GPU kernel will be shut down: {who}"
+            message += (f" It will be shut down at {clock_time(cull_at)} unless used "
+                        f"(in {duration(cull_at - ctx.now)}).")
+        else:
+            severity = "warning"
+            title = f"Idle GPU kernel: {who}"
+            if cull_at is not None:
+                message += f" It will be shut down at {clock_time(cull_at)} unless used."
+            else:
+                message += " Shut it down or restart it to free the GPU."
+        gpus = self._gpu_docs(ctx, k)
+        kernel_args = {"kernel_id": k.info.kernel_id}
+        actions = (
+            {"id": "shutdown-kernel", "label": "Shut down kernel", "args": kernel_args},
+            {"id": "restart-kernel", "label": "Restart kernel", "args": kernel_args},
+            {"id": "snooze", "label": "Snooze"},
+        )
+        details: dict[str, Any] = {
+            "kernel_id": k.info.kernel_id,
+            "kernel_name": k.info.name,
+            "execution_state": k.info.execution_state,
+            "connections": k.info.connections,
+            "last_activity": k.info.last_activity,
+            "idle_seconds": round(idle, 3),
+            "idle_threshold_seconds": cfg.idle_kernel_seconds,
+            "gpus": gpus,
+            "gpu_memory_bytes": sum(d["memory_bytes"] for d in gpus),
+            "idle_waste": round(period.waste, 6),
+            "idle_waste_since": period.since,
+            "idle_waste_source": "ledger interval waste of this kernel, summed over the "
+                                 "samples that saw it idle",
+            "currency": currency,
+            "cull": {
+                "enabled": cfg.cull_idle_kernels,
+                "after_seconds": cfg.cull_after_seconds,
+                "warning_seconds": cfg.cull_warning_seconds,
+                "at": cull_at,
+                "warned_at": period.warned_at,
+                "requested_at": period.culled_at,
+            },
+        }
+        return Finding(kind=self.kind, key=k.info.kernel_id, severity=severity, title=title,
+                       message=message, notebook=k.info.path, kernel_id=k.info.kernel_id,
+                       actions=actions, details=details)

@@ -1,9 +1,68 @@
-"""Guard rule `starved-gpu` (to be filled in)."""
+"""Guard rule `starved-gpu`: a busy kernel whose GPUs sit mostly idle is waiting on data.
+
+Over the last `starved_window_seconds`, for each kernel that is still running:
+
+- its *busy GPU time* is the sampled time in which it was busy (execution state ``busy``)
+  while holding memory on at least one GPU whose utilisation is known (a kernel holding no
+  GPU is CPU work and never counts);
+- its *waiting time* is the part of that in which the GPUs it held averaged below
+  `starved_max_utilization_percent`.
+
+It is starved when the busy GPU time is at least `starved_min_busy_seconds` and the waiting
+time at least `starved_min_busy_share` of it. The alert (key: the kernel id) names the
+notebook and kernel, the share of busy time the GPU waited, and what that waiting cost:
+the kernel's part of the GPU rate during the waiting samples, as the spend model splits it
+(each GPU costs R × gpu_share ÷ the instance's GPUs; a GPU's cost goes to the kernels on it
+in proportion to their memory), at the rate in force now. MIG instances are priced as
+whole GPUs here (the window does not keep their parents), so on MIG this is an upper bound.
+The cost is *active* spend in the ledger (the kernel is busy), not waste: the rule points
+at money spent waiting, which the usual fixes recover.
+"""
 
 from __future__ import annotations
 
-from .base import GuardContext, RuleResult
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .base import Finding, GuardContext, RuleResult
 from .config import GuardConfig
+
+TITLE = "GPU starved of data"
+ACTIONS: tuple[Mapping[str, Any], ...] = (
+    {"id": "open-panel", "label": "Open cost panel"},
+    {"id": "snooze", "label": "Snooze"},
+)
+FIXES = ("Usual fixes: cache the data on local disk (not a network share or bucket), use "
+         "more DataLoader workers (num_workers) with pin_memory=True, prefetch batches "
+         "(prefetch_factor, tf.data .prefetch()), and avoid remote reads in every step.")
+
+
+@dataclass
+class KernelStarvation:
+    """One kernel's busy and waiting time over the window."""
+
+    kernel_id: str
+    notebook: str | None = None
+    busy_seconds: float = 0.0  # busy while holding a GPU
+    waiting_seconds: float = 0.0  # ... with its GPUs below the threshold
+    utilization_time: float = 0.0  # Σ utilisation × dt over the waiting samples
+    waiting_cost: float = 0.0
+    gpus: set[str] = field(default_factory=set)
+
+    @property
+    def waiting_share(self) -> float:
+        return self.waiting_seconds / self.busy_seconds if self.busy_seconds > 0 else 0.0
+
+    @property
+    def waiting_utilization(self) -> float:
+        return self.utilization_time / self.waiting_seconds if self.waiting_seconds > 0 else 0.0
+
+
+def _duration(seconds: float) -> str:
+    if seconds >= 120:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds:.0f} s"
 
 
 class StarvedGpuRule:
@@ -12,5 +71,90 @@ class StarvedGpuRule:
     def __init__(self, config: GuardConfig) -> None:
         self.config = config
 
+    def measure(self, ctx: GuardContext) -> dict[str, KernelStarvation]:
+        """Every kernel's busy and waiting time in the window (also those not starved)."""
+        cfg = self.config
+        pricing = ctx.published.pricing
+        gpu_rate = pricing.gpu_rate_per_hour
+        instance_gpus = pricing.instance.gpu_count if pricing.instance else 0
+        stats: dict[str, KernelStarvation] = {}
+        for p in ctx.window.since(ctx.now - cfg.starved_window_seconds):
+            dt = max(0.0, p.interval)
+            utils = {g.uuid: g.utilization_percent for g in p.gpus}
+            gpus = max(instance_gpus, len(utils))
+            per_gpu = gpu_rate / gpus if gpu_rate is not None and gpus else 0.0  # per hour
+            memory: dict[str, list[int]] = {}  # uuid -> bytes of each holder
+            for k in p.kernels:
+                for u, b in k.gpu_memory_bytes.items():
+                    memory.setdefault(u, []).append(b)
+            for k in p.kernels:
+                st = stats.setdefault(k.kernel_id, KernelStarvation(k.kernel_id))
+                st.notebook = k.notebook or st.notebook
+                held = [u for u in k.gpu_memory_bytes if utils.get(u) is not None]
+                if not k.busy or not held or dt <= 0:
+                    continue
+                st.busy_seconds += dt
+                mean = sum(utils[u] or 0.0 for u in held) / len(held)
+                if mean >= cfg.starved_max_utilization_percent:
+                    continue
+                st.waiting_seconds += dt
+                st.utilization_time += mean * dt
+                st.gpus.update(held)
+                for u in held:
+                    total = sum(memory[u])
+                    part = (k.gpu_memory_bytes[u] / total if total > 0
+                            else 1.0 / len(memory[u]))
+                    st.waiting_cost += per_gpu * part * dt / 3600.0
+        return stats
+
     def evaluate(self, ctx: GuardContext) -> RuleResult:
-        return RuleResult()
+        cfg = self.config
+        sample = ctx.published.sample
+        running = {k.info.kernel_id for k in sample.kernels} if sample is not None else set()
+        priced = ctx.published.pricing.gpu_rate_per_hour is not None
+        findings = []
+        for kid, st in sorted(self.measure(ctx).items()):
+            if kid not in running or st.busy_seconds < cfg.starved_min_busy_seconds:
+                continue
+            if st.waiting_share < cfg.starved_min_busy_share:
+                continue
+            findings.append(self._finding(ctx, st, priced))
+        return RuleResult(findings=findings)
+
+    def _finding(self, ctx: GuardContext, st: KernelStarvation, priced: bool) -> Finding:
+        cfg = self.config
+        cur = ctx.published.pricing.currency
+        share = round(st.waiting_share, 2)
+        who = st.notebook or f"Kernel {st.kernel_id[:8]}"
+        whose = f"{st.notebook}'s kernel" if st.notebook else who
+        n = len(st.gpus)
+        gpu_word = f"GPU{'s' if n != 1 else ''}"
+        cost = round(st.waiting_cost, 2) if priced else None
+        per_hour = (round(st.waiting_cost / st.waiting_seconds * 3600.0, 2)
+                    if priced and st.waiting_seconds > 0 else None)
+        message = (
+            f"{whose} was busy {_duration(st.busy_seconds)} of the last "
+            f"{_duration(cfg.starved_window_seconds)}, but its {gpu_word} sat below "
+            f"{cfg.starved_max_utilization_percent:.0f}% for {share * 100:.0f}% of that "
+            f"(averaging {st.waiting_utilization:.0f}%): it is probably waiting on data."
+        )
+        if cost is not None and per_hour is not None:
+            message += (f" That waiting cost ~{cur} {cost:,.2f} of GPU time "
+                        f"({cur} {per_hour:,.2f}/h).")
+        message += f" {FIXES}"
+        details: dict[str, Any] = {
+            "kernel_id": st.kernel_id,
+            "notebook": st.notebook,
+            "window_seconds": cfg.starved_window_seconds,
+            "busy_seconds": round(st.busy_seconds),
+            "waiting_seconds": round(st.waiting_seconds),
+            "waiting_share": share,
+            "gpu_utilization_percent": round(st.waiting_utilization, 1),
+            "gpus": sorted(st.gpus),
+            "waiting_cost": cost,
+            "waiting_cost_per_hour": per_hour,
+            "currency": cur,
+        }
+        return Finding(kind=self.kind, key=st.kernel_id, severity="info", title=TITLE,
+                       message=message, notebook=st.notebook, kernel_id=st.kernel_id,
+                       actions=ACTIONS, details=details)

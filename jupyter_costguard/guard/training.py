@@ -1,9 +1,202 @@
-"""Guard rule `training-sized-interactive` (to be filled in)."""
+"""Guard rule `training-sized-interactive`: a training-sized instance used for exploration.
+
+An instance is *training-sized* when it has at least `training_min_gpus` GPUs, or a GPU with
+at least `training_min_gpu_memory_gib` GiB, or costs at least `training_min_rate_per_hour`
+(the priced catalog row and the GPUs actually seen both count; the larger wins).
+
+It is *used interactively* when, over the last `interactive_window_seconds`:
+
+- the window is at least `interactive_min_coverage` sampled (before that the rule is silent),
+- notebook kernels held GPUs for at least half of the sampled time, and
+- the GPUs they held averaged below `interactive_max_utilization_percent` (time-weighted
+  over the samples in which they were held). Only held GPUs count here, so one kernel
+  training on one GPU of eight is busy, not interactive.
+
+The alert (key ``"instance"``) gives:
+
+- ``idle_share``: the share of the instance's GPU capacity that went unused over the window,
+  ``1 - mean utilisation`` of *all* its GPUs (a GPU nobody holds counts as fully idle; GPUs
+  the catalog row has but the host does not show count too, as in the spend model);
+- ``waste_per_hour``: the GPU part of the rate × ``idle_share``. This is deliberately not the
+  ledger's *waste*: the ledger counts an idle GPU as waste only while a kernel holds it and
+  is not busy, and books GPUs nobody holds as *unattributed*. On an instance rented for its
+  GPUs both are money paid for nothing, and partial use matters too (8 GPUs with one at 2%
+  use 0.25% of what is paid for), so the rule prices the unused capacity directly, with the
+  spend model's own GPU split (R × gpu_share);
+- the cheapest catalog instance that fits the peak use seen in the window (peak GPU memory
+  on any GPU, the number of GPUs in use, peak host CPU cores and RAM, with `HEADROOM` on the
+  memory figures; same provider when `suggest_same_provider`; GPU rows only when some GPU
+  memory was used) and what it would save per hour; null when nothing cheaper fits.
+"""
 
 from __future__ import annotations
 
-from .base import GuardContext, RuleResult
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ..pricing import Catalog, InstanceType, Pricing
+from ..records import Sample
+from .base import Finding, GuardContext, RuleResult
 from .config import GuardConfig
+from .window import Point
+
+GiB = 1 << 30
+#: Memory figures (GPU and host) are scaled by this before looking for an instance that fits:
+#: catalog sizes are nominal, and a workload at exactly its peak has no room to grow.
+HEADROOM = 1.1
+#: A GPU with at least this much memory used counts as in use even when no kernel holds it
+#: (another process, a batch job): a suggested instance must have room for it too.
+IN_USE_BYTES = 256 << 20
+#: Kernels must hold GPUs for at least this share of the sampled window.
+MIN_HELD_SHARE = 0.5
+
+TITLE = "Training-sized instance used interactively"
+ACTIONS: tuple[Mapping[str, Any], ...] = (
+    {"id": "offload", "label": "Offload heavy cells"},
+    {"id": "open-panel", "label": "Cost panel"},
+    {"id": "snooze", "label": "Snooze"},
+)
+
+
+@dataclass(frozen=True)
+class Usage:
+    """What the window says about how the instance was used."""
+
+    covered: float  # sampled seconds in the window
+    held_seconds: float  # sampled seconds in which some kernel held a GPU
+    held_utilization: float | None  # time-weighted mean utilisation of the held GPUs
+    idle_share: float  # unused share of all the instance's GPU capacity
+    peak_gpu_memory_bytes: int  # max over samples and GPUs of memory used
+    gpus_held: int  # max over samples of GPUs held by kernels (or otherwise in use)
+    peak_cpu_cores: float  # max over samples of host cpu_percent × cpu_count / 100
+    peak_memory_bytes: int  # max over samples of host RAM used
+    notebook: str | None  # the notebook whose kernels held the most GPU memory
+
+
+def physical_gpus(sample: Sample | None) -> tuple[int, float | None]:
+    """(number of physical GPUs, largest GPU memory in GiB) seen in a sample."""
+    if sample is None:
+        return 0, None
+    memory: dict[str, int] = {}
+    for g in sample.gpu.gpus:
+        parent = g.mig_parent_uuid or g.uuid
+        memory[parent] = memory.get(parent, 0) + g.memory_total_bytes
+    if not memory:
+        return 0, None
+    return len(memory), max(memory.values()) / GiB
+
+
+def gpu_count_of(pricing: Pricing, sample: Sample | None) -> int:
+    """GPUs the instance is paying for: the catalog row's or the ones seen, whichever is more
+    (the spend model divides the GPU part the same way)."""
+    seen, _ = physical_gpus(sample)
+    return max(pricing.instance.gpu_count if pricing.instance else 0, seen)
+
+
+def training_sized(config: GuardConfig, pricing: Pricing, sample: Sample | None) -> bool:
+    seen, seen_gib = physical_gpus(sample)
+    instance = pricing.instance
+    gpus = max(instance.gpu_count if instance else 0, seen)
+    if gpus == 0:
+        return False  # no GPUs: nothing to use interactively
+    gib = max((instance.gpu_memory_gib or 0.0) if instance else 0.0, seen_gib or 0.0)
+    if gpus >= config.training_min_gpus or gib >= config.training_min_gpu_memory_gib:
+        return True
+    rate = pricing.rate_per_hour
+    floor = config.training_min_rate_per_hour
+    return floor is not None and rate is not None and rate >= floor
+
+
+def measure(points: list[Point], gpu_count: int) -> Usage:
+    """Summarise the window's points (pure; see the module docstring for the figures)."""
+    covered = held_seconds = 0.0
+    util_weighted = util_time = 0.0
+    used_capacity = capacity = 0.0
+    peak_gpu = gpus_in_use = peak_mem = 0
+    peak_cores = 0.0
+    by_notebook: dict[str, tuple[float, float]] = {}  # path -> (byte-seconds, held seconds)
+    for p in points:
+        dt = max(0.0, p.interval)
+        covered += dt
+        utils = {g.uuid: g.utilization_percent for g in p.gpus}
+        held: set[str] = set()
+        for k in p.kernels:
+            mine = [u for u in k.gpu_memory_bytes if u in utils]
+            held.update(mine)
+            if mine and k.notebook:
+                b, s = by_notebook.get(k.notebook, (0.0, 0.0))
+                by_notebook[k.notebook] = (
+                    b + sum(k.gpu_memory_bytes[u] for u in mine) * dt, s + dt)
+        in_use = held | {g.uuid for g in p.gpus if g.memory_used_bytes >= IN_USE_BYTES}
+        gpus_in_use = max(gpus_in_use, len(in_use))
+        if held:
+            held_seconds += dt
+            for u in held:
+                value = utils[u]
+                if value is not None:
+                    util_weighted += value * dt
+                    util_time += dt
+        known = [u for u in utils.values() if u is not None]
+        unknown = len(utils) - len(known)
+        capacity += max(0, max(gpu_count, len(utils)) - unknown) * dt
+        used_capacity += sum(min(100.0, max(0.0, u)) for u in known) / 100.0 * dt
+        if p.gpus:
+            peak_gpu = max(peak_gpu, max(g.memory_used_bytes for g in p.gpus))
+        peak_cores = max(peak_cores, p.host_cpu_percent * p.host_cpu_count / 100.0)
+        peak_mem = max(peak_mem, p.host_memory_used_bytes)
+    notebook = max(by_notebook, key=lambda n: (by_notebook[n], n)) if by_notebook else None
+    return Usage(
+        covered=covered,
+        held_seconds=held_seconds,
+        held_utilization=util_weighted / util_time if util_time > 0 else None,
+        idle_share=1.0 - used_capacity / capacity if capacity > 0 else 1.0,
+        peak_gpu_memory_bytes=peak_gpu,
+        gpus_held=gpus_in_use,
+        peak_cpu_cores=round(peak_cores, 2),
+        peak_memory_bytes=peak_mem,
+        notebook=notebook,
+    )
+
+
+def suggest(catalog: Catalog, pricing: Pricing, usage: Usage, same_provider: bool
+            ) -> tuple[InstanceType, float] | None:
+    """The cheapest catalog instance that fits `usage` and is cheaper than this one, with its
+    rate in this instance's market; None when there is none."""
+    needs_gpu = usage.peak_gpu_memory_bytes > 0
+    instance = pricing.instance
+    candidate = catalog.cheapest_fitting(
+        gpu_memory_gib_per_gpu=usage.peak_gpu_memory_bytes / GiB * HEADROOM if needs_gpu else 0,
+        gpu_count=max(1, usage.gpus_held) if needs_gpu else 0,
+        vcpus=max(1, math.ceil(usage.peak_cpu_cores - 1e-9)),
+        memory_gib=usage.peak_memory_bytes / GiB * HEADROOM,
+        provider=instance.provider if same_provider and instance is not None else None,
+        market=pricing.market,
+        currency=pricing.currency,
+    )
+    if candidate is None or (instance is not None and candidate.key == instance.key):
+        return None
+    rate = candidate.rate(pricing.market)
+    if rate is None or (pricing.rate_per_hour is not None and rate >= pricing.rate_per_hour):
+        return None
+    return candidate, rate
+
+
+def _money(currency: str, x: float) -> str:
+    return f"{currency} {x:,.2f}"
+
+
+def _duration(seconds: float) -> str:
+    if seconds >= 7200:
+        return f"{seconds / 3600:.1f} h"
+    if seconds >= 120:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds:.0f} s"
+
+
+def _gib(n: float) -> str:
+    return f"{n / GiB:.1f} GiB"
 
 
 class TrainingSizedRule:
@@ -13,4 +206,92 @@ class TrainingSizedRule:
         self.config = config
 
     def evaluate(self, ctx: GuardContext) -> RuleResult:
-        return RuleResult()
+        cfg = self.config
+        pricing = ctx.published.pricing
+        sample = ctx.published.sample
+        if not training_sized(cfg, pricing, sample):
+            return RuleResult()
+        window = cfg.interactive_window_seconds
+        gpu_count = gpu_count_of(pricing, sample)
+        usage = measure(list(ctx.window.since(ctx.now - window)), gpu_count)
+        if usage.covered < cfg.interactive_min_coverage * window:
+            return RuleResult()  # too early to judge
+        if usage.held_seconds < MIN_HELD_SHARE * usage.covered or usage.held_seconds <= 0:
+            return RuleResult()  # nobody is using the GPUs: the idle-kernel/auto-stop rules
+        if usage.held_utilization is None \
+                or usage.held_utilization >= cfg.interactive_max_utilization_percent:
+            return RuleResult()  # genuinely busy (or unknown, e.g. MIG)
+        return RuleResult(findings=[self._finding(ctx, pricing, usage, gpu_count)])
+
+    def _finding(self, ctx: GuardContext, pricing: Pricing, usage: Usage,
+                 gpu_count: int) -> Finding:
+        cfg = self.config
+        cur = pricing.currency
+        rate = pricing.rate_per_hour
+        gpu_rate = pricing.gpu_rate_per_hour
+        # whole percent, rounded down: never overstate the waste (and few rewrites)
+        idle_share = math.floor(usage.idle_share * 100 + 1e-9) / 100
+        waste = round(gpu_rate * idle_share, 2) if gpu_rate is not None else None
+        instance = pricing.instance
+        found = suggest(ctx.catalog, pricing, usage, cfg.suggest_same_provider)
+        suggestion: dict[str, Any] | None = None
+        saving: float | None = None
+        if found is not None:
+            row, row_rate = found
+            saving = round(rate - row_rate, 2) if rate is not None else None
+            suggestion = {
+                "provider": row.provider, "instance_type": row.instance_type,
+                "rate_per_hour": row_rate, "gpu_model": row.gpu_model or None,
+                "gpu_count": row.gpu_count, "saving_per_hour": saving,
+            }
+
+        # the first sentence is what a pop-up shows (JupyterLab cuts at 140 characters)
+        idle_pct = f"{idle_share * 100:.0f}%"
+        if waste is not None:
+            lead = f"GPUs {idle_pct} idle, wasting ~{_money(cur, waste)}/h"
+        else:
+            lead = f"GPUs {idle_pct} idle (this server is unpriced)"
+        if found is not None:
+            row, row_rate = found
+            fits = f"{row.instance_type} fits your use for {_money(cur, row_rate)}/h"
+            if saving is not None:
+                fits += f" (saves {_money(cur, saving)}/h)"
+            first = f"{lead}; {fits}."
+        else:
+            where = f"{instance.provider} " if instance and cfg.suggest_same_provider else ""
+            first = f"{lead}. No cheaper {where}instance in the catalog fits your peak use."
+        if instance is not None:
+            what = (f"{instance.instance_type} ({instance.gpu_count}x {instance.gpu_model}"
+                    if instance.is_gpu else f"{instance.instance_type} (")
+        else:
+            what = f"This server ({gpu_count} GPU{'s' if gpu_count != 1 else ''}"
+        what += f", {_money(cur, rate)}/h)" if rate is not None else ", unpriced)"
+        util = usage.held_utilization or 0.0
+        held = max(1, usage.gpus_held)
+        message = (
+            f"{first} {what} is sized for training, but over the last "
+            f"{_duration(min(usage.covered, cfg.interactive_window_seconds))} the GPUs its "
+            f"notebooks held averaged {util:.0f}% utilisation. Peak use: "
+            f"{_gib(usage.peak_gpu_memory_bytes)} GPU memory on {held} "
+            f"GPU{'s' if held != 1 else ''}, {usage.peak_cpu_cores:.1f} CPU cores, "
+            f"{_gib(usage.peak_memory_bytes)} RAM. Explore on a smaller instance and offload "
+            f"the heavy cells to a batch job."
+        )
+        details: dict[str, Any] = {
+            "instance_type": instance.instance_type if instance else None,
+            "provider": instance.provider if instance else None,
+            "rate_per_hour": rate,
+            "idle_share": idle_share,
+            "gpu_utilization_percent": round(util, 1),
+            "waste_per_hour": waste,
+            "window_seconds": cfg.interactive_window_seconds,
+            "peak_gpu_memory_bytes": usage.peak_gpu_memory_bytes,
+            "gpus_held": usage.gpus_held,
+            "peak_cpu_cores": usage.peak_cpu_cores,
+            "peak_memory_bytes": usage.peak_memory_bytes,
+            "suggestion": suggestion,
+            "currency": cur,
+        }
+        return Finding(kind=self.kind, key="instance", severity="warning", title=TITLE,
+                       message=message, notebook=usage.notebook, actions=ACTIONS,
+                       details=details)
