@@ -122,6 +122,14 @@ class CostGuard(ExtensionApp):
         1800.0, config=True, help="Window over which interactive use is judged (seconds).")
     interactive_max_utilization_percent = Float(
         20.0, config=True, help="GPUs averaging below this over the window are idle.")
+    interactive_min_coverage = Float(
+        0.5, config=True, help="Judge interactive use once this share of the window is sampled.")
+    suggest_same_provider = Bool(
+        True, config=True, help="Suggest cheaper instances of the same provider only.")
+    starved_min_busy_seconds = Float(
+        120.0, config=True, help="A kernel must be busy this long before it can be starved.")
+    starved_min_busy_share = Float(
+        0.5, config=True, help="Share of busy time the GPU must wait to call it starved.")
     idle_kernel_seconds = Float(
         900.0, config=True, help="A kernel holding GPU memory idle this long raises an alert.")
     cull_idle_kernels = Bool(
