@@ -5,63 +5,33 @@ COSTGUARD_SCREENSHOTS=1 (that is how README's pictures are made)."""
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
+from .browser import (  # noqa: F401 - the two fixtures keep pytest-jupyter's loop out
+    jp_asyncio_loop,
+    jp_server_cleanup,
+    lab_settings,
+    launch,
+    need_browser,
+    notebook,
+    shot,
+)
 from .conftest import GiB, write_trace
 from .server_proc import ServerProcess
 
 pytestmark = pytest.mark.timeout(300)
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-DOCS = Path(__file__).resolve().parent.parent / "docs"
-SHOTS = os.environ.get("COSTGUARD_SCREENSHOTS") == "1"
 MONEY = re.compile(r"USD\s*([0-9]+(?:\.[0-9]+)?)")
-
-
-def _need_browser() -> None:
-    if os.path.exists(CHROMIUM):
-        try:
-            import playwright  # noqa: F401
-            return
-        except ImportError:
-            pass
-    if os.environ.get("CI"):
-        pytest.fail("CI must run the browser tests: install Debian's chromium and playwright")
-    pytest.skip("no chromium or playwright here")
-
-
-def _notebook(cells: list[str]) -> str:
-    return json.dumps({
-        "cells": [{"cell_type": "code", "id": f"c{i}", "metadata": {}, "source": src,
-                   "outputs": [], "execution_count": None} for i, src in enumerate(cells)],
-        "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3",
-                                    "language": "python"}},
-        "nbformat": 4, "nbformat_minor": 5})
-
-
-@pytest.fixture(autouse=True)
-def jp_asyncio_loop() -> Iterator[None]:
-    """Playwright's sync API runs its own loop here; pytest-jupyter's must stay out
-    (these tests use a server in its own process, not pytest-jupyter's)."""
-    yield None
-
-
-@pytest.fixture(autouse=True)
-def jp_server_cleanup() -> Iterator[None]:
-    yield None
 
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    _need_browser()
+    need_browser()
     tmp = tmp_path_factory.mktemp("lab")
     # kernel 0 holds 6 GiB on GPU 0 at 2%: it spends, and most of it is waste
     frame = {"t": 0, "gpus": [
@@ -71,19 +41,14 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     trace = write_trace(tmp / "trace.json", [frame], gpus=2, instance_type="p4de.24xlarge")
     root = tmp / "srv" / "root"
     root.mkdir(parents=True)
-    (root / "explore.ipynb").write_text(_notebook(
+    (root / "explore.ipynb").write_text(notebook(
         ["%load_ext jupyter_costguard", "import time\ntime.sleep(10)\nprint('done')"]))
-    (root / "quiet.ipynb").write_text(_notebook(["1 + 1"]))
-    (root / "nb7.ipynb").write_text(_notebook(["%load_ext jupyter_costguard"]))
-    # JupyterLab's "get notified about news?" prompt would cover our notifications
-    settings = tmp / "lab-settings"
-    (settings / "@jupyterlab" / "apputils-extension").mkdir(parents=True)
-    (settings / "@jupyterlab" / "apputils-extension" / "notification.jupyterlab-settings") \
-        .write_text(json.dumps({"fetchNews": "false", "checkForUpdates": False}))
+    (root / "quiet.ipynb").write_text(notebook(["1 + 1"]))
+    (root / "nb7.ipynb").write_text(notebook(["%load_ext jupyter_costguard"]))
     server = ServerProcess(tmp / "srv", {
         "db_path": str(tmp / "ledger.sqlite"), "sample_interval": 0.5,
         "replay_trace": str(trace), "replay_mode": "always"},
-        env={"JUPYTERLAB_SETTINGS_DIR": str(settings)}).start()
+        env=lab_settings(tmp / "lab-settings")).start()
     try:
         yield server
     finally:
@@ -95,9 +60,7 @@ def browser(lab: ServerProcess) -> Iterator[Any]:
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=[
-            "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-            "--disable-background-networking", "--disable-component-update", "--disable-sync"])
+        b = launch(p)
         try:
             yield b
         finally:
@@ -134,14 +97,6 @@ def widen_right_sidebar(page: Any, by: int = 260) -> None:
         page.mouse.down()
         page.mouse.move(box["x"] - 2 - by, y, steps=5)
         page.mouse.up()
-
-
-def shot(page: Any, name: str, selector: str | None = None) -> None:
-    if not SHOTS:
-        return
-    DOCS.mkdir(exist_ok=True)
-    target = page.locator(selector).first if selector else page
-    target.screenshot(path=str(DOCS / name))
 
 
 def money(text: str) -> float:
