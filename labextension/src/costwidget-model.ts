@@ -7,7 +7,7 @@
  * only fetches and renders what this module computes.
  */
 import type { ICostStatus } from './api';
-import { formatMoney, formatRate, formatTime } from './format';
+import { formatDuration, formatMoney, formatRate, formatTime } from './format';
 
 /** ipywidgets module name of the cost widget (`_model_module` in Python). */
 export const MODULE_NAME = 'jupyter-costguard';
@@ -244,25 +244,8 @@ export function offlineMessage(error: unknown): string {
   return `costguard: the server answered ${status}`;
 }
 
-/** A human duration: `45 s`, `12 min`, `3 h 05 min`, `2 d 4 h`. */
-export function formatDuration(seconds: number): string {
-  if (!isNumber(seconds) || seconds < 0) {
-    return '–';
-  }
-  const s = Math.floor(seconds);
-  if (s < 60) {
-    return `${s} s`;
-  }
-  const minutes = Math.floor(s / 60);
-  if (minutes < 60) {
-    return `${minutes} min`;
-  }
-  const hours = Math.floor(minutes / 60);
-  if (hours < 24) {
-    return `${hours} h ${String(minutes % 60).padStart(2, '0')} min`;
-  }
-  return `${Math.floor(hours / 24)} d ${hours % 24} h`;
-}
+/** Durations are formatted as everywhere else in the extension. */
+export { formatDuration };
 
 /** Bytes as GiB (one decimal) or MiB below 1 GiB. */
 export function formatBytes(bytes: number): string {
