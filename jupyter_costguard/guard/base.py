@@ -1,9 +1,10 @@
 """What a guard rule sees and what it may say or do.
 
-Rules are pure: each tick they read a `GuardContext` (the published sample, the window of
-recent samples, the ledger's totals, the catalog) and return `Finding`s (conditions that hold
-now, raised as alerts) and `Act`s (things to do, carried out on the IO loop by the engine).
-A condition a rule stops finding is resolved.
+Each tick a rule reads a `GuardContext` (the published sample, the ledger's totals, the
+catalog) and returns `Finding`s (conditions that hold now, raised as alerts) and `Act`s
+(things to do, carried out on the IO loop by the engine). A condition a rule stops finding
+is resolved. A rule that judges a stretch of time keeps its own `window.Rolling`, fed once
+per sample, so no rule re-reads old samples.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ from ..ledger import Ledger
 from ..pricing import Catalog
 from ..service import Published
 from .config import GuardConfig
-from .window import SampleWindow
 
 
 @dataclass(frozen=True)
@@ -55,7 +55,6 @@ class RuleResult:
 class GuardContext:
     now: float
     published: Published
-    window: SampleWindow
     ledger: Ledger
     catalog: Catalog
     config: GuardConfig

@@ -11,7 +11,6 @@ from ..pricing import Catalog
 from ..service import Published
 from .base import Act, GuardContext, Rule
 from .config import GuardConfig
-from .window import SampleWindow
 
 log = logging.getLogger("jupyter_costguard")
 
@@ -34,9 +33,6 @@ class Guard:
         self.ledger = ledger
         self.catalog = catalog
         self.dispatch = dispatch
-        span = max(config.interactive_window_seconds, config.starved_window_seconds,
-                   config.idle_kernel_seconds)
-        self.window = SampleWindow(span)
         self._holding: set[tuple[str, str]] = set()
         self.running_jobs: Callable[[], int] = lambda: 0
         self.notebook_budgets: Callable[[], Mapping[str, float]] = dict
@@ -52,9 +48,8 @@ class Guard:
         sample = published.sample
         if sample is None:
             return []
-        self.window.add(sample)
         ctx = GuardContext(
-            now=sample.time, published=published, window=self.window, ledger=self.ledger,
+            now=sample.time, published=published, ledger=self.ledger,
             catalog=self.catalog, config=self.config, alert_state=self._state,
             running_jobs=self.running_jobs(), notebook_budgets=self.notebook_budgets(),
         )

@@ -13,7 +13,7 @@ time at least `starved_min_busy_share` of it. The alert (key: the kernel id) nam
 notebook and kernel, the share of busy time the GPU waited, and what that waiting cost:
 the kernel's part of the GPU rate during the waiting samples, as the spend model splits it
 (each GPU costs R × gpu_share ÷ the instance's GPUs; a GPU's cost goes to the kernels on it
-in proportion to their memory), at the rate in force now. MIG instances are priced as
+in proportion to their memory), at the rate in force at each sample. MIG instances are priced as
 whole GPUs here (the window does not keep their parents), so on MIG this is an upper bound.
 The cost is *active* spend in the ledger (the kernel is busy), not waste: the rule points
 at money spent waiting, which the usual fixes recover.
@@ -21,12 +21,14 @@ at money spent waiting, which the usual fixes recover.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..records import Sample
 from .base import Finding, GuardContext, RuleResult
 from .config import GuardConfig
+from .window import Rolling
 
 TITLE = "GPU starved of data"
 ACTIONS: tuple[Mapping[str, Any], ...] = (
@@ -70,52 +72,77 @@ class StarvedGpuRule:
 
     def __init__(self, config: GuardConfig) -> None:
         self.config = config
+        self.window = Rolling(config.starved_window_seconds)
 
-    def measure(self, ctx: GuardContext) -> dict[str, KernelStarvation]:
-        """Every kernel's busy and waiting time in the window (also those not starved)."""
+    def _contribution(self, ctx: GuardContext, sample: Sample) -> dict[Hashable, float]:
+        """This sample's busy/waiting seconds, utilisation and waiting cost, per kernel."""
         cfg = self.config
         pricing = ctx.published.pricing
         gpu_rate = pricing.gpu_rate_per_hour
         instance_gpus = pricing.instance.gpu_count if pricing.instance else 0
+        dt = max(0.0, sample.interval)
+        sums: dict[Hashable, float] = {}
+        if dt <= 0:
+            return sums
+        utils = {g.uuid: g.utilization_percent for g in sample.gpu.gpus}
+        gpus = max(instance_gpus, len(utils))
+        per_gpu = gpu_rate / gpus if gpu_rate is not None and gpus else 0.0  # per hour
+        memory: dict[str, list[int]] = {}  # uuid -> bytes of each holder
+        for k in sample.kernels:
+            for u, b in k.gpu_memory_bytes.items():
+                memory.setdefault(u, []).append(b)
+        for k in sample.kernels:
+            held = [u for u in k.gpu_memory_bytes if utils.get(u) is not None]
+            if k.info.execution_state != "busy" or not held:
+                continue
+            kid = k.info.kernel_id
+            sums[("busy", kid)] = dt
+            mean = sum(utils[u] or 0.0 for u in held) / len(held)
+            if mean >= cfg.starved_max_utilization_percent:
+                continue
+            sums[("waiting", kid)] = dt
+            sums[("utilization", kid)] = mean * dt
+            cost = 0.0
+            for u in held:
+                total = sum(memory[u])
+                part = k.gpu_memory_bytes[u] / total if total > 0 else 1.0 / len(memory[u])
+                cost += per_gpu * part * dt / 3600.0
+                sums[("gpu", kid, u)] = 1.0  # held while waiting: a count, for the GPU list
+            sums[("cost", kid)] = cost
+        return sums
+
+    def measure(self) -> dict[str, KernelStarvation]:
+        """The busy and waiting time in the window of every kernel that was busy on a GPU."""
         stats: dict[str, KernelStarvation] = {}
-        for p in ctx.window.since(ctx.now - cfg.starved_window_seconds):
-            dt = max(0.0, p.interval)
-            utils = {g.uuid: g.utilization_percent for g in p.gpus}
-            gpus = max(instance_gpus, len(utils))
-            per_gpu = gpu_rate / gpus if gpu_rate is not None and gpus else 0.0  # per hour
-            memory: dict[str, list[int]] = {}  # uuid -> bytes of each holder
-            for k in p.kernels:
-                for u, b in k.gpu_memory_bytes.items():
-                    memory.setdefault(u, []).append(b)
-            for k in p.kernels:
-                st = stats.setdefault(k.kernel_id, KernelStarvation(k.kernel_id))
-                st.notebook = k.notebook or st.notebook
-                held = [u for u in k.gpu_memory_bytes if utils.get(u) is not None]
-                if not k.busy or not held or dt <= 0:
-                    continue
-                st.busy_seconds += dt
-                mean = sum(utils[u] or 0.0 for u in held) / len(held)
-                if mean >= cfg.starved_max_utilization_percent:
-                    continue
-                st.waiting_seconds += dt
-                st.utilization_time += mean * dt
-                st.gpus.update(held)
-                for u in held:
-                    total = sum(memory[u])
-                    part = (k.gpu_memory_bytes[u] / total if total > 0
-                            else 1.0 / len(memory[u]))
-                    st.waiting_cost += per_gpu * part * dt / 3600.0
+        for key in self.window.keys():
+            assert isinstance(key, tuple)
+            st = stats.setdefault(key[1], KernelStarvation(key[1]))
+            value = self.window.sum(key)
+            if key[0] == "busy":
+                st.busy_seconds = value
+            elif key[0] == "waiting":
+                st.waiting_seconds = value
+            elif key[0] == "utilization":
+                st.utilization_time = value
+            elif key[0] == "cost":
+                st.waiting_cost = value
+            else:
+                st.gpus.add(key[2])
         return stats
 
     def evaluate(self, ctx: GuardContext) -> RuleResult:
         cfg = self.config
         sample = ctx.published.sample
-        running = {k.info.kernel_id for k in sample.kernels} if sample is not None else set()
+        if sample is None:
+            return RuleResult()
+        self.window.add(sample.time, self._contribution(ctx, sample))
+        running = {k.info.kernel_id: k.info.path for k in sample.kernels}
         priced = ctx.published.pricing.gpu_rate_per_hour is not None
         findings = []
-        for kid, st in sorted(self.measure(ctx).items()):
+        for kid, st in sorted(self.measure().items()):
             if kid not in running or st.busy_seconds < cfg.starved_min_busy_seconds:
                 continue
+            st.notebook = running[kid]
             if st.waiting_share < cfg.starved_min_busy_share:
                 continue
             findings.append(self._finding(ctx, st, priced))

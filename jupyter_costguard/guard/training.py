@@ -32,7 +32,7 @@ The alert (key ``"instance"``) gives:
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,7 +40,7 @@ from ..pricing import Catalog, InstanceType, Pricing
 from ..records import Sample
 from .base import Finding, GuardContext, RuleResult
 from .config import GuardConfig
-from .window import Point
+from .window import Rolling
 
 GiB = 1 << 30
 #: Memory figures (GPU and host) are scaled by this before looking for an instance that fits:
@@ -109,53 +109,60 @@ def training_sized(config: GuardConfig, pricing: Pricing, sample: Sample | None)
     return floor is not None and rate is not None and rate >= floor
 
 
-def measure(points: list[Point], gpu_count: int) -> Usage:
-    """Summarise the window's points (pure; see the module docstring for the figures)."""
-    covered = held_seconds = 0.0
-    util_weighted = util_time = 0.0
-    used_capacity = capacity = 0.0
-    peak_gpu = gpus_in_use = peak_mem = 0
-    peak_cores = 0.0
-    by_notebook: dict[str, tuple[float, float]] = {}  # path -> (byte-seconds, held seconds)
-    for p in points:
-        dt = max(0.0, p.interval)
-        covered += dt
-        utils = {g.uuid: g.utilization_percent for g in p.gpus}
-        held: set[str] = set()
-        for k in p.kernels:
-            mine = [u for u in k.gpu_memory_bytes if u in utils]
-            held.update(mine)
-            if mine and k.notebook:
-                b, s = by_notebook.get(k.notebook, (0.0, 0.0))
-                by_notebook[k.notebook] = (
-                    b + sum(k.gpu_memory_bytes[u] for u in mine) * dt, s + dt)
-        in_use = held | {g.uuid for g in p.gpus if g.memory_used_bytes >= IN_USE_BYTES}
-        gpus_in_use = max(gpus_in_use, len(in_use))
-        if held:
-            held_seconds += dt
-            for u in held:
-                value = utils[u]
-                if value is not None:
-                    util_weighted += value * dt
-                    util_time += dt
-        known = [u for u in utils.values() if u is not None]
-        unknown = len(utils) - len(known)
-        capacity += max(0, max(gpu_count, len(utils)) - unknown) * dt
-        used_capacity += sum(min(100.0, max(0.0, u)) for u in known) / 100.0 * dt
-        if p.gpus:
-            peak_gpu = max(peak_gpu, max(g.memory_used_bytes for g in p.gpus))
-        peak_cores = max(peak_cores, p.host_cpu_percent * p.host_cpu_count / 100.0)
-        peak_mem = max(peak_mem, p.host_memory_used_bytes)
+def contribution(sample: Sample, gpu_count: int) -> tuple[dict[Hashable, float],
+                                                          dict[Hashable, float]]:
+    """One sample's share of the window's figures: (sums, maxima) for `Rolling`."""
+    dt = max(0.0, sample.interval)
+    utils = {g.uuid: g.utilization_percent for g in sample.gpu.gpus}
+    sums: dict[Hashable, float] = {"covered": dt}
+    held: set[str] = set()
+    for k in sample.kernels:
+        mine = [u for u in k.gpu_memory_bytes if u in utils]
+        held.update(mine)
+        if mine and k.info.path:
+            nb = k.info.path
+            byte_seconds = sum(k.gpu_memory_bytes[u] for u in mine) * dt
+            sums[("nb-bytes", nb)] = sums.get(("nb-bytes", nb), 0.0) + byte_seconds
+            sums[("nb-held", nb)] = dt  # once per sample, however many of its kernels hold
+    in_use = held | {g.uuid for g in sample.gpu.gpus if g.memory_used_bytes >= IN_USE_BYTES}
+    if held:
+        sums["held"] = dt
+        for u in held:
+            value = utils[u]
+            if value is not None:
+                sums["util-weighted"] = sums.get("util-weighted", 0.0) + value * dt
+                sums["util-time"] = sums.get("util-time", 0.0) + dt
+    known = [u for u in utils.values() if u is not None]
+    unknown = len(utils) - len(known)
+    sums["capacity"] = max(0, max(gpu_count, len(utils)) - unknown) * dt
+    sums["used"] = sum(min(100.0, max(0.0, u)) for u in known) / 100.0 * dt
+    host = sample.host
+    maxima: dict[Hashable, float] = {
+        "gpus-in-use": float(len(in_use)),
+        "cpu-cores": host.cpu_percent * host.cpu_count / 100.0,
+        "memory": float(host.memory_used_bytes),
+    }
+    if sample.gpu.gpus:
+        maxima["gpu-memory"] = float(max(g.memory_used_bytes for g in sample.gpu.gpus))
+    return sums, maxima
+
+
+def usage_of(window: Rolling) -> Usage:
+    """The window's figures (see the module docstring)."""
+    util_time = window.sum("util-time")
+    capacity = window.sum("capacity")
+    by_notebook = {key[1]: (window.sum(key), window.sum(("nb-held", key[1])))
+                   for key in window.keys() if isinstance(key, tuple) and key[0] == "nb-bytes"}
     notebook = max(by_notebook, key=lambda n: (by_notebook[n], n)) if by_notebook else None
     return Usage(
-        covered=covered,
-        held_seconds=held_seconds,
-        held_utilization=util_weighted / util_time if util_time > 0 else None,
-        idle_share=1.0 - used_capacity / capacity if capacity > 0 else 1.0,
-        peak_gpu_memory_bytes=peak_gpu,
-        gpus_held=gpus_in_use,
-        peak_cpu_cores=round(peak_cores, 2),
-        peak_memory_bytes=peak_mem,
+        covered=window.sum("covered"),
+        held_seconds=window.sum("held"),
+        held_utilization=window.sum("util-weighted") / util_time if util_time > 0 else None,
+        idle_share=1.0 - window.sum("used") / capacity if capacity > 0 else 1.0,
+        peak_gpu_memory_bytes=int(window.max("gpu-memory")),
+        gpus_held=int(window.max("gpus-in-use")),
+        peak_cpu_cores=round(window.max("cpu-cores"), 2),
+        peak_memory_bytes=int(window.max("memory")),
         notebook=notebook,
     )
 
@@ -204,16 +211,20 @@ class TrainingSizedRule:
 
     def __init__(self, config: GuardConfig) -> None:
         self.config = config
+        self.window = Rolling(config.interactive_window_seconds)
 
     def evaluate(self, ctx: GuardContext) -> RuleResult:
         cfg = self.config
         pricing = ctx.published.pricing
         sample = ctx.published.sample
+        if sample is None:
+            return RuleResult()
+        gpu_count = gpu_count_of(pricing, sample)
+        self.window.add(sample.time, *contribution(sample, gpu_count))
         if not training_sized(cfg, pricing, sample):
             return RuleResult()
         window = cfg.interactive_window_seconds
-        gpu_count = gpu_count_of(pricing, sample)
-        usage = measure(list(ctx.window.since(ctx.now - window)), gpu_count)
+        usage = usage_of(self.window)
         if usage.covered < cfg.interactive_min_coverage * window:
             return RuleResult()  # too early to judge
         if usage.held_seconds < MIN_HELD_SHARE * usage.covered or usage.held_seconds <= 0:
