@@ -46,11 +46,11 @@ class CostguardHandler(APIHandler):
     def alerts(self) -> AlertStore:
         return self.service.alerts
 
-    def read_json_body(self) -> Any:
+    def read_json_body(self, limit: int = MAX_BODY_BYTES) -> Any:
         """The request's JSON body; None when empty. 400 when too large or not JSON."""
         raw = self.request.body or b""
-        if len(raw) > MAX_BODY_BYTES:
-            raise web.HTTPError(400, "request body is larger than %d bytes", MAX_BODY_BYTES)
+        if len(raw) > limit:
+            raise web.HTTPError(400, "request body is larger than %d bytes", limit)
         if not raw.strip():
             return None
         try:
@@ -247,6 +247,11 @@ def handlers(base: str) -> list[tuple[str, type[web.RequestHandler], dict[str, A
         (url(r"/alerts/([^/]+)/dismiss"), AlertActionHandler, {"action": "dismiss"}),
         (url(r"/alerts/([^/]+)/snooze"), AlertActionHandler, {"action": "snooze"}),
         (url("/openapi.json"), OpenAPIHandler, {}),
+    ]
+    from .offload.handlers import routes as job_routes
+
+    routes += job_routes(url)
+    routes += [
         (url(r"/?(.*)"), NotFoundHandler, {}),
     ]
     return routes

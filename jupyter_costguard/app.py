@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
+from pathlib import Path
 from typing import Any
 
 from jupyter_server.extension.application import ExtensionApp
@@ -15,8 +16,13 @@ from . import api, metrics
 from .guard import Guard, GuardConfig
 from .guard.actions import Actor
 from .guard.autostop import terminal_activity
+from .guard.budget import BudgetRule
 from .guard.rules import default_rules
 from .ledger import Ledger, default_db_path
+from .offload.backend import LocalBackend
+from .offload.jobs import Defaults, JobService, pick_gpus
+from .offload.spec import Resources
+from .offload.store import JobStore
 from .records import GpuReading, KernelInfo
 from .replay import ReplaySource
 from .service import CostService, PricingConfig
@@ -109,6 +115,22 @@ class CostGuard(ExtensionApp):
     )
     enabled = Bool(True, config=True, help="Turn sampling off entirely.")
 
+    # --- batch jobs (see README "Offloading cells") ------------------------------------
+    offload_enabled = Bool(True, config=True, help="Offer running cells as batch jobs.")
+    jobs_dir = Unicode(
+        config=True, help="Directory of the job store (jobs.sqlite) and each job's files. "
+        "Default: 'jobs' next to the ledger.")
+    offload_time_limit_seconds = Float(
+        None, allow_none=True, config=True,
+        help="Time limit of a job that asks for none (seconds; None: no limit).")
+    offload_retries = Int(0, config=True, help="Retries of a failed job that asks for none.")
+    offload_retry_backoff_seconds = Float(
+        2.0, config=True, help="Wait before the first retry; doubled for each next one.")
+    offload_max_send_bytes = Int(
+        100 << 20, config=True, help="Largest pickle of variables sent into a job.")
+    offload_poll_interval = Float(
+        0.5, config=True, help="Seconds between reads of an active job's status.")
+
     # --- the guard (see README "Guard rules"); defaults are GuardConfig's ----------------
     guard_enabled = Bool(True, config=True, help="Run the guard's rules after each sample.")
     training_min_gpus = Int(4, config=True,
@@ -173,7 +195,12 @@ class CostGuard(ExtensionApp):
     def _default_db_path(self) -> str:
         return default_db_path()
 
+    @default("jobs_dir")
+    def _default_jobs_dir(self) -> str:
+        return os.path.join(os.path.dirname(self.db_path), "jobs")
+
     service: CostService | None = None
+    jobs: JobService | None = None
 
     @property
     def server(self) -> Any:
@@ -222,12 +249,38 @@ class CostGuard(ExtensionApp):
             service.guard.notebook_budgets = self._notebook_budgets()
         metrics.install(lambda: service.published.metrics)
         self.settings["costguard_service"] = self.service
+        self.jobs = self._job_service(service, ledger) if self.offload_enabled else None
+        self.settings["costguard_jobs"] = self.jobs
+        if self.jobs is not None and service.guard is not None:
+            service.guard.running_jobs = self.jobs.running_count
         self.log.info("costguard: ledger at %s, %s", self.db_path,
                       service.published.pricing.detail)
         # The server calls _start_jupyter_server_extension once its loop runs; embedders
         # that never run that hook (pytest-jupyter) still get sampling via this callback.
         loop = getattr(self.serverapp, "io_loop", None) or IOLoop.current()
         loop.add_callback(self._ensure_started)
+
+    def _job_service(self, service: CostService, ledger: Ledger) -> JobService:
+        jobs_dir = Path(self.jobs_dir)
+        budget = next((r for r in (service.guard.rules if service.guard else [])
+                       if isinstance(r, BudgetRule)), None)
+        ksm = self.server.kernel_spec_manager
+        root = getattr(self.server.contents_manager, "root_dir", None) or self.server.root_dir
+        return JobService(
+            JobStore(jobs_dir / "jobs.sqlite"), jobs_dir, {"local": LocalBackend()},
+            Path(root), kernel_manager=self.server.kernel_manager,
+            kernel_spec_names=lambda: set(ksm.find_kernel_specs()),
+            job_spend=ledger.kernel_spend,
+            currency=lambda: service.published.pricing.currency,
+            budget_refuses=budget.refuses if budget is not None else (lambda path: None),
+            gpu_picker=lambda n: pick_gpus(service.published.sample, n),
+            defaults=Defaults(
+                resources=Resources(time_limit_seconds=self.offload_time_limit_seconds),
+                retries=self.offload_retries,
+                retry_backoff_seconds=self.offload_retry_backoff_seconds,
+                max_send_bytes=self.offload_max_send_bytes),
+            poll_interval=self.offload_poll_interval,
+        )
 
     def _notebook_budgets(self) -> Any:
         """Per-notebook budget overrides from notebook metadata (`costguard.budget`), read
@@ -245,6 +298,8 @@ class CostGuard(ExtensionApp):
     def _ensure_started(self) -> None:
         if self.service is not None and self.enabled and not self.service.running:
             self.service.start(self._gather)
+        if self.jobs is not None:
+            self.jobs.start()
 
     def initialize_handlers(self) -> None:
         # Registered outside the extension's own namespace so the routes are exactly
@@ -282,9 +337,14 @@ class CostGuard(ExtensionApp):
                 connections=int(getattr(km, "_kernel_connections", {}).get(kid, 0)),
                 path=paths.get(kid),
             ))
+        if self.jobs is not None:
+            infos += self.jobs.running_kernels()
         return infos
 
     async def stop_extension(self) -> None:
+        if self.jobs is not None:
+            await self.jobs.stop()
+            self.jobs.close()
         if self.service is not None:
             await self.service.stop()
             metrics.install(None)

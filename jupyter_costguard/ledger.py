@@ -239,6 +239,11 @@ class Ledger:
         """(kernel id, notebook path) -> totals, for every kernel ever seen."""
         return self._kernels
 
+    def kernel_spend(self, kernel_id: str) -> float:
+        """A kernel's total spend over all its notebooks; safe from any thread."""
+        with self._lock:
+            return sum(t.spend for (kid, _), t in self._kernels.items() if kid == kernel_id)
+
     @property
     def notebooks(self) -> dict[str, Totals]:
         return self._notebooks

@@ -111,13 +111,57 @@ def widget(
     return CostWidget(**kwargs)
 
 
+def fetch_results(job: str, jobs_dir: str | None = None) -> dict[str, Any]:
+    """A batch job's results (the names it brought back), read from its job directory:
+    `jobs_dir`, else $COSTGUARD_JOBS_DIR, else the default next to the ledger."""
+    import os
+    import pickle
+
+    from jupyter_core.paths import jupyter_data_dir
+
+    if not job.isdigit():
+        raise ValueError(f"a job id is a number, not {job!r}")
+    base = jobs_dir or os.environ.get("COSTGUARD_JOBS_DIR") or os.path.join(
+        jupyter_data_dir(), "costguard", "jobs")
+    path = os.path.join(base, job, "results.pkl")
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"job {job} has no results in {base} (not finished, brought "
+                                "nothing back, or another jobs directory: --dir DIR)")
+    with open(path, "rb") as f:
+        values: dict[str, Any] = pickle.load(f)
+    return values
+
+
+def _fetch_magic(args: list[str]) -> None:
+    from IPython import get_ipython
+
+    usage = "usage: %costguard fetch JOB [--dir JOBS_DIR]"
+    jobs_dir = None
+    if len(args) == 3 and args[1] == "--dir":
+        jobs_dir = args[2]
+    elif len(args) != 1:
+        print(usage, file=sys.stderr)
+        return
+    try:
+        values = fetch_results(args[0], jobs_dir)
+    except (ValueError, OSError) as e:
+        print(f"%costguard fetch: {e}", file=sys.stderr)
+        return
+    get_ipython().user_ns.update(values)
+    print(f"costguard: loaded {', '.join(sorted(values)) or 'nothing'} from job {args[0]}")
+
+
 def _costguard_magic(line: str = "") -> None:
-    """%costguard [--refresh SECONDS] [--notebook PATH]: show the cost widget here."""
+    """%costguard [--refresh SECONDS] [--notebook PATH]: show the cost widget here.
+    %costguard fetch JOB [--dir JOBS_DIR]: load what batch job JOB brought back."""
     import shlex
 
     from IPython.display import display
 
     args = shlex.split(line or "")
+    if args and args[0] == "fetch":
+        _fetch_magic(args[1:])
+        return
     options: dict[str, Any] = {}
     usage = "usage: %costguard [--refresh SECONDS] [--notebook PATH]"
     while args:

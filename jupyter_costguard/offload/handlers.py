@@ -1,0 +1,156 @@
+"""REST handlers for jobs under {base_url}costguard/api/jobs: thin over `JobService`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from jupyter_server.auth.decorator import authorized
+from tornado import web
+
+from ..api import CostguardHandler
+from .jobs import JobError, JobService
+
+#: a submit carries the notebook's cells (sources; the UI leaves outputs out)
+MAX_SUBMIT_BYTES = 16 << 20
+MAX_LOG_CHUNK = 1 << 20
+
+
+class JobsHandler(CostguardHandler):
+    @property
+    def jobs(self) -> JobService:
+        svc: JobService | None = self.settings.get("costguard_jobs")
+        if svc is None:
+            raise web.HTTPError(503, "batch jobs are turned off (c.CostGuard.offload_enabled)")
+        return svc
+
+    def _job_id(self, raw: str) -> int:
+        try:
+            value = int(raw)
+        except ValueError:
+            raise web.HTTPError(400, "job id must be an integer, not %r", raw) from None
+        if not 0 < value < 2**62:
+            raise web.HTTPError(404, "no job %s", raw)
+        return value
+
+    async def _call(self, work: Any) -> Any:
+        try:
+            return await work
+        except JobError as e:
+            raise web.HTTPError(e.status, "%s", str(e)) from None
+
+    def _body(self) -> Any:
+        raw = self.request.body or b""
+        if len(raw) > MAX_SUBMIT_BYTES:
+            raise web.HTTPError(413, "request body is larger than %d bytes", MAX_SUBMIT_BYTES)
+        return self.read_json_body(limit=MAX_SUBMIT_BYTES)
+
+    def _user(self) -> str | None:
+        user = self.current_user
+        return getattr(user, "username", None) or (str(user) if user else None)
+
+
+class JobListHandler(JobsHandler):
+    """GET: jobs, newest first (``?notebook=``); POST: submit the selected cells."""
+
+    @web.authenticated
+    @authorized
+    async def get(self) -> None:
+        self._check_params("notebook")
+        notebook = self.get_query_argument("notebook", None)
+        jobs = await self.jobs.list_jobs(notebook.strip("/") if notebook else None)
+        self.write_json({"jobs": await self.jobs.docs(jobs), "currency": self.jobs.currency()})
+
+    @web.authenticated
+    @authorized
+    async def post(self) -> None:
+        self._check_params()
+        job, sl = await self._call(self.jobs.submit(self._body(), user=self._user()))
+        doc = (await self.jobs.docs([job]))[0]
+        doc["slice"] = sl.to_json()
+        self.set_header("Location", f"{self.request.path.rstrip('/')}/{job.id}")
+        self.write_json(doc, 201)
+
+
+class SlicePreviewHandler(JobsHandler):
+    """POST jobs/slice: what a submit would run, and why, without running it."""
+
+    @web.authenticated
+    @authorized
+    async def post(self) -> None:
+        self._check_params()
+        self.write_json({"slice": await self._call(self.jobs.preview(self._body()))})
+
+
+class JobHandler(JobsHandler):
+    @web.authenticated
+    @authorized
+    async def get(self, raw: str) -> None:
+        self._check_params()
+        job = await self._call(self.jobs.get(self._job_id(raw)))
+        self.write_json((await self.jobs.docs([job], detail=True))[0])
+
+
+class JobLogHandler(JobsHandler):
+    """GET jobs/{id}/log?offset=N&limit=M: the log from byte N; poll with next_offset."""
+
+    @web.authenticated
+    @authorized
+    async def get(self, raw: str) -> None:
+        self._check_params("offset", "limit")
+        job_id = self._job_id(raw)
+        values = {}
+        for name, default in (("offset", 0), ("limit", 65536)):
+            text = self.get_query_argument(name, str(default))
+            try:
+                values[name] = int(text)
+            except ValueError:
+                raise web.HTTPError(400, "%s must be an integer, not %r", name, text) from None
+        if values["offset"] < 0:
+            raise web.HTTPError(400, "offset must not be negative")
+        if not 1 <= values["limit"] <= MAX_LOG_CHUNK:
+            raise web.HTTPError(400, "limit must be between 1 and %d", MAX_LOG_CHUNK)
+        self.write_json(await self._call(self.jobs.log(job_id, values["offset"],
+                                                       values["limit"])))
+
+
+class JobResultsHandler(JobsHandler):
+    @web.authenticated
+    @authorized
+    async def get(self, raw: str) -> None:
+        self._check_params()
+        self.write_json(await self._call(self.jobs.results(self._job_id(raw))))
+
+
+class JobActionHandler(JobsHandler):
+    """POST jobs/{id}/cancel and jobs/{id}/rerun."""
+
+    def initialize(self, action: str) -> None:
+        self.action = action
+
+    @web.authenticated
+    @authorized
+    async def post(self, raw: str) -> None:
+        self._check_params()
+        body = self.read_json_body()
+        if body:
+            raise web.HTTPError(400, "%s takes no request body", self.action)
+        job_id = self._job_id(raw)
+        if self.action == "cancel":
+            job = await self._call(self.jobs.cancel(job_id))
+            self.write_json((await self.jobs.docs([job]))[0], 202)
+        else:
+            job = await self._call(self.jobs.rerun(job_id, user=self._user()))
+            self.set_header("Location", self.request.path.rsplit("/", 2)[0] + f"/{job.id}")
+            self.write_json((await self.jobs.docs([job]))[0], 201)
+
+
+def routes(url: Any) -> list[tuple[str, type[web.RequestHandler], dict[str, Any]]]:
+    return [
+        (url("/jobs"), JobListHandler, {}),
+        (url("/jobs/slice"), SlicePreviewHandler, {}),
+        (url(r"/jobs/([^/]+)"), JobHandler, {}),
+        (url(r"/jobs/([^/]+)/log"), JobLogHandler, {}),
+        (url(r"/jobs/([^/]+)/results"), JobResultsHandler, {}),
+        (url(r"/jobs/([^/]+)/cancel"), JobActionHandler, {"action": "cancel"}),
+        (url(r"/jobs/([^/]+)/rerun"), JobActionHandler, {"action": "rerun"}),
+    ]

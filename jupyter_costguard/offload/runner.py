@@ -1,0 +1,387 @@
+"""The job runner: a process of its own that runs one job's cells in a fresh kernel.
+
+``python -m jupyter_costguard.offload.runner JOB_DIR`` is started by a backend, detached from
+the Jupyter server (its own session), so a job keeps running while the server restarts. It
+talks to the server only through files in JOB_DIR, written atomically:
+
+- ``spec.json`` (read): the `JobSpec` plus ``id`` and ``checkpoint_dir``;
+- ``inputs.pkl`` (read, optional): variables sent in by value;
+- ``status.json``: state, phase, attempts, kernel pid, phase times, exit reason;
+- ``log.txt``: the cells' streams and errors as they come, and the runner's own lines;
+- ``outputs.json``: the selected cells' outputs (nbformat), after each cell;
+- ``results.pkl`` / ``results.json``: the names brought back, and an index of them;
+- ``env.json``: the kernel's interpreter and package versions.
+
+Attempts: a failed cell or a dead kernel is retried (``retries`` times, with doubling
+back-off) in a new kernel with the same checkpoint directory, so `checkpoint.latest()`
+resumes it. The time limit covers all attempts and is not retried. SIGTERM cancels: the
+kernel is shut down and the job ends ``cancelled``. A runner started on a directory whose
+status says attempts were made (the previous runner was lost) continues with the next one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import signal
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+from .spec import JobSpec
+
+ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+#: Executed first in the job's kernel: the notebook's directory, the sent variables.
+PREAMBLE = """\
+def _costguard_preamble(cwd, inputs):
+    import os, pickle, sys
+    os.chdir(cwd)
+    if cwd not in sys.path:
+        sys.path.insert(0, cwd)
+    if os.path.exists(inputs):
+        with open(inputs, "rb") as f:
+            globals().update(pickle.load(f))
+_costguard_preamble({cwd!r}, {inputs!r})
+del _costguard_preamble
+"""
+
+#: Executed after the cells: what the kernel ran on, then the names to bring back.
+ENVIRONMENT = """\
+def _costguard_environment(path):
+    import importlib.metadata, json, os, platform, sys
+    packages = {{}}
+    for d in importlib.metadata.distributions():
+        name = d.metadata["Name"]
+        if name:
+            packages[name] = d.version
+    doc = {{"python": sys.version, "executable": sys.executable,
+           "platform": platform.platform(), "packages": dict(sorted(packages.items()))}}
+    with open(path + ".tmp", "w") as f:
+        json.dump(doc, f)
+    os.replace(path + ".tmp", path)
+_costguard_environment({path!r})
+del _costguard_environment
+"""
+
+RESULTS = """\
+def _costguard_results(names, path, index):
+    import json, os, pickle, types
+    g = globals()
+    kept, entries, skipped = {{}}, [], {{}}
+    for name in names:
+        if name not in g:
+            skipped[name] = "not defined"
+            continue
+        value = g[name]
+        if isinstance(value, (type, types.FunctionType, types.ModuleType)):
+            skipped[name] = "code, not data: run its cell to have it"
+            continue
+        try:
+            data = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception as e:
+            skipped[name] = f"cannot be pickled: {{type(e).__name__}}: {{e}}"
+            continue
+        kept[name] = value
+        t = type(value)
+        entries.append({{"name": name, "type": f"{{t.__module__}}.{{t.__qualname__}}",
+                         "size_bytes": len(data)}})
+    with open(path + ".tmp", "wb") as f:
+        pickle.dump(kept, f, protocol=pickle.HIGHEST_PROTOCOL)
+    os.replace(path + ".tmp", path)
+    with open(index + ".tmp", "w") as f:
+        json.dump({{"results": entries, "skipped": skipped}}, f)
+    os.replace(index + ".tmp", index)
+_costguard_results({names!r}, {path!r}, {index!r})
+del _costguard_results
+"""
+
+
+def write_json(path: Path, doc: Any) -> None:
+    tmp = path.with_name(f"{path.name}.tmp-{os.getpid()}")
+    tmp.write_text(json.dumps(doc))
+    os.replace(tmp, path)
+
+
+def read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+class Cancelled(Exception):
+    pass
+
+
+class TimeLimit(Exception):
+    pass
+
+
+class Runner:
+    def __init__(self, job_dir: Path) -> None:
+        self.dir = job_dir
+        doc = json.loads((job_dir / "spec.json").read_text())
+        self.job_id = doc["id"]
+        self.spec = JobSpec.from_json(doc["spec"])
+        self.checkpoint_dir: str = doc["checkpoint_dir"]
+        self.environment: dict[str, str] = dict(doc.get("environment", {}))
+        previous = read_json(job_dir / "status.json") or {}
+        self.status: dict[str, Any] = {
+            "runner_pid": os.getpid(), "state": "running", "phase": "starting",
+            "attempt": int(previous.get("attempt", 0)), "kernel_pid": None,
+            "phase_times": dict(previous.get("phase_times", {})),
+            "attempts": list(previous.get("attempts", [])), "exit_reason": None,
+        }
+        self.deadline: float | None = None
+        limit = self.spec.resources.time_limit_seconds
+        if limit is not None:
+            first = self.status["phase_times"].get("starting", time.time())
+            self.deadline = first + limit
+        self.log_file = open(job_dir / "log.txt", "a", buffering=1, encoding="utf-8")
+        self.outputs: dict[str, dict[str, Any]] = {}
+        self.cancelled = False
+        self._install_signals: Any = lambda: None
+
+    # --- reporting -------------------------------------------------------------------
+
+    def say(self, text: str) -> None:
+        stamp = time.strftime("%H:%M:%S")
+        self.log_file.write(f"[costguard {stamp}] {text}\n")
+
+    def write(self, text: str) -> None:
+        self.log_file.write(text)
+
+    def report(self, **changes: Any) -> None:
+        self.status.update(changes)
+        self.status["updated"] = time.time()
+        write_json(self.dir / "status.json", self.status)
+
+    def enter(self, phase: str) -> None:
+        self.status["phase_times"].setdefault(phase, time.time())
+        if phase == "running":
+            self.status["phase_times"]["running"] = time.time()
+        self.report(phase=phase)
+
+    # --- the run ---------------------------------------------------------------------
+
+    async def run(self) -> int:
+        loop = asyncio.get_running_loop()
+        task = asyncio.current_task()
+        assert task is not None
+
+        def on_term() -> None:
+            self.cancelled = True
+            task.cancel()
+
+        self._install_signals = lambda: [loop.add_signal_handler(sig, on_term)
+                                         for sig in (signal.SIGTERM, signal.SIGINT)]
+        self._install_signals()
+        self.enter("starting")
+        max_attempts = self.spec.retries + 1
+        if self.status["attempt"] > 0:
+            self.say(f"the previous runner was lost during attempt {self.status['attempt']}")
+            self._end_attempt("lost", "the runner process vanished")
+        try:
+            while True:
+                if self.status["attempt"] >= max_attempts:
+                    return self.finish("failed", self.status.get("exit_reason")
+                                       or "no attempts left")
+                self.status["attempt"] += 1
+                attempt = self.status["attempt"]
+                self.status["attempts"].append({"attempt": attempt, "start": time.time()})
+                self.say(f"attempt {attempt} of {max_attempts}: starting kernel "
+                         f"{self.spec.kernel_name!r} in {self.spec.cwd}")
+                self.report()
+                try:
+                    await self.attempt()
+                except Exception as e:  # a failed cell, a dead kernel: retried
+                    if self.cancelled:
+                        raise asyncio.CancelledError from e
+                    if isinstance(e, TimeLimit) or self._past_deadline():
+                        return self._timed_out()
+                    reason = self._reason(e)
+                    self._end_attempt("failed", reason)
+                    if self.status["attempt"] >= max_attempts:
+                        return self.finish("failed", reason)
+                    delay = self.spec.retry_backoff_seconds * 2 ** (self.status["attempt"] - 1)
+                    self.say(f"attempt {attempt} failed ({reason}); retrying in {delay:g} s")
+                    self.report(phase="starting", kernel_pid=None)
+                    if self.deadline is not None and time.time() + delay >= self.deadline:
+                        return self._timed_out()
+                    await asyncio.sleep(delay)
+                    continue
+                self._end_attempt("succeeded", None)
+                return self.finish("succeeded", None)
+        except asyncio.CancelledError:
+            if not self.cancelled:
+                raise
+            self._end_attempt("cancelled", "cancelled")
+            return self.finish("cancelled", "cancelled by the user")
+
+    def _past_deadline(self) -> bool:
+        # nbclient may report a kernel it lost while the limit cancelled it as "died"
+        return self.deadline is not None and time.time() >= self.deadline - 0.05
+
+    def _timed_out(self) -> int:
+        limit = self.spec.resources.time_limit_seconds or 0.0
+        reason = f"time limit of {limit:g} s exceeded"
+        self._end_attempt("timeout", reason)
+        return self.finish("failed", reason)
+
+    def _reason(self, e: BaseException) -> str:
+        from nbclient.exceptions import CellExecutionError, DeadKernelError
+
+        if isinstance(e, DeadKernelError):
+            return "the kernel died"
+        if isinstance(e, CellExecutionError):
+            return f"{e.ename}: {e.evalue}" if e.ename else "a cell raised an error"
+        return f"{type(e).__name__}: {e}"
+
+    def _end_attempt(self, outcome: str, reason: str | None) -> None:
+        if self.status["attempts"]:
+            last = self.status["attempts"][-1]
+            last.setdefault("end", time.time())
+            last.setdefault("outcome", outcome)
+            last.setdefault("reason", reason)
+        self.report()
+
+    def finish(self, state: str, reason: str | None) -> int:
+        self.status["phase_times"].setdefault("finishing", time.time())
+        self.status["phase_times"]["done"] = time.time()
+        self.say(f"job {state}" + (f": {reason}" if reason else ""))
+        self.report(state=state, phase="done", exit_reason=reason, kernel_pid=None)
+        return 0 if state == "succeeded" else 1
+
+    async def attempt(self) -> None:
+        import nbformat
+        from nbclient.exceptions import CellExecutionError
+
+        cells = [nbformat.v4.new_code_cell(PREAMBLE.format(
+            cwd=self.spec.cwd, inputs=str(self.dir / "inputs.pkl")))]
+        for c in self.spec.cells:
+            cell = nbformat.v4.new_code_cell(c.source)
+            cell.metadata["costguard"] = {"cell_id": c.cell_id, "selected": c.selected}
+            cells.append(cell)
+        nb = nbformat.v4.new_notebook(cells=cells)
+        env = dict(os.environ)
+        env.update(self.environment)
+        env.update({"COSTGUARD_JOB_ID": str(self.job_id),
+                    "COSTGUARD_JOB_ATTEMPT": str(self.status["attempt"]),
+                    "COSTGUARD_CHECKPOINT_DIR": self.checkpoint_dir})
+        client = job_client(self, nb, kernel_name=self.spec.kernel_name, timeout=None,
+                           startup_timeout=120, shutdown_kernel="immediate",
+                           resources={"metadata": {"path": self.spec.cwd}})
+        async with client.async_setup_kernel(env=env):
+            self._install_signals()  # nbclient put its own SIGTERM handler in place of ours
+            pid = getattr(getattr(client.km, "provisioner", None), "pid", None)
+            self.report(kernel_pid=pid if isinstance(pid, int) else None)
+            self.enter("running")
+            try:
+                for index, cell in enumerate(nb.cells):
+                    await self._bounded(client.async_execute_cell(cell, index))
+                    self._keep_outputs(cell)
+            except CellExecutionError:
+                self._keep_outputs(nb.cells[index])
+                await self._record_environment(client)
+                raise
+            self.enter("finishing")
+            await self._record_environment(client)
+            if self.spec.bring_back:
+                results = nbformat.v4.new_code_cell(RESULTS.format(
+                    names=list(self.spec.bring_back), path=str(self.dir / "results.pkl"),
+                    index=str(self.dir / "results.json")))
+                await self._extra(client, results)
+
+    async def _extra(self, client: Any, cell: Any) -> None:
+        """Run a cell of the runner's own after the user's (nbclient indexes into nb)."""
+        client.nb.cells.append(cell)
+        await self._bounded(client.async_execute_cell(cell, len(client.nb.cells) - 1))
+
+    async def _bounded(self, work: Any) -> Any:
+        if self.deadline is None:
+            return await work
+        try:
+            return await asyncio.wait_for(work, max(0.0, self.deadline - time.time()))
+        except asyncio.TimeoutError:
+            raise TimeLimit from None
+
+    async def _record_environment(self, client: Any) -> None:
+        import nbformat
+
+        cell = nbformat.v4.new_code_cell(ENVIRONMENT.format(path=str(self.dir / "env.json")))
+        try:
+            await self._extra(client, cell)
+        except (TimeLimit, asyncio.CancelledError):
+            raise
+        except Exception:
+            self.say("could not record the kernel's environment")
+
+    def _keep_outputs(self, cell: Any) -> None:
+        meta = cell.metadata.get("costguard")
+        if not meta or not meta.get("selected"):
+            return
+        self.outputs[meta["cell_id"]] = {
+            "cell_id": meta["cell_id"], "execution_count": cell.get("execution_count"),
+            "outputs": [dict(o) for o in cell.outputs],
+        }
+        write_json(self.dir / "outputs.json", list(self.outputs.values()))
+
+
+def _client_class() -> Any:
+    from nbclient import NotebookClient
+
+    class Client(NotebookClient):
+        """Streams each output into the job's log as it arrives."""
+
+        def __init__(self, runner: Runner, nb: Any, **kw: Any) -> None:
+            super().__init__(nb, **kw)
+            self.runner = runner
+
+        def output(self, outs: Any, msg: dict[str, Any], display_id: Any,
+                   cell_index: int) -> Any:
+            out = super().output(outs, msg, display_id, cell_index)
+            content = msg.get("content", {})
+            kind = msg.get("msg_type")
+            if kind == "stream":
+                self.runner.write(content.get("text", ""))
+            elif kind == "error":
+                self.runner.write(ANSI.sub("", "\n".join(content.get("traceback", []))) + "\n")
+            elif kind in ("execute_result", "display_data"):
+                text = content.get("data", {}).get("text/plain")
+                if text:
+                    self.runner.write(f"{text}\n")
+            return out
+
+    return Client
+
+
+def job_client(runner: Runner, nb: Any, **kw: Any) -> Any:
+    return _client_class()(runner, nb, **kw)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        print("usage: python -m jupyter_costguard.offload.runner JOB_DIR", file=sys.stderr)
+        return 2
+    job_dir = Path(args[0])
+    try:
+        runner = Runner(job_dir)
+    except Exception:
+        traceback.print_exc()
+        return 2
+    try:
+        return asyncio.run(runner.run())
+    except Exception:
+        runner.say("runner error:\n" + traceback.format_exc())
+        runner.finish("failed", "the job runner itself failed; see the log")
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,401 @@
+"""Batch jobs through the REST API of a real server, run by the local backend in real kernels.
+
+Each job runs as a detached runner process with a fresh ipykernel, as in production. Nothing
+here is a stand-in except the replayed GPU trace that gives the instance its price.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tornado.httpclient import HTTPClientError
+
+from jupyter_costguard import checkpoint
+
+from .conftest import Fetch, get_json, start_session
+from .openapi_check import validate
+
+
+def code(cell_id: str, source: str) -> dict[str, Any]:
+    return {"id": cell_id, "cell_type": "code", "source": source, "metadata": {},
+            "outputs": [], "execution_count": None}
+
+
+def markdown(cell_id: str, source: str) -> dict[str, Any]:
+    return {"id": cell_id, "cell_type": "markdown", "source": source, "metadata": {}}
+
+
+def write_notebook(root: Path, name: str, cells: list[dict[str, Any]]) -> Path:
+    path = root / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({
+        "nbformat": 4, "nbformat_minor": 5, "cells": cells,
+        "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3",
+                                    "language": "python"}},
+    }))
+    return path
+
+
+PRODUCT = [
+    code("a", "a = 6"),
+    markdown("m", "# notes"),
+    code("b", "b = 7"),
+    code("noise", "print('noise from an unrelated cell')\nunrelated = 1"),
+    code("c", "c = a * b\nprint('product', c)"),
+]
+
+
+@pytest.fixture
+def costguard_config(costguard_config: dict[str, Any], tmp_path: Path) -> dict[str, Any]:
+    return {**costguard_config, "jobs_dir": str(tmp_path / "jobs"),
+            "offload_poll_interval": 0.1, "offload_retry_backoff_seconds": 0.2}
+
+
+async def post(jp_fetch: Fetch, *parts: str, body: Any = None, code: int = 200) -> Any:
+    resp = await jp_fetch("costguard", "api", *parts, method="POST",
+                          body=json.dumps(body) if body is not None else "")
+    assert resp.code == code
+    doc = json.loads(resp.body)
+    validate("/" + "/".join(parts), code, doc, method="post")
+    return doc
+
+
+async def submit(jp_fetch: Fetch, notebook: str, selected: list[str], **extra: Any) -> Any:
+    return await post(jp_fetch, "jobs", body={"notebook": notebook, "selected": selected,
+                                              **extra}, code=201)
+
+
+async def job(jp_fetch: Fetch, job_id: int) -> Any:
+    doc = await get_json(jp_fetch, "costguard", "api", "jobs", str(job_id))
+    validate(f"/jobs/{job_id}", 200, doc)
+    return doc
+
+
+async def wait_job(jp_fetch: Fetch, job_id: int, predicate: Any = None,
+                   timeout: float = 90.0) -> Any:
+    predicate = predicate or (lambda d: d["state"] in ("succeeded", "failed", "cancelled",
+                                                        "lost"))
+    deadline = time.monotonic() + timeout
+    doc: Any = None
+    while time.monotonic() < deadline:
+        doc = await job(jp_fetch, job_id)
+        if predicate(doc):
+            return doc
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"job {job_id}: condition not met in {timeout}s; last: {doc}")
+
+
+async def full_log(jp_fetch: Fetch, job_id: int) -> str:
+    text, offset = "", 0
+    while True:
+        chunk = await get_json(jp_fetch, "costguard", "api", "jobs", str(job_id), "log",
+                               params={"offset": str(offset), "limit": "7"})
+        validate(f"/jobs/{job_id}/log", 200, chunk)
+        text += chunk["text"]
+        if chunk["next_offset"] == offset:
+            return text
+        offset = chunk["next_offset"]
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+async def test_selected_cell_runs_with_exactly_the_cells_it_needs(jp_fetch, jp_root_dir):
+    write_notebook(jp_root_dir, "work/product.ipynb", PRODUCT)
+    # the user's unsaved edit: b is 7 on disk but 8 on screen
+    cells = [*PRODUCT[:2], code("b", "b = 8"), *PRODUCT[3:]]
+    doc = await submit(jp_fetch, "work/product.ipynb", ["c"], cells=cells)
+    assert [c["cell_id"] for c in doc["slice"]["cells"]] == ["a", "b", "c"]
+    assert {c["cell_id"]: c["provides"] for c in doc["slice"]["cells"]} == {
+        "a": ["a"], "b": ["b"], "c": []}
+    assert doc["state"] in ("queued", "running") and doc["selected"] == ["c"]
+
+    done = await wait_job(jp_fetch, doc["id"])
+    assert done["state"] == "succeeded", done
+    assert done["attempts"] == 1 and done["exit_reason"] is None
+    log = await full_log(jp_fetch, doc["id"])
+    assert "product 48" in log and "noise" not in log
+    assert [p["phase"] for p in done["timeline"]] == ["queued", "starting", "running",
+                                                      "finishing"]
+    assert done["label"].startswith(f"ran as job {doc['id']} on local · ")
+
+    # reproducibility: the exact code, hashes, and the kernel's environment
+    record = done["record"]
+    assert "b = 8" in record["code"] and "noise" not in record["code"]
+    assert len(record["cells_sha256"]) == 64 and len(record["notebook_file_sha256"]) == 64
+    assert record["environment"]["packages"].get("ipykernel")
+    assert done["spec"]["cwd"] == str(jp_root_dir / "work")
+
+    results = await get_json(jp_fetch, "costguard", "api", "jobs", str(doc["id"]), "results")
+    validate(f"/jobs/{doc['id']}/results", 200, results)
+    assert [c["cell_id"] for c in results["cells"]] == ["c"]
+    assert results["cells"][0]["outputs"][0]["text"] == "product 48\n"
+    assert {r["name"]: r["type"] for r in results["results"]} == {"c": "builtins.int"}
+    namespace: dict[str, Any] = {}
+    exec(results["load_code"], namespace)  # what "load results" runs in the user's kernel
+    assert namespace["c"] == 48
+
+    listed = await get_json(jp_fetch, "costguard", "api", "jobs",
+                            params={"notebook": "work/product.ipynb"})
+    validate("/jobs", 200, listed)
+    assert [j["id"] for j in listed["jobs"]] == [doc["id"]]
+
+
+async def test_working_directory_is_the_notebooks_and_files_there_are_found(jp_fetch,
+                                                                             jp_root_dir):
+    (jp_root_dir / "proj").mkdir()
+    (jp_root_dir / "proj" / "data.csv").write_text("x\n1\n2\n")
+    write_notebook(jp_root_dir, "proj/nb.ipynb", [
+        code("read", "import os\nrows = open('data.csv').read().split()\nhere = os.getcwd()")])
+    doc = await submit(jp_fetch, "proj/nb.ipynb", ["read"], inputs=["data.csv"])
+    done = await wait_job(jp_fetch, doc["id"])
+    assert done["state"] == "succeeded", done
+    manifest = done["record"]["inputs"]
+    assert manifest[0]["path"] == "data.csv" and manifest[0]["size_bytes"] == 6
+    assert len(manifest[0]["sha256"]) == 64
+
+
+async def test_a_failing_cell_fails_the_job_with_its_error(jp_fetch, jp_root_dir):
+    write_notebook(jp_root_dir, "bad.ipynb", [code("x", "print('before')\n1 / 0")])
+    doc = await submit(jp_fetch, "bad.ipynb", ["x"])
+    done = await wait_job(jp_fetch, doc["id"])
+    assert done["state"] == "failed"
+    assert "ZeroDivisionError" in done["exit_reason"]
+    assert "ZeroDivisionError" in await full_log(jp_fetch, doc["id"])
+    results = await get_json(jp_fetch, "costguard", "api", "jobs", str(doc["id"]), "results")
+    kinds = [o["output_type"] for o in results["cells"][0]["outputs"]]
+    assert kinds == ["stream", "error"]
+
+
+async def test_the_time_limit_stops_a_job(jp_fetch, jp_root_dir):
+    write_notebook(jp_root_dir, "slow.ipynb", [code("s", "import time\ntime.sleep(120)")])
+    doc = await submit(jp_fetch, "slow.ipynb", ["s"], retries=2,
+                       resources={"time_limit_seconds": 3})
+    done = await wait_job(jp_fetch, doc["id"])
+    assert done["state"] == "failed"
+    assert "time limit of 3 s" in done["exit_reason"]
+    assert done["attempts"] == 1  # a time limit is not retried
+    assert done["elapsed_seconds"] < 60
+
+
+async def test_cancel_stops_the_job_and_its_kernel(jp_fetch, jp_root_dir, tmp_path):
+    write_notebook(jp_root_dir, "long.ipynb", [
+        code("s", "import os, time\nprint('user code runs in', os.getpid(), flush=True)\n"
+                  "time.sleep(300)")])
+    doc = await submit(jp_fetch, "long.ipynb", ["s"])
+    await wait_job(jp_fetch, doc["id"], lambda d: "user code runs in" in d["log_tail"])
+    status = json.loads((tmp_path / "jobs" / str(doc["id"]) / "status.json").read_text())
+    kernel_pid, runner_pid = status["kernel_pid"], status["runner_pid"]
+    assert alive(kernel_pid) and alive(runner_pid)
+
+    cancelled = await post(jp_fetch, "jobs", str(doc["id"]), "cancel", code=202)
+    assert cancelled["id"] == doc["id"]
+    done = await wait_job(jp_fetch, doc["id"], timeout=30)
+    assert done["state"] == "cancelled"
+    deadline = time.monotonic() + 15
+    while (alive(kernel_pid) or alive(runner_pid)) and time.monotonic() < deadline:
+        await asyncio.sleep(0.1)
+    assert not alive(kernel_pid) and not alive(runner_pid)
+
+    with pytest.raises(HTTPClientError) as e:  # already ended
+        await jp_fetch("costguard", "api", "jobs", str(doc["id"]), "cancel", method="POST",
+                       body="")
+    assert e.value.code == 409 and "already ended" in json.loads(e.value.response.body)[
+        "message"]
+
+
+RESUMABLE = """\
+import os, time
+from jupyter_costguard import checkpoint
+ckpt = checkpoint.latest()
+steps = ckpt.state if ckpt else []
+start = ckpt.step + 1 if ckpt else 0
+attempt = int(os.environ["COSTGUARD_JOB_ATTEMPT"])
+print("attempt", attempt, "starts at step", start, "pid", os.getpid(), flush=True)
+for step in range(start, 8):
+    steps = steps + [(attempt, step)]
+    checkpoint.save(steps, step)
+    time.sleep(0.4)
+"""
+
+
+async def test_a_killed_job_is_retried_and_resumes_from_its_checkpoint(jp_fetch, jp_root_dir,
+                                                                       tmp_path):
+    write_notebook(jp_root_dir, "train.ipynb", [code("t", RESUMABLE)])
+    doc = await submit(jp_fetch, "train.ipynb", ["t"], retries=1)
+    job_dir = tmp_path / "jobs" / str(doc["id"])
+    # kill the job's kernel once it has saved a few steps
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        saved = checkpoint.list_checkpoints(str(job_dir / "checkpoints"))
+        if saved and saved[-1] >= 2:
+            break
+        await asyncio.sleep(0.05)
+    else:
+        raise AssertionError("the job saved no checkpoints")
+    status = json.loads((job_dir / "status.json").read_text())
+    os.kill(status["kernel_pid"], signal.SIGKILL)
+    killed_after = checkpoint.list_checkpoints(str(job_dir / "checkpoints"))[-1]
+
+    done = await wait_job(jp_fetch, doc["id"])
+    assert done["state"] == "succeeded", done
+    assert done["attempts"] == 2
+    attempts = done["record"]["attempts"]
+    assert attempts[0]["outcome"] == "failed" and "died" in attempts[0]["reason"]
+    results = await get_json(jp_fetch, "costguard", "api", "jobs", str(doc["id"]), "results")
+    namespace: dict[str, Any] = {}
+    exec(results["load_code"], namespace)
+    steps = namespace["steps"]
+    assert [s for _, s in steps] == list(range(8))  # every step once: resumed, not restarted
+    first_of_second = next(s for a, s in steps if a == 2)
+    assert first_of_second >= killed_after  # continued from the latest checkpoint
+    assert first_of_second > 0
+    log = await full_log(jp_fetch, doc["id"])
+    assert f"attempt 2 starts at step {first_of_second}" in log
+
+
+async def test_variables_are_sent_in_and_results_can_be_fetched(jp_fetch, jp_root_dir,
+                                                                jp_serverapp):
+    write_notebook(jp_root_dir, "send.ipynb", [
+        code("load", "big = list(range(10))"), code("use", "total = sum(big) + offset")])
+    session = await start_session(jp_fetch, "send.ipynb")
+    kid = session["kernel"]["id"]
+    client = jp_serverapp.kernel_manager.get_kernel(kid).client()
+    client.start_channels()
+    try:
+        await client.wait_for_ready(timeout=60)
+        reply = await client.execute_interactive("offset = 100\nbig = [1, 2, 3]", timeout=30)
+        assert reply["content"]["status"] == "ok"
+    finally:
+        client.stop_channels()
+    # `big` is sent, so the cell that computes it is not needed
+    doc = await submit(jp_fetch, "send.ipynb", ["use"], kernel_id=kid, send=["offset", "big"])
+    assert [c["cell_id"] for c in doc["slice"]["cells"]] == ["use"]
+    done = await wait_job(jp_fetch, doc["id"])
+    assert done["state"] == "succeeded", done
+    results = await get_json(jp_fetch, "costguard", "api", "jobs", str(doc["id"]), "results")
+    namespace: dict[str, Any] = {}
+    exec(results["load_code"], namespace)
+    assert namespace["total"] == 106
+
+
+async def test_rerun_submits_the_same_spec(jp_fetch, jp_root_dir):
+    write_notebook(jp_root_dir, "again.ipynb", [code("x", "x = 1\nprint('x is', x)")])
+    first = await submit(jp_fetch, "again.ipynb", ["x"])
+    await wait_job(jp_fetch, first["id"])
+    # the notebook changes on disk; the rerun still runs the recorded code
+    write_notebook(jp_root_dir, "again.ipynb", [code("x", "x = 2")])
+    second = await post(jp_fetch, "jobs", str(first["id"]), "rerun", code=201)
+    assert second["id"] != first["id"]
+    done = await wait_job(jp_fetch, second["id"])
+    assert done["state"] == "succeeded"
+    assert done["record"]["rerun_of"] == first["id"]
+    assert "x is 1" in await full_log(jp_fetch, second["id"])
+
+
+@pytest.mark.parametrize(
+    ("body", "code", "needle"),
+    [
+        ({"notebook": "p.ipynb", "selected": []}, 400, "select"),
+        ({"notebook": "p.ipynb", "selected": ["nope"]}, 400, "nope"),
+        ({"notebook": "p.ipynb", "selected": ["m"]}, 400, "markdown"),
+        ({"notebook": "missing.ipynb", "selected": ["c"]}, 404, "missing.ipynb"),
+        ({"notebook": "../outside.ipynb", "selected": ["c"]}, 400, "outside"),
+        ({"notebook": "p.ipynb", "selected": ["c"], "bogus": 1}, 400, "bogus"),
+        ({"notebook": "p.ipynb", "selected": ["c"], "resources": {"gpus": -1}}, 400, "gpus"),
+        ({"notebook": "p.ipynb", "selected": ["c"], "resources": {"time_limit_seconds": 0}},
+         400, "time_limit_seconds"),
+        ({"notebook": "p.ipynb", "selected": ["c"], "retries": 99}, 400, "retries"),
+        ({"notebook": "p.ipynb", "selected": ["c"], "send": ["x"]}, 400, "kernel_id"),
+        ({"notebook": "p.ipynb", "selected": ["c"], "send": ["not a name"]}, 400, "name"),
+        ({"notebook": "p.ipynb", "selected": ["c"], "kernel_name": "nokernel"}, 400,
+         "nokernel"),
+        ({"notebook": "p.ipynb", "selected": ["c"], "backend": "mainframe"}, 400, "mainframe"),
+        ({"notebook": "p.ipynb", "selected": ["c"], "send": ["x"], "kernel_id": "k-nope"},
+         404, "k-nope"),
+        ({"notebook": "p.ipynb", "selected": ["c"],
+          "cells": [code("a", "a = ("), code("c", "a")]}, 400, "cell 0"),
+        ([1, 2], 400, "object"),
+    ],
+)
+async def test_bad_submissions_get_4xx_with_a_message(jp_fetch, jp_root_dir, body, code,
+                                                      needle):
+    write_notebook(jp_root_dir, "p.ipynb", PRODUCT)
+    with pytest.raises(HTTPClientError) as e:
+        await jp_fetch("costguard", "api", "jobs", method="POST", body=json.dumps(body))
+    assert e.value.code == code, e.value.response.body
+    doc = json.loads(e.value.response.body)
+    assert needle in doc["message"], doc
+    assert "Traceback" not in e.value.response.body.decode()
+    validate("/jobs", code, doc, method="post")
+    listed = await get_json(jp_fetch, "costguard", "api", "jobs")
+    assert listed["jobs"] == []  # nothing half-made
+
+
+@pytest.mark.parametrize(
+    ("parts", "method", "code"),
+    [
+        (("jobs", "abc"), "GET", 400),
+        (("jobs", "999"), "GET", 404),
+        (("jobs", "999", "log"), "GET", 404),
+        (("jobs", "999", "results"), "GET", 404),
+        (("jobs", "999", "cancel"), "POST", 404),
+        (("jobs", "999", "rerun"), "POST", 404),
+        (("jobs", "0"), "GET", 404),
+    ],
+)
+async def test_unknown_jobs_are_4xx(jp_fetch, parts, method, code):
+    with pytest.raises(HTTPClientError) as e:
+        await jp_fetch("costguard", "api", *parts, method=method,
+                       body="" if method == "POST" else None)
+    assert e.value.code == code
+    assert json.loads(e.value.response.body)["message"]
+
+
+async def test_log_parameters_are_checked(jp_fetch, jp_root_dir):
+    write_notebook(jp_root_dir, "p.ipynb", PRODUCT)
+    doc = await submit(jp_fetch, "p.ipynb", ["a"])
+    for params, needle in (({"offset": "-1"}, "negative"), ({"limit": "0"}, "limit"),
+                           ({"offset": "x"}, "integer"), ({"tail": "1"}, "tail")):
+        with pytest.raises(HTTPClientError) as e:
+            await jp_fetch("costguard", "api", "jobs", str(doc["id"]), "log", params=params)
+        assert e.value.code == 400 and needle in json.loads(e.value.response.body)["message"]
+    await wait_job(jp_fetch, doc["id"])
+
+
+@pytest.mark.parametrize(
+    ("parts", "method"),
+    [(("jobs",), "GET"), (("jobs",), "POST"), (("jobs", "slice"), "POST"),
+     (("jobs", "1"), "GET"), (("jobs", "1", "log"), "GET"), (("jobs", "1", "results"), "GET"),
+     (("jobs", "1", "cancel"), "POST"), (("jobs", "1", "rerun"), "POST")],
+)
+async def test_job_routes_refuse_requests_without_a_token(jp_fetch, parts, method):
+    with pytest.raises(HTTPClientError) as e:
+        await jp_fetch("costguard", "api", *parts, method=method,
+                       body="{}" if method == "POST" else None, headers={"Authorization": ""})
+    assert e.value.code == 403
+
+
+async def test_slice_preview_runs_nothing(jp_fetch, jp_root_dir):
+    write_notebook(jp_root_dir, "p.ipynb", PRODUCT)
+    doc = await post(jp_fetch, "jobs", "slice", body={"notebook": "p.ipynb", "selected": ["c"]})
+    cells = doc["slice"]["cells"]
+    assert [(c["cell_id"], c["selected"]) for c in cells] == [
+        ("a", False), ("b", False), ("c", True)]
+    assert "a" in cells[0]["reason"]
+    assert (await get_json(jp_fetch, "costguard", "api", "jobs"))["jobs"] == []
