@@ -128,6 +128,10 @@ class CostGuard(ExtensionApp):
         2.0, config=True, help="Wait before the first retry; doubled for each next one.")
     offload_max_send_bytes = Int(
         100 << 20, config=True, help="Largest pickle of variables sent into a job.")
+    offload_warm_kernels = Int(
+        1, config=True,
+        help="Kernels (of the default kernelspec) kept started for the local backend, so a "
+        "job starts without waiting for one. 0: start a kernel per job.")
     offload_poll_interval = Float(
         0.5, config=True, help="Seconds between reads of an active job's status.")
 
@@ -265,9 +269,14 @@ class CostGuard(ExtensionApp):
         budget = next((r for r in (service.guard.rules if service.guard else [])
                        if isinstance(r, BudgetRule)), None)
         ksm = self.server.kernel_spec_manager
+        default_kernel = getattr(self.server.kernel_manager, "default_kernel_name", None) \
+            or "python3"
         root = getattr(self.server.contents_manager, "root_dir", None) or self.server.root_dir
         return JobService(
-            JobStore(jobs_dir / "jobs.sqlite"), jobs_dir, {"local": LocalBackend()},
+            JobStore(jobs_dir / "jobs.sqlite"), jobs_dir,
+            {"local": LocalBackend(warm_dir=jobs_dir / "warm",
+                                   warm_kernels=max(0, self.offload_warm_kernels),
+                                   warm_kernel_name=default_kernel)},
             Path(root), kernel_manager=self.server.kernel_manager,
             kernel_spec_names=lambda: set(ksm.find_kernel_specs()),
             job_spend=ledger.kernel_spend,

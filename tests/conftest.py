@@ -58,6 +58,7 @@ def costguard_config(tmp_path: Path, trace_file: Path) -> dict[str, Any]:
         "gpu_share": 0.9,
         "replay_trace": str(trace_file),
         "replay_mode": "always",
+        "offload_warm_kernels": 0,  # tests that want one ask for it
     }
 
 

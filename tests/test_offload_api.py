@@ -58,6 +58,24 @@ def costguard_config(costguard_config: dict[str, Any], tmp_path: Path) -> dict[s
             "offload_poll_interval": 0.1, "offload_retry_backoff_seconds": 0.2}
 
 
+@pytest.fixture(autouse=True)
+def no_leftover_jobs(tmp_path: Path):
+    """Jobs outlive their server by design; a test's must not outlive the test."""
+    yield
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cmdline = (proc / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if b"jupyter_costguard.offload.runner" in cmdline and str(tmp_path).encode() in cmdline:
+            try:
+                os.killpg(int(proc.name), signal.SIGKILL)
+            except OSError:
+                pass
+
+
 async def post(jp_fetch: Fetch, *parts: str, body: Any = None, code: int = 200) -> Any:
     resp = await jp_fetch("costguard", "api", *parts, method="POST",
                           body=json.dumps(body) if body is not None else "")
@@ -115,7 +133,8 @@ def alive(pid: int) -> bool:
         return False
 
 
-async def test_selected_cell_runs_with_exactly_the_cells_it_needs(jp_fetch, jp_root_dir):
+async def test_selected_cell_runs_with_exactly_the_cells_it_needs(jp_fetch, jp_root_dir,
+                                                                  tmp_path):
     write_notebook(jp_root_dir, "work/product.ipynb", PRODUCT)
     # the user's unsaved edit: b is 7 on disk but 8 on screen
     cells = [*PRODUCT[:2], code("b", "b = 8"), *PRODUCT[3:]]
@@ -149,6 +168,15 @@ async def test_selected_cell_runs_with_exactly_the_cells_it_needs(jp_fetch, jp_r
     namespace: dict[str, Any] = {}
     exec(results["load_code"], namespace)  # what "load results" runs in the user's kernel
     assert namespace["c"] == 48
+    # ... and what `%costguard fetch N` does in an IPython shell
+    from IPython.core.interactiveshell import InteractiveShell
+
+    from jupyter_costguard.widget import _costguard_magic
+
+    shell = InteractiveShell.instance()
+    shell.register_magic_function(_costguard_magic, magic_kind="line", magic_name="costguard")
+    shell.run_line_magic("costguard", f"fetch {doc['id']} --dir {tmp_path / 'jobs'}")
+    assert shell.user_ns["c"] == 48
 
     listed = await get_json(jp_fetch, "costguard", "api", "jobs",
                             params={"notebook": "work/product.ipynb"})
@@ -399,3 +427,126 @@ async def test_slice_preview_runs_nothing(jp_fetch, jp_root_dir):
         ("a", False), ("b", False), ("c", True)]
     assert "a" in cells[0]["reason"]
     assert (await get_json(jp_fetch, "costguard", "api", "jobs"))["jobs"] == []
+
+
+class TestWarmKernel:
+    @pytest.fixture
+    def costguard_config(self, costguard_config: dict[str, Any]) -> dict[str, Any]:
+        return {**costguard_config, "offload_warm_kernels": 1}
+
+    async def test_jobs_start_in_the_kernel_kept_warm_and_another_takes_its_place(
+            self, jp_fetch, jp_root_dir, tmp_path):
+        warm = tmp_path / "jobs" / "warm"
+
+        def ready() -> list[dict[str, Any]]:
+            docs = []
+            for d in warm.glob("warm-*"):
+                try:
+                    docs.append(json.loads((d / "status.json").read_text()))
+                except (OSError, ValueError):
+                    pass
+            return [d for d in docs if d.get("state") == "ready"]
+
+        deadline = time.monotonic() + 60
+        while not ready() and time.monotonic() < deadline:
+            await asyncio.sleep(0.1)
+        first = ready()
+        assert len(first) == 1
+        write_notebook(jp_root_dir, "w/nb.ipynb", [
+            code("x", "import os\nprint('pid', os.getpid(), 'cwd', os.getcwd(), "
+                      "'job', os.environ['COSTGUARD_JOB_ID'])")])
+        doc = await submit(jp_fetch, "w/nb.ipynb", ["x"])
+        done = await wait_job(jp_fetch, doc["id"])
+        assert done["state"] == "succeeded", done
+        log = await full_log(jp_fetch, doc["id"])
+        # it ran in the kernel started ahead of time, in the notebook's directory
+        assert f"pid {first[0]['kernel_pid']} cwd {jp_root_dir / 'w'} job {doc['id']}" in log
+        # a fresh warm kernel replaces the one used
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            now = ready()
+            if now and now[0]["kernel_pid"] != first[0]["kernel_pid"]:
+                break
+            await asyncio.sleep(0.1)
+        else:
+            raise AssertionError("no new warm kernel")
+        assert not alive(first[0]["kernel_pid"])  # the used kernel went with its job
+        # a job asking for a GPU selection starts cold (CUDA_VISIBLE_DEVICES is set first)
+        doc = await submit(jp_fetch, "w/nb.ipynb", ["x"], resources={"gpus": 1})
+        done = await wait_job(jp_fetch, doc["id"])
+        assert done["state"] == "succeeded", done
+        assert f"pid {now[0]['kernel_pid']} " not in await full_log(jp_fetch, doc["id"])
+
+
+async def test_a_jobs_spend_is_in_the_ledger_under_its_notebook(jp_fetch, jp_root_dir):
+    write_notebook(jp_root_dir, "spend.ipynb", [
+        code("burn", "import time\nend = time.time() + 3\nwhile time.time() < end:\n    pass")])
+    doc = await submit(jp_fetch, "spend.ipynb", ["burn"])
+    done = await wait_job(jp_fetch, doc["id"])
+    assert done["state"] == "succeeded"
+    assert done["spend"] > 0 and done["currency"] == "USD"
+    running = next(p for p in done["timeline"] if p["phase"] == "running")
+    assert running["spend"] > 0  # the CPU it burnt was paid for while it ran
+    nb = await get_json(jp_fetch, "costguard", "api", "notebooks", "spend.ipynb")
+    assert f"job-{doc['id']}" in nb["kernel_ids"]
+    assert nb["spend"] >= done["spend"] - 1e-9
+
+
+class TestSendLimit:
+    @pytest.fixture
+    def costguard_config(self, costguard_config: dict[str, Any]) -> dict[str, Any]:
+        return {**costguard_config, "offload_max_send_bytes": 1000}
+
+    async def test_oversized_variables_are_refused_with_their_sizes(self, jp_fetch,
+                                                                    jp_root_dir, jp_serverapp):
+        write_notebook(jp_root_dir, "big.ipynb", [code("use", "n = len(big)")])
+        session = await start_session(jp_fetch, "big.ipynb")
+        kid = session["kernel"]["id"]
+        client = jp_serverapp.kernel_manager.get_kernel(kid).client()
+        client.start_channels()
+        try:
+            await client.wait_for_ready(timeout=60)
+            await client.execute_interactive("big = b'x' * 5000\nsmall = 1", timeout=30)
+        finally:
+            client.stop_channels()
+        with pytest.raises(HTTPClientError) as e:
+            await jp_fetch("costguard", "api", "jobs", method="POST", body=json.dumps({
+                "notebook": "big.ipynb", "selected": ["use"], "kernel_id": kid,
+                "send": ["big", "small"]}))
+        assert e.value.code == 413
+        message = json.loads(e.value.response.body)["message"]
+        assert "over the limit of 1,000" in message and "big (5,0" in message
+        with pytest.raises(HTTPClientError) as e:  # a name the kernel does not have
+            await jp_fetch("costguard", "api", "jobs", method="POST", body=json.dumps({
+                "notebook": "big.ipynb", "selected": ["use"], "kernel_id": kid,
+                "send": ["nothere"]}))
+        assert e.value.code == 400 and "nothere" in json.loads(e.value.response.body)[
+            "message"]
+        assert (await get_json(jp_fetch, "costguard", "api", "jobs"))["jobs"] == []
+
+
+class TestBudgetRefusal:
+    @pytest.fixture
+    def costguard_config(self, costguard_config: dict[str, Any]) -> dict[str, Any]:
+        return {**costguard_config, "server_budget": 0.0001, "budget_enforce": True}
+
+    async def test_a_spent_budget_refuses_new_jobs(self, jp_fetch, jp_root_dir):
+        write_notebook(jp_root_dir, "p.ipynb", PRODUCT)
+        # the server spends its tiny budget within a few samples
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                await jp_fetch("costguard", "api", "jobs", "slice", method="POST",
+                               body=json.dumps({"notebook": "p.ipynb", "selected": ["c"]}))
+                resp = await jp_fetch("costguard", "api", "jobs", method="POST",
+                                      body=json.dumps({"notebook": "p.ipynb",
+                                                       "selected": ["a"]}))
+            except HTTPClientError as e:
+                assert e.code == 409, e.response.body
+                message = json.loads(e.response.body)["message"]
+                assert "budget" in message
+                validate("/jobs", 409, json.loads(e.response.body), method="post")
+                return
+            await wait_job(jp_fetch, json.loads(resp.body)["id"])
+            await asyncio.sleep(0.3)
+        raise AssertionError("the spent budget never refused a job")

@@ -7,13 +7,15 @@ directory, which the server reads whatever the backend.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
 import sys
+import uuid
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from .spec import Job
 
@@ -24,8 +26,9 @@ CANCEL_GRACE_SECONDS = 5.0
 class Backend(Protocol):
     name: str
 
-    def launch(self, job: Job, job_dir: Path) -> int | None:
-        """Start the runner; returns its pid where there is one."""
+    def launch(self, job: Job, job_dir: Path, environment: Mapping[str, str] = {}) -> int | None:
+        """Start the runner; returns its pid where there is one. `environment` is what
+        the job's kernel needs set before it starts (e.g. CUDA_VISIBLE_DEVICES)."""
         ...
 
     def alive(self, job: Job, job_dir: Path) -> bool:
@@ -37,47 +40,113 @@ class Backend(Protocol):
         ...
 
 
+RUNNER_MODULE = "jupyter_costguard.offload.runner"
+
+
 def runner_command(job_dir: Path) -> list[str]:
-    return [sys.executable, "-m", "jupyter_costguard.offload.runner", str(job_dir)]
+    return [sys.executable, "-m", RUNNER_MODULE, str(job_dir)]
 
 
 class LocalBackend:
     """Runs the runner as a detached process on this machine (its own session), so it
-    survives a restart of the server and is stopped as a process group."""
+    survives a restart of the server and is stopped as a process group.
+
+    With `warm_kernels` > 0 it keeps that many runners with a started `warm_kernel_name`
+    kernel waiting (in `warm_dir`), and hands a job to one of them: the job starts without
+    waiting for a kernel. A job that selects GPUs (CUDA_VISIBLE_DEVICES must be set before
+    the kernel starts) or asks for another kernel starts cold.
+    """
 
     name = "local"
 
-    def __init__(self, environ: Mapping[str, str] | None = None) -> None:
+    def __init__(self, environ: Mapping[str, str] | None = None, warm_dir: Path | None = None,
+                 warm_kernels: int = 0, warm_kernel_name: str = "python3") -> None:
         self.environ = dict(os.environ if environ is None else environ)
         self._children: dict[int, subprocess.Popen[bytes]] = {}
+        self.warm_dir = warm_dir
+        self.warm_kernels = warm_kernels if warm_dir is not None else 0
+        self.warm_kernel_name = warm_kernel_name
+        self._warm: list[tuple[int, Path]] = []
 
-    def launch(self, job: Job, job_dir: Path) -> int | None:
-        with open(job_dir / "runner.out", "ab") as out:
+    def _spawn(self, args: list[str], cwd: Path, out: Path) -> int:
+        with open(out, "ab") as f:
             proc = subprocess.Popen(
-                runner_command(job_dir), cwd=job_dir, stdin=subprocess.DEVNULL, stdout=out,
-                stderr=subprocess.STDOUT, start_new_session=True, close_fds=True,
-                env=self.environ)
+                args, cwd=cwd, stdin=subprocess.DEVNULL, stdout=f, stderr=subprocess.STDOUT,
+                start_new_session=True, close_fds=True, env=self.environ)
         self._children[proc.pid] = proc
         return proc.pid
 
-    def alive(self, job: Job, job_dir: Path) -> bool:
-        pid = job.runner_pid
-        if pid is None:
-            return False
+    def launch(self, job: Job, job_dir: Path, environment: Mapping[str, str] = {}) -> int | None:
+        if job.spec.kernel_name == self.warm_kernel_name and not environment:
+            pid = self._take_warm(job_dir)
+            if pid is not None:
+                return pid
+        return self._spawn(runner_command(job_dir), job_dir, job_dir / "runner.out")
+
+    # --- warm runners -----------------------------------------------------------------
+
+    def fill_warm(self) -> None:
+        """Start warm runners until there are `warm_kernels` (worker thread)."""
+        if self.warm_dir is None:
+            return
+        self._warm = [(pid, d) for pid, d in self._warm if self._alive(pid, str(d))]
+        while len(self._warm) < self.warm_kernels:
+            d = self.warm_dir / f"warm-{uuid.uuid4().hex[:12]}"
+            d.mkdir(parents=True)
+            pid = self._spawn([*runner_command(d)[:-1], "--warm", str(d), self.warm_kernel_name,
+                               str(os.getpid())], d, d / "runner.out")
+            self._warm.append((pid, d))
+
+    def _take_warm(self, job_dir: Path) -> int | None:
+        for i, (pid, d) in enumerate(self._warm):
+            status = read_status(d)
+            if status.get("state") != "ready" or not self._alive(pid, str(d)):
+                continue
+            del self._warm[i]
+            tmp = d / "assign.json.tmp"
+            tmp.write_text(json.dumps({"job_dir": str(job_dir)}))
+            os.replace(tmp, d / "assign.json")
+            self.fill_warm()
+            return pid
+        self.fill_warm()
+        return None
+
+    def stop_warm(self) -> None:
+        for pid, d in self._warm:
+            if self._alive(pid, str(d)):
+                _killpg(pid, signal.SIGTERM)
+        self._warm = []
+
+    # --- following and stopping ------------------------------------------------------------
+
+    def _alive(self, pid: int, marker: str) -> bool:
         child = self._children.get(pid)
         if child is not None:  # ours: reap it, or it lingers as a zombie
             if child.poll() is None:
                 return True
             del self._children[pid]
             return False
-        return pid_runs(pid, str(job_dir))
+        return pid_runs(pid, marker)
+
+    def alive(self, job: Job, job_dir: Path) -> bool:
+        if job.runner_pid is None:
+            return False
+        return self._alive(job.runner_pid, RUNNER_MODULE)
 
     def cancel(self, job: Job, job_dir: Path, force: bool = False) -> None:
         sig = signal.SIGKILL if force else signal.SIGTERM
-        if job.runner_pid is not None and pid_runs(job.runner_pid, str(job_dir)):
+        if job.runner_pid is not None and self._alive(job.runner_pid, RUNNER_MODULE):
             _killpg(job.runner_pid, sig)
         if force and job.kernel_pid is not None and pid_runs(job.kernel_pid, "kernel"):
             _killpg(job.kernel_pid, sig)  # the kernel has a session of its own
+
+
+def read_status(d: Path) -> dict[str, Any]:
+    try:
+        doc = json.loads((d / "status.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    return doc if isinstance(doc, dict) else {}
 
 
 def pid_runs(pid: int, marker: str) -> bool:

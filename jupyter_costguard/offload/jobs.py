@@ -375,7 +375,7 @@ class JobService:
         write_json(d / "spec.json", {"id": job.id, "spec": job.spec.to_json(),
                                      "checkpoint_dir": checkpoint_dir,
                                      "environment": environment})
-        pid = self.backends[job.spec.backend].launch(job, d)
+        pid = self.backends[job.spec.backend].launch(job, d, environment)
         job = dataclasses.replace(job, runner_pid=pid)
         self.store.save(job)
         return job
@@ -428,10 +428,21 @@ class JobService:
             except asyncio.CancelledError:
                 pass
             self._task = None
+        for backend in self.backends.values():
+            stop_warm = getattr(backend, "stop_warm", None)
+            if stop_warm is not None:
+                await self._run(stop_warm)
         self._executor.shutdown(wait=True)
 
     async def _follow_forever(self) -> None:
         await self._run(self._load_active)
+        for backend in self.backends.values():
+            fill = getattr(backend, "fill_warm", None)
+            if fill is not None:
+                try:
+                    await self._run(fill)
+                except Exception:
+                    log.exception("costguard: could not start a warm kernel for jobs")
         while True:
             try:
                 await self._run(self.follow)

@@ -25,6 +25,7 @@ import asyncio
 import json
 import os
 import re
+import shutil
 import signal
 import sys
 import time
@@ -38,15 +39,16 @@ ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 #: Executed first in the job's kernel: the notebook's directory, the sent variables.
 PREAMBLE = """\
-def _costguard_preamble(cwd, inputs):
+def _costguard_preamble(cwd, inputs, environ):
     import os, pickle, sys
+    os.environ.update(environ)
     os.chdir(cwd)
     if cwd not in sys.path:
         sys.path.insert(0, cwd)
     if os.path.exists(inputs):
         with open(inputs, "rb") as f:
             globals().update(pickle.load(f))
-_costguard_preamble({cwd!r}, {inputs!r})
+_costguard_preamble({cwd!r}, {inputs!r}, {environ!r})
 del _costguard_preamble
 """
 
@@ -146,6 +148,8 @@ class Runner:
         self.outputs: dict[str, dict[str, Any]] = {}
         self.cancelled = False
         self._install_signals: Any = lambda: None
+        #: a client whose kernel was started before the job came (see `warm_main`)
+        self.warm: Any = None
 
     # --- reporting -------------------------------------------------------------------
 
@@ -257,45 +261,66 @@ class Runner:
         self.report(state=state, phase="done", exit_reason=reason, kernel_pid=None)
         return 0 if state == "succeeded" else 1
 
-    async def attempt(self) -> None:
+    def job_environment(self) -> dict[str, str]:
+        env = dict(self.environment)
+        env.update({"COSTGUARD_JOB_ID": str(self.job_id),
+                    "COSTGUARD_JOB_ATTEMPT": str(self.status["attempt"]),
+                    "COSTGUARD_CHECKPOINT_DIR": self.checkpoint_dir})
+        return env
+
+    def notebook(self) -> Any:
         import nbformat
-        from nbclient.exceptions import CellExecutionError
 
         cells = [nbformat.v4.new_code_cell(PREAMBLE.format(
-            cwd=self.spec.cwd, inputs=str(self.dir / "inputs.pkl")))]
+            cwd=self.spec.cwd, inputs=str(self.dir / "inputs.pkl"),
+            environ=self.job_environment()))]
         for c in self.spec.cells:
             cell = nbformat.v4.new_code_cell(c.source)
             cell.metadata["costguard"] = {"cell_id": c.cell_id, "selected": c.selected}
             cells.append(cell)
-        nb = nbformat.v4.new_notebook(cells=cells)
-        env = dict(os.environ)
-        env.update(self.environment)
-        env.update({"COSTGUARD_JOB_ID": str(self.job_id),
-                    "COSTGUARD_JOB_ATTEMPT": str(self.status["attempt"]),
-                    "COSTGUARD_CHECKPOINT_DIR": self.checkpoint_dir})
-        client = job_client(self, nb, kernel_name=self.spec.kernel_name, timeout=None,
-                           startup_timeout=120, shutdown_kernel="immediate",
-                           resources={"metadata": {"path": self.spec.cwd}})
-        async with client.async_setup_kernel(env=env):
-            self._install_signals()  # nbclient put its own SIGTERM handler in place of ours
-            pid = getattr(getattr(client.km, "provisioner", None), "pid", None)
-            self.report(kernel_pid=pid if isinstance(pid, int) else None)
-            self.enter("running")
+        return nbformat.v4.new_notebook(cells=cells)
+
+    async def attempt(self) -> None:
+        nb = self.notebook()
+        warm, self.warm = self.warm, None
+        if warm is not None:  # the first attempt runs in the kernel started ahead of time
+            warm.runner = self
+            warm.nb = nb
+            warm.reset_execution_trackers()
             try:
-                for index, cell in enumerate(nb.cells):
-                    await self._bounded(client.async_execute_cell(cell, index))
-                    self._keep_outputs(cell)
-            except CellExecutionError:
-                self._keep_outputs(nb.cells[index])
-                await self._record_environment(client)
-                raise
-            self.enter("finishing")
+                await self._execute(warm, nb)
+            finally:
+                await warm._async_cleanup_kernel()  # a retry starts from a fresh kernel
+            return
+        env = dict(os.environ)
+        env.update(self.job_environment())
+        client = job_client(self, nb, kernel_name=self.spec.kernel_name)
+        async with client.async_setup_kernel(env=env, cwd=self.spec.cwd):
+            self._install_signals()  # nbclient put its own SIGTERM handler in place of ours
+            await self._execute(client, nb)
+
+    async def _execute(self, client: Any, nb: Any) -> None:
+        import nbformat
+        from nbclient.exceptions import CellExecutionError
+
+        pid = getattr(getattr(client.km, "provisioner", None), "pid", None)
+        self.report(kernel_pid=pid if isinstance(pid, int) else None)
+        self.enter("running")
+        try:
+            for index, cell in enumerate(nb.cells):
+                await self._bounded(client.async_execute_cell(cell, index))
+                self._keep_outputs(cell)
+        except CellExecutionError:
+            self._keep_outputs(nb.cells[index])
             await self._record_environment(client)
-            if self.spec.bring_back:
-                results = nbformat.v4.new_code_cell(RESULTS.format(
-                    names=list(self.spec.bring_back), path=str(self.dir / "results.pkl"),
-                    index=str(self.dir / "results.json")))
-                await self._extra(client, results)
+            raise
+        self.enter("finishing")
+        await self._record_environment(client)
+        if self.spec.bring_back:
+            results = nbformat.v4.new_code_cell(RESULTS.format(
+                names=list(self.spec.bring_back), path=str(self.dir / "results.pkl"),
+                index=str(self.dir / "results.json")))
+            await self._extra(client, results)
 
     async def _extra(self, client: Any, cell: Any) -> None:
         """Run a cell of the runner's own after the user's (nbclient indexes into nb)."""
@@ -338,13 +363,15 @@ def _client_class() -> Any:
     class Client(NotebookClient):
         """Streams each output into the job's log as it arrives."""
 
-        def __init__(self, runner: Runner, nb: Any, **kw: Any) -> None:
+        def __init__(self, runner: Runner | None, nb: Any, **kw: Any) -> None:
             super().__init__(nb, **kw)
             self.runner = runner
 
         def output(self, outs: Any, msg: dict[str, Any], display_id: Any,
                    cell_index: int) -> Any:
             out = super().output(outs, msg, display_id, cell_index)
+            if self.runner is None:
+                return out
             content = msg.get("content", {})
             kind = msg.get("msg_type")
             if kind == "stream":
@@ -360,14 +387,81 @@ def _client_class() -> Any:
     return Client
 
 
-def job_client(runner: Runner, nb: Any, **kw: Any) -> Any:
-    return _client_class()(runner, nb, **kw)
+def job_client(runner: Runner | None, nb: Any, kernel_name: str) -> Any:
+    return _client_class()(runner, nb, kernel_name=kernel_name, timeout=None,
+                           startup_timeout=120, shutdown_kernel="immediate")
+
+
+async def warm_main(warm_dir: Path, kernel_name: str, server_pid: int) -> int:
+    """Start a kernel, then wait for a job: the server writes ``assign.json`` (the job's
+    directory) into `warm_dir`. Exits, shutting the kernel down, when the server is gone
+    or on SIGTERM."""
+    try:
+        return await _warm_wait(warm_dir, kernel_name, server_pid)
+    finally:
+        shutil.rmtree(warm_dir, ignore_errors=True)
+
+
+async def _warm_wait(warm_dir: Path, kernel_name: str, server_pid: int) -> int:
+    import nbformat
+
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    status: dict[str, Any] = {"pid": os.getpid(), "kernel_name": kernel_name,
+                              "state": "starting", "kernel_pid": None}
+    write_json(warm_dir / "status.json", status)
+    client = job_client(None, nbformat.v4.new_notebook(), kernel_name)
+    async with client.async_setup_kernel(env=dict(os.environ), cwd=str(warm_dir)):
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        pid = getattr(getattr(client.km, "provisioner", None), "pid", None)
+        status.update(state="ready", kernel_pid=pid, ready=time.time())
+        write_json(warm_dir / "status.json", status)
+        assignment = warm_dir / "assign.json"
+        checked = time.monotonic()
+        while not stop.is_set():
+            doc = read_json(assignment)
+            if doc is not None:
+                break
+            if time.monotonic() - checked > 1.0:
+                checked = time.monotonic()
+                if not _server_alive(server_pid) or not await client.km.is_alive():
+                    return 0
+            try:
+                await asyncio.wait_for(stop.wait(), 0.01)
+            except asyncio.TimeoutError:
+                pass
+        else:
+            return 0
+        runner = Runner(Path(doc["job_dir"]))
+        runner.warm = client
+        client.runner = runner
+        try:
+            return await runner.run()
+        except Exception:
+            runner.say("runner error:\n" + traceback.format_exc())
+            runner.finish("failed", "the job runner itself failed; see the log")
+            return 1
+
+
+def _server_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
+    if len(args) == 4 and args[0] == "--warm":
+        return asyncio.run(warm_main(Path(args[1]), args[2], int(args[3])))
     if len(args) != 1:
-        print("usage: python -m jupyter_costguard.offload.runner JOB_DIR", file=sys.stderr)
+        print("usage: python -m jupyter_costguard.offload.runner JOB_DIR\n"
+              "       python -m jupyter_costguard.offload.runner --warm DIR KERNEL SERVER_PID",
+              file=sys.stderr)
         return 2
     job_dir = Path(args[0])
     try:
