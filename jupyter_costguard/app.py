@@ -251,9 +251,10 @@ class CostGuard(ExtensionApp):
             service.guard = Guard(config, rules, service.alerts, ledger, service.catalog,
                                   dispatch=self.actor.dispatch)
             service.guard.notebook_budgets = self._notebook_budgets()
-        metrics.install(lambda: service.published.metrics)
         self.settings["costguard_service"] = self.service
         self.jobs = self._job_service(service, ledger) if self.offload_enabled else None
+        jobs = self.jobs
+        metrics.install(lambda: service.published.metrics + (jobs.metrics() if jobs else []))
         self.settings["costguard_jobs"] = self.jobs
         if self.jobs is not None and service.guard is not None:
             service.guard.running_jobs = self.jobs.running_count

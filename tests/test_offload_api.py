@@ -178,6 +178,10 @@ async def test_selected_cell_runs_with_exactly_the_cells_it_needs(jp_fetch, jp_r
     shell.run_line_magic("costguard", f"fetch {doc['id']} --dir {tmp_path / 'jobs'}")
     assert shell.user_ns["c"] == 48
 
+    metrics = (await jp_fetch("metrics")).body.decode()
+    assert 'costguard_jobs{backend="local",state="succeeded"} 1.0' in metrics
+    assert 'costguard_jobs{backend="local",state="running"} 0.0' in metrics
+
     listed = await get_json(jp_fetch, "costguard", "api", "jobs",
                             params={"notebook": "work/product.ipynb"})
     validate("/jobs", 200, listed)

@@ -21,12 +21,15 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
+from prometheus_client.core import GaugeMetricFamily, Metric
+
 from ..records import KernelInfo, Sample
 from .backend import CANCEL_GRACE_SECONDS, Backend
 from .record import make_record
 from .runner import read_json, write_json
 from .slicer import Slice, SliceError, slice_cells
 from .spec import (
+    STATES,
     Job,
     JobSpec,
     Resources,
@@ -104,6 +107,9 @@ class JobService:
         self._cancel_at: dict[int, float] = {}
         self._lost_at: dict[int, float] = {}
         self.listeners: list[Callable[[Job], None]] = []
+        self._metrics: list[Metric] = []
+        self._metrics_dirty = True
+        self._seen_state: dict[int, str] = {}
         self.jobs_dir.mkdir(parents=True, exist_ok=True)
 
     async def _run(self, fn: Callable[..., T], *args: Any) -> T:
@@ -344,6 +350,7 @@ class JobService:
             await self._run(shutil.rmtree, staging, True)
             raise
         self._active[job.id] = job
+        self._metrics_dirty = True
         self._wake.set()
         log.info("costguard: job %d submitted from %s: %d cell(s), %d selected", job.id,
                  notebook, len(spec.cells), len(spec.selected))
@@ -411,6 +418,7 @@ class JobService:
 
         job = await self._run(work)
         self._active[job.id] = job
+        self._metrics_dirty = True
         self._wake.set()
         return job
 
@@ -462,15 +470,38 @@ class JobService:
             log.info("costguard: following %d job(s) left active by an earlier run: %s",
                      len(self._active), ", ".join(map(str, sorted(self._active))))
 
+    def metrics(self) -> list[Metric]:
+        """Built on the worker after each pass; a scrape only hands them over."""
+        return self._metrics
+
+    def _build_metrics(self) -> None:
+        jobs = GaugeMetricFamily("costguard_jobs", "Batch jobs by state and backend.",
+                                 labels=["state", "backend"])
+        counts = self.store.counts()
+        for backend in sorted({b for _, b in counts} | set(self.backends)):
+            for state in STATES:
+                jobs.add_metric([state, backend], counts.get((state, backend), 0))
+        self._metrics = [jobs]
+
     def follow(self) -> None:
         """One pass over the active jobs (worker thread; tests call it directly)."""
+        self._follow_active()
+        if self._metrics_dirty or not self._metrics:
+            self._metrics_dirty = False
+            self._build_metrics()
+
+    def _follow_active(self) -> None:
         for job_id in list(self._active):
             job = self.store.get(job_id)
             if job is None:
                 del self._active[job_id]
                 continue
             job = self._follow_one(job)
+            if job.terminal or job.state != self._seen_state.get(job_id):
+                self._metrics_dirty = True
+                self._seen_state[job_id] = job.state
             if job.terminal:
+                self._seen_state.pop(job_id, None)
                 self._active.pop(job_id, None)
                 self._cancel_at.pop(job_id, None)
                 self._lost_at.pop(job_id, None)

@@ -113,6 +113,14 @@ class JobStore:
             rows = self._db.execute(sql, (*args, limit)).fetchall()
         return [_job(r) for r in rows]
 
+    def counts(self) -> dict[tuple[str, str], int]:
+        """(state, backend) -> number of jobs."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT state, json_extract(spec, '$.backend'), count(*) FROM job "
+                "GROUP BY 1, 2").fetchall()
+        return {(state, backend or "local"): n for state, backend, n in rows}
+
     def close(self) -> None:
         with self._lock:
             self._db.close()
