@@ -266,6 +266,13 @@ class AlertStore:
                 a = self._alerts[aid]
                 before = (a.severity, a.title, a.message, a.notebook, a.kernel_id, a.actions,
                           a.details, a.state)
+                # an escalation is news: show again what the user dismissed or snoozed
+                # (a budget at 100% after its 80% warning; a cull after an idle warning)
+                if SEVERITY_RANK[severity] > SEVERITY_RANK[a.severity] \
+                        and a.state in ("dismissed", "snoozed"):
+                    a.state, a.snoozed_until = "active", None
+                    self.log.warning("costguard alert %s [%s] escalated to %s: shown again",
+                                     aid, kind, severity)
                 a.severity, a.title, a.message = severity, title, message
                 a.notebook, a.kernel_id = notebook, kernel_id
                 a.actions, a.details = actions, details

@@ -55,8 +55,8 @@ def db(tmp_path: Path) -> Path:
 
 
 def warn(store: AlertStore, key: str = "a.ipynb", kind: str = "idle-gpu-kernel",
-         message: str = "GPU idle", **kw: Any):
-    return store.raise_alert(kind, key, "warning", "Idle GPU", message,
+         message: str = "GPU idle", severity: str = "warning", **kw: Any):
+    return store.raise_alert(kind, key, severity, "Idle GPU", message,
                              notebook=kw.pop("notebook", key), **kw)
 
 
@@ -117,6 +117,26 @@ def test_dismissed_stays_dismissed_until_the_condition_is_resolved(db: Path, clo
     everything = {d["id"]: d for d in store.documents(include_all=True)}
     assert everything[alert.id]["resolved"] is not None
     assert everything[alert.id]["state"] == "dismissed"
+
+
+@pytest.mark.parametrize("hide", ["dismiss", "snooze"])
+def test_an_escalation_shows_again_what_the_user_hid(db: Path, clock: Clock, hide: str):
+    """A budget at 80% dismissed must still warn at 100%; a dismissed idle-kernel warning must
+    not hide that the kernel is about to be culled."""
+    store = AlertStore(db, clock=clock)
+    alert = warn(store)
+    store.dismiss(alert.id) if hide == "dismiss" else store.snooze(alert.id, 3600)
+    clock.advance(60)
+    assert warn(store, message="same").state != "active"  # same severity: stays hidden
+    critical = warn(store, severity="critical", message="will be culled at 12:00")
+    assert critical.id == alert.id and critical.state == "active"
+    assert critical.snoozed_until is None
+    assert ids(store.active()) == [alert.id]
+    store.dismiss(alert.id)
+    clock.advance(60)
+    # hidden again: a step back down and up to the same level is not news
+    assert warn(store, severity="critical").state == "dismissed"
+    assert warn(store, severity="info").state == "dismissed"
 
 
 def test_snoozed_alert_comes_back_when_the_snooze_runs_out(db: Path, clock: Clock):

@@ -17,7 +17,8 @@ shut down once it has been idle `cull_after_seconds` *and* that critical warning
 for at least `cull_warning_seconds` (a warning that came late, e.g. after a restart of the
 server, postpones the cull instead of shortening the notice). The shutdown is requested once
 per idle period. Any activity (busy, or a new `last_activity`) starts a new idle period: the
-alert resolves and a pending cull is cancelled. Dismissing or snoozing the alert does not
+alert resolves and a pending cull is cancelled. The turn to critical shows a dismissed or
+snoozed warning again (an escalation). Dismissing or snoozing the alert does not
 cancel a cull: using the kernel does.
 """
 
