@@ -139,8 +139,10 @@ def build_views(
             share = cost.shares.get(info.kernel_id) if cost else None
             rate = share.spend * 3600.0 / sample.interval if share and sample.interval else 0.0
             rates[info.kernel_id] = rate
-            idle = max(0.0, sample.time - info.last_activity) if info.execution_state == "idle" \
-                else 0.0
+            # as the idle rule counts it: anything but busy (a kernel nobody connected to
+            # stays "starting")
+            idle = max(0.0, sample.time - info.last_activity) \
+                if info.execution_state != "busy" else 0.0
             kernels.append({
                 "kernel_id": info.kernel_id,
                 "name": info.name,

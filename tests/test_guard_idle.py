@@ -401,3 +401,27 @@ async def test_idle_gpu_kernel_survives_without_cull(jp_fetch: Any, cull: bool):
     assert alert["severity"] == "warning" and "shut down at" not in alert["message"]
     assert json.dumps(alert["actions"])  # serialisable as sent
     assert kid in await _kernel_ids(jp_fetch)
+
+
+@pytest.mark.parametrize(("state", "idle"), [("idle", 100.0), ("starting", 100.0),
+                                             ("busy", 0.0)])
+def test_the_api_counts_idle_time_as_the_idle_rule_does(tmp_path, state, idle):
+    """A kernel started without a client stays "starting": idle to the rule, and so to the
+    kernels document (it used to say 0)."""
+    from jupyter_costguard.ledger import Ledger
+    from jupyter_costguard.pricing import Catalog, resolve_pricing
+    from jupyter_costguard.records import GpuReading, HostSample, KernelInfo, KernelSample, Sample
+    from jupyter_costguard.views import build_views
+
+    now = 1_700_000_000.0
+    info = KernelInfo(kernel_id="k", name="python3", pid=1, execution_state=state,
+                      last_activity=now - 100.0, connections=0, path="a.ipynb")
+    sample = Sample(time=now, interval=2.0, gpu=GpuReading(status="no-gpu", gpus=()),
+                    host=HostSample(cpu_count=4, cpu_percent=0.0, memory_total_bytes=1 << 34,
+                                    memory_used_bytes=1 << 30),
+                    kernels=(KernelSample(info=info, pids=(1,), cpu_seconds=0.0, rss_bytes=0,
+                                          gpu_memory_bytes={}),), simulated=False)
+    pricing = resolve_pricing(Catalog.load(), instance_type=None, environ={}, gpu=None,
+                              host=None, hourly_rate=1.0)
+    views = build_views(sample, None, pricing, Ledger(tmp_path / "l.sqlite", now=now), 2.0, 5.0)
+    assert views.data["kernels"]["kernels"][0]["idle_seconds"] == idle
