@@ -368,6 +368,11 @@ class AlertStore:
 
     # --- reads (memory only) -------------------------------------------------------------
 
+    def open_conditions(self, source: str = "guard") -> set[tuple[str, str]]:
+        """(kind, key) of every unresolved alert raised by `source`."""
+        with self._lock:
+            return {c for c, aid in self._open.items() if self._alerts[aid].source == source}
+
     def get(self, alert_id: str) -> Alert | None:
         with self._lock:
             a = self._alerts.get(alert_id)

@@ -78,6 +78,36 @@ def test_findings_become_alerts_and_disappearing_ones_are_resolved():
     assert alerts.find("test", "b") is None
 
 
+def test_alerts_left_by_an_earlier_run_are_resolved_once_their_rule_had_time_to_judge():
+    alerts = AlertStore(None, clock=lambda: 1000.0)
+    for kind, key in (("quick", "gone"), ("quick", "still"), ("slow", "gone"),
+                      ("slow", "still"), ("other", "x")):
+        alerts.raise_alert(kind, key, "warning", "t", "m")
+    alerts.raise_alert("quick", "mine", "info", "t", "m", source="api")
+    quick, slow = Scripted("quick"), Scripted("slow")
+    quick.keys, slow.keys = ["still"], []
+    slow.settle_seconds = 30.0  # it says nothing until it has seen 30 s
+    guard = Guard(GuardConfig(), [quick, slow], alerts, cast(Any, None), cast(Any, None))
+
+    def open_keys() -> set[tuple[str, str]]:
+        return {(a.kind, a.key) for a in alerts.active()}
+
+    guard.evaluate(published(0.0))
+    # the quick rule has judged: what it did not find again is over; api alerts are not ours
+    assert open_keys() == {("quick", "still"), ("quick", "mine"), ("slow", "gone"),
+                           ("slow", "still"), ("other", "x")}
+    guard.evaluate(published(20.0))
+    slow.keys = ["still"]
+    guard.evaluate(published(29.0))
+    assert ("slow", "gone") in open_keys()
+    guard.evaluate(published(30.0))
+    assert open_keys() == {("quick", "still"), ("quick", "mine"), ("slow", "still"),
+                           ("other", "x")}  # "other": no rule of that kind runs here
+    slow.keys = []
+    guard.evaluate(published(31.0))
+    assert ("slow", "still") not in open_keys()  # followed like its own from then on
+
+
 def test_a_failing_rule_is_isolated_and_keeps_its_alerts(caplog):
     broken, fine = Scripted("broken"), Scripted("fine")
     guard, alerts, dispatched = make_guard(broken, fine)

@@ -58,6 +58,9 @@ class _Verdict:
 class BudgetRule:
     kind = "budget"
 
+    #: notebook-metadata budgets are read in the background; give them a few samples
+    settle_seconds = 10.0
+
     def __init__(self, config: GuardConfig) -> None:
         self.config = config
         #: keys over 100% whose crossing has been handled (interrupts sent)

@@ -34,6 +34,9 @@ class Guard:
         self.catalog = catalog
         self.dispatch = dispatch
         self._holding: set[tuple[str, str]] = set()
+        #: alerts an earlier run of the server left open, until their rule has judged
+        self._leftovers: set[tuple[str, str]] | None = None
+        self._started = 0.0
         self.running_jobs: Callable[[], int] = lambda: 0
         self.notebook_budgets: Callable[[], Mapping[str, float]] = dict
 
@@ -42,6 +45,21 @@ class Guard:
         if alert is None or alert.resolved is not None:
             return None
         return alert.effective_state(self.alerts.clock())
+
+    def _resolve_leftovers(self, now: float, holding: set[tuple[str, str]],
+                           failed: set[str]) -> None:
+        """An alert left open by an earlier run is resolved once its rule, having run for
+        its `settle_seconds` (the time it needs before it can speak), did not raise it."""
+        if not self._leftovers:
+            return
+        settle = {r.kind: float(getattr(r, "settle_seconds", 0.0)) for r in self.rules}
+        for kind, key in list(self._leftovers):
+            if (kind, key) in holding:
+                self._leftovers.discard((kind, key))  # raised again: followed as usual
+            elif kind not in failed and now - self._started >= settle[kind]:
+                self._leftovers.discard((kind, key))
+                log.info("costguard: resolving %s alert %r left by an earlier run", kind, key)
+                self.alerts.resolve(kind, key)
 
     def evaluate(self, published: Published) -> list[Act]:
         """One round of every rule; returns the acts it dispatched."""
@@ -53,14 +71,20 @@ class Guard:
             catalog=self.catalog, config=self.config, alert_state=self._state,
             running_jobs=self.running_jobs(), notebook_budgets=self.notebook_budgets(),
         )
+        if self._leftovers is None:
+            kinds = {rule.kind for rule in self.rules}
+            self._leftovers = {c for c in self.alerts.open_conditions() if c[0] in kinds}
+            self._started = sample.time
         holding: set[tuple[str, str]] = set()
         acts: list[Act] = []
+        failed: set[str] = set()
         for rule in self.rules:
             try:
                 result = rule.evaluate(ctx)
             except Exception:  # one broken rule must not stop sampling or the others
                 log.exception("costguard: guard rule %s failed", rule.kind)
                 holding |= {c for c in self._holding if c[0] == rule.kind}  # keep its alerts
+                failed.add(rule.kind)
                 continue
             for f in result.findings:
                 self.alerts.raise_alert(
@@ -72,6 +96,7 @@ class Guard:
         for kind, key in self._holding - holding:
             self.alerts.resolve(kind, key)
         self._holding = holding
+        self._resolve_leftovers(sample.time, holding, failed)
         for act in acts:
             log.warning("costguard: %s%s: %s", act.action,
                         f" {act.kernel_id}" if act.kernel_id else "", act.reason)

@@ -73,6 +73,8 @@ class StarvedGpuRule:
     def __init__(self, config: GuardConfig) -> None:
         self.config = config
         self.window = Rolling(config.starved_window_seconds)
+        #: a kernel must be seen busy this long before it can be flagged
+        self.settle_seconds = config.starved_min_busy_seconds
 
     def _contribution(self, ctx: GuardContext, sample: Sample) -> dict[Hashable, float]:
         """This sample's busy/waiting seconds, utilisation and waiting cost, per kernel."""

@@ -212,6 +212,8 @@ class TrainingSizedRule:
     def __init__(self, config: GuardConfig) -> None:
         self.config = config
         self.window = Rolling(config.interactive_window_seconds)
+        #: silent until the window is this full (see the engine's leftovers)
+        self.settle_seconds = config.interactive_window_seconds * config.interactive_min_coverage
 
     def evaluate(self, ctx: GuardContext) -> RuleResult:
         cfg = self.config
