@@ -12,6 +12,25 @@ export namespace CommandIDs {
   export const restartKernel = 'costguard:restart-kernel';
   /** Refresh every costguard figure now. */
   export const refresh = 'costguard:refresh';
-  /** Offload cells to a batch job: registered by the offload work, if installed. */
+  /**
+   * Offload cells to a batch job (the guard's "Offload heavy cells" alert
+   * action): run-as-job on the alert's notebook (args `{notebook?}`), else the
+   * current one, always with the confirm dialog.
+   */
   export const offloadCells = 'costguard:offload-cells';
+  /**
+   * "Run as batch job": submit the selected code cells (the active cell when
+   * none is selected) of the current notebook; args `{confirm?: boolean}`.
+   */
+  export const runAsJob = 'costguard:run-as-job';
+  /** Open (and reveal) the Jobs panel; args `{id?}` expands that job. */
+  export const openJobs = 'costguard:open-jobs';
+  /** Put a finished job's outputs into its open notebook; args `{id}`. */
+  export const insertJobOutputs = 'costguard:insert-job-outputs';
+  /** Run a finished job's `load_code` in its notebook's kernel; args `{id}`. */
+  export const loadJobResults = 'costguard:load-job-results';
+  /** Cancel a queued or running job; args `{id}`. */
+  export const cancelJob = 'costguard:cancel-job';
+  /** Submit a job's spec again as a new job; args `{id}`. */
+  export const rerunJob = 'costguard:rerun-job';
 }

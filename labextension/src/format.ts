@@ -305,3 +305,21 @@ export function formatPriceSource(source: string | null | undefined): string {
   }
   return PRICE_SOURCE_LABELS[source] ?? source;
 }
+
+/**
+ * A job's run time as the server writes it in job labels: `45s`, `3m12s`,
+ * `1h02m` (`–` when unknown).
+ */
+export function formatElapsed(seconds: number | null | undefined): string {
+  if (!isNumber(seconds)) {
+    return '–';
+  }
+  const s = Math.round(Math.max(0, seconds));
+  if (s < 60) {
+    return `${s}s`;
+  }
+  if (s < 3600) {
+    return `${Math.floor(s / 60)}m${String(s % 60).padStart(2, '0')}s`;
+  }
+  return `${Math.floor(s / 3600)}h${String(Math.floor((s % 3600) / 60)).padStart(2, '0')}m`;
+}

@@ -1,5 +1,6 @@
 /**
- * The costguard icon (side panel tab, settings editor).
+ * Costguard icons: the extension's (cost panel tab, settings editor), the
+ * Jobs panel's tab, and "Run as batch job" (cell toolbar, context menu).
  */
 import { LabIcon } from '@jupyterlab/ui-components';
 
@@ -13,4 +14,31 @@ const svgstr = `<svg xmlns="http://www.w3.org/2000/svg" width="16" height="16" v
 export const costguardIcon = new LabIcon({
   name: 'jupyter-costguard:icon',
   svgstr
+});
+
+/** A queue of jobs with a clock: the Jobs panel. */
+const jobsSvg = `<svg xmlns="http://www.w3.org/2000/svg" width="16" height="16" viewBox="0 0 24 24">
+  <g class="jp-icon3" fill="#616161">
+    <path d="M2 4h13v3H2zM2 10.5h9v3H2zM2 17h9v3H2z"/>
+    <path d="M17.5 9a5.5 5.5 0 1 0 0 11 5.5 5.5 0 0 0 0-11zm0 1.8a3.7 3.7 0 1 1 0 7.4 3.7 3.7 0 0 1 0-7.4zM16.7 12v3.2l2.6 1.6.8-1.2-1.9-1.2V12z"/>
+  </g>
+</svg>`;
+
+export const jobsIcon = new LabIcon({
+  name: 'jupyter-costguard:jobs',
+  svgstr: jobsSvg
+});
+
+/** A play button on a stack of cards: run as a batch job. */
+const runAsJobSvg = `<svg xmlns="http://www.w3.org/2000/svg" width="16" height="16" viewBox="0 0 24 24">
+  <g class="jp-icon3" fill="#616161">
+    <path d="M7 2h14v14h-2V4H7z"/>
+    <path fill-rule="evenodd" d="M3 6h14v16H3zm2 2v12h10V8z"/>
+    <path d="M8 10.5l5.5 3.5L8 17.5z"/>
+  </g>
+</svg>`;
+
+export const runAsJobIcon = new LabIcon({
+  name: 'jupyter-costguard:run-as-job',
+  svgstr: runAsJobSvg
 });

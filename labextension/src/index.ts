@@ -10,6 +10,11 @@
  * - `jupyter-costguard:kernel-commands`: shut down / interrupt / restart a
  *   kernel through the kernels REST API (never a kernel message).
  * - `jupyter-costguard:cost-widget`: the in-notebook cost widget.
+ * - `jupyter-costguard:offload`: "Run as batch job" (`costguard:run-as-job`,
+ *   `costguard:offload-cells`; settings schema/offload.json).
+ * - `jupyter-costguard:jobs`: the Jobs side panel and the job commands;
+ *   provides ICostguardJobs.
+ * - `jupyter-costguard:job-notifications`: a notification when a watched job ends.
  */
 import {
   ILayoutRestorer,
@@ -30,15 +35,17 @@ import { IStatusBar } from '@jupyterlab/statusbar';
 import { CommandIDs } from './commands';
 import { costWidgetPlugin } from './costwidget';
 import { costguardIcon } from './icons';
+import { jobNotificationsPlugin, jobsPlugin } from './jobsplugin';
 import { CostStatusModel } from './model';
 import { AlertNotifier } from './notifier';
 import { CostPanel } from './panel';
+import { offloadPlugin } from './offload';
 import { CostPanelModel } from './panelmodel';
 import { parseSettings, SETTINGS_ID } from './settings';
 import { Costguard, ICostguard } from './tokens';
 import { CostStatusWidget } from './widget';
 
-export { ICostguard } from './tokens';
+export { ICostguard, ICostguardJobs } from './tokens';
 export { CommandIDs } from './commands';
 
 /** Plugin id of the status bar item and shared model; also the settings id. */
@@ -348,7 +355,10 @@ const plugins: JupyterFrontEndPlugin<any>[] = [
   panelPlugin,
   notificationsPlugin,
   kernelCommandsPlugin,
-  costWidgetPlugin
+  costWidgetPlugin,
+  jobsPlugin,
+  jobNotificationsPlugin,
+  offloadPlugin
 ];
 
 export default plugins;

@@ -6,6 +6,7 @@ import { ServerConnection } from '@jupyterlab/services';
 import { Token } from '@lumino/coreutils';
 import { ISignal, Signal } from '@lumino/signaling';
 
+import type { JobsModel } from './jobsmodel';
 import type { CostStatusModel } from './model';
 import { DEFAULT_SETTINGS, ICostguardSettings } from './settings';
 
@@ -61,3 +62,17 @@ export class Costguard implements ICostguard {
   };
   private _settingsChanged = new Signal<ICostguard, ICostguardSettings>(this);
 }
+
+/** The batch jobs the Jobs panel lists (provided by `jupyter-costguard:jobs`). */
+export interface ICostguardJobs {
+  /** Every job of the server, polled; `jobEnded` when a watched one ends. */
+  readonly model: JobsModel;
+  /** Reveal the Jobs panel, expanding a job when given. */
+  open(jobId?: number | null): void;
+}
+
+/** Token of the jobs service. */
+export const ICostguardJobs = new Token<ICostguardJobs>(
+  'jupyter-costguard:ICostguardJobs',
+  'Costguard batch jobs: the polled list, and opening the Jobs panel.'
+);

@@ -1,3 +1,4 @@
 import './base.css';
 import './panel.css';
 import './costwidget.css';
+import './jobs.css';

@@ -2,6 +2,7 @@ import {
   formatAmount,
   formatBytes,
   formatDuration,
+  formatElapsed,
   formatMoney,
   formatPercent,
   formatPriceSource,
@@ -211,5 +212,15 @@ describe('formatPriceSource', () => {
     expect(formatPriceSource('detected')).toBe('detected instance, catalog price');
     expect(formatPriceSource('something')).toBe('something');
     expect(formatPriceSource(undefined)).toBe('–');
+  });
+});
+
+describe('formatElapsed', () => {
+  it('writes durations like the server labels', () => {
+    expect(formatElapsed(null)).toBe('–');
+    expect(formatElapsed(0)).toBe('0s');
+    expect(formatElapsed(45.4)).toBe('45s');
+    expect(formatElapsed(192)).toBe('3m12s');
+    expect(formatElapsed(3725)).toBe('1h02m');
   });
 });

@@ -1,0 +1,93 @@
+/**
+ * Job documents shaped like the server's (openapi.yaml `Job`), and a
+ * notification manager stand-in that records what was shown.
+ */
+import type { Notification } from '@jupyterlab/apputils';
+
+import type { IJob, IJobResults, ISlice, ISubmittedJob } from '../jobsapi';
+
+export function job(id: number, state: string, extra: Partial<IJob> = {}): IJob {
+  const ended = ['succeeded', 'failed', 'cancelled', 'lost'].includes(state);
+  return {
+    id,
+    notebook: 'work/train.ipynb',
+    backend: 'local',
+    state,
+    phase: ended ? 'done' : state === 'queued' ? 'queued' : 'running',
+    created: 1000 + id,
+    started: state === 'queued' ? null : 1001 + id,
+    ended: ended ? 1200 + id : null,
+    elapsed_seconds: 192,
+    attempts: state === 'queued' ? 0 : 1,
+    max_attempts: 1,
+    exit_reason: state === 'failed' ? 'exit code 1' : null,
+    spend: 0.41,
+    currency: 'USD',
+    resources: { gpus: null, cpus: null, memory_gib: null, time_limit_seconds: 3600 },
+    selected: ['c3'],
+    label: `ran as job ${id} on local · 3m12s · USD 0.41`,
+    log_tail: `tail of ${id}`,
+    ...extra
+  };
+}
+
+export const slice: ISlice = {
+  cells: [
+    { cell_id: 'c1', index: 0, selected: false, provides: ['np'], reason: 'defines np used by cell 3', source: 'import numpy as np\nx = 1' },
+    { cell_id: 'c3', index: 2, selected: true, provides: ['y'], reason: 'selected', source: 'y = np.ones(3)' }
+  ],
+  defines: ['y'],
+  unresolved: []
+};
+
+export function submitted(id: number): ISubmittedJob {
+  return { ...job(id, 'queued'), slice };
+}
+
+export function results(id: number, extra: Partial<IJobResults> = {}): IJobResults {
+  return {
+    job: id,
+    state: 'succeeded',
+    label: `ran as job ${id} on local · 3m12s · USD 0.41`,
+    cells: [
+      {
+        cell_id: 'c3',
+        outputs: [{ output_type: 'stream', name: 'stdout', text: 'done\n' }],
+        execution_count: 2
+      }
+    ],
+    results: [{ name: 'y', type: 'ndarray', size_bytes: 24 }],
+    load_code: 'y = load()',
+    ...extra
+  };
+}
+
+export interface IShown {
+  id: string;
+  message: string;
+  type: Notification.TypeOptions;
+  options: any;
+}
+
+/** Records notify() calls; `click` runs an action's callback. */
+export class FakeNotifier {
+  shown: IShown[] = [];
+
+  notify(message: string, type: Notification.TypeOptions, options: any = {}): string {
+    const id = `n${this.shown.length + 1}`;
+    this.shown.push({ id, message, type, options });
+    return id;
+  }
+
+  last(): IShown | undefined {
+    return this.shown[this.shown.length - 1];
+  }
+
+  click(shown: IShown, label: string): void {
+    const action = (shown.options.actions as Notification.IAction[]).find(a => a.label === label);
+    if (!action) {
+      throw new Error(`no action ${label}`);
+    }
+    action.callback({ preventDefault() {} } as unknown as MouseEvent);
+  }
+}

@@ -1,0 +1,61 @@
+/**
+ * @jest-environment jsdom
+ */
+import { OffloadDialogBody, sliceSummary } from '../offloaddialog';
+import { slice } from './jobfixtures';
+
+const request = {
+  notebook: 'train.ipynb',
+  cells: [],
+  selected: ['c3'],
+  kernel_id: 'k-1',
+  resources: { gpus: 1, cpus: null, memory_gib: null, time_limit_seconds: 3600 },
+  retries: 0
+};
+
+describe('OffloadDialogBody', () => {
+  it('lists the slice, marks the selected cells, and edits the resources', () => {
+    const body = new OffloadDialogBody({ ...slice, unresolved: ['df'] }, request);
+    const items = Array.from(body.node.querySelectorAll<HTMLElement>('.jp-costguard-slice-cell'));
+    expect(items.map(i => [i.dataset.cellId, i.dataset.selected])).toEqual([
+      ['c1', 'false'],
+      ['c3', 'true']
+    ]);
+    expect(items[0].querySelector('[data-field="index"]')!.textContent).toBe('[1]');
+    expect(items[0].querySelector('[data-field="reason"]')!.textContent).toBe('defines np used by cell 3');
+    expect(items[0].querySelector('[data-field="source"]')!.textContent).toBe('import numpy as np');
+    expect(items[1].querySelector('.jp-costguard-slice-selected')).not.toBeNull();
+    // "selected" is the badge's word; the reason does not repeat it.
+    expect(items[1].querySelector('[data-field="reason"]')!.textContent).toBe('');
+    expect(body.node.querySelector('.jp-costguard-slice-summary')!.textContent).toBe(
+      'The job runs 2 cells: 1 selected and 1 cell before it that it needs.'
+    );
+    expect(body.node.querySelector('.jp-costguard-slice-unresolved')!.textContent).toMatch(/df/);
+    expect(body.node.querySelector('.jp-costguard-slice-defines')!.textContent).toBe('Brings back: y');
+    const gpus = body.node.querySelector<HTMLInputElement>('input[name="gpus"]')!;
+    expect(gpus.value).toBe('1');
+    gpus.value = '2';
+    body.node.querySelector<HTMLInputElement>('input[name="send"]')!.value = 'df';
+    expect(body.getValue()).toEqual({
+      gpus: '2',
+      cpus: '',
+      memory_gib: '',
+      time_limit_seconds: '3600',
+      retries: '0',
+      send: 'df'
+    });
+    body.dispose();
+  });
+
+  it('sums the slice up', () => {
+    expect(sliceSummary(1, 1)).toBe('The job runs the selected cell alone.');
+    expect(sliceSummary(2, 2)).toBe('The job runs the 2 selected cells alone.');
+    expect(sliceSummary(5, 2)).toBe('The job runs 5 cells: 2 selected and 3 cells before them that they need.');
+  });
+
+  it('disables sending variables without a kernel', () => {
+    const body = new OffloadDialogBody(slice, { ...request, kernel_id: undefined });
+    expect(body.node.querySelector<HTMLInputElement>('input[name="send"]')!.disabled).toBe(true);
+    body.dispose();
+  });
+});

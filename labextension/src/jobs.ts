@@ -1,0 +1,368 @@
+/**
+ * The Jobs panel (right sidebar): renders a JobsModel, nothing else. Rows are
+ * keyed by job id and updated in place, so buttons, focus and scroll survive
+ * the refreshes.
+ *
+ * Stable DOM hooks: `#jp-costguard-jobs` (`data-costguard-state`),
+ * `.jp-costguard-jobs-filter input` ("This notebook only"),
+ * rows `.jp-costguard-job-row[data-job-id][data-state]` (`.jp-mod-expanded`
+ * and `aria-expanded` when expanded), their `.jp-costguard-job-summary`
+ * (click / Enter to expand), fields `[data-field=id|state|notebook|elapsed|spend|attempts|label]`,
+ * buttons `.jp-costguard-job-cancel`, `.jp-costguard-job-insert`,
+ * `.jp-costguard-job-load`, `.jp-costguard-job-rerun` (absent unless they
+ * apply), the log `pre.jp-costguard-job-log` (`hidden` unless expanded),
+ * `.jp-costguard-jobs-empty` when there is nothing to list.
+ */
+import { Widget } from '@lumino/widgets';
+
+import { el, setAttr, setText } from './dom';
+import { formatElapsed, formatMoney } from './format';
+import type { IJob } from './jobsapi';
+import type { JobsModel } from './jobsmodel';
+import { baseName } from './notebooks';
+
+/** DOM id of the Jobs panel. */
+export const JOBS_PANEL_ID = 'jp-costguard-jobs';
+
+/** What a row's buttons do. */
+export type JobAction = 'cancel' | 'insert' | 'load' | 'rerun';
+
+/** Buttons of a row: action, label, tooltip. */
+const BUTTONS: ReadonlyArray<[JobAction, string, string]> = [
+  ['cancel', 'Cancel', 'Stop the job and its processes'],
+  ['insert', 'Insert outputs', 'Put the job\'s outputs into the notebook\'s cells'],
+  ['load', 'Load results', 'Load the names the job brought back into the notebook\'s kernel'],
+  ['rerun', 'Run again', 'Submit the same code, resources and variables as a new job']
+];
+
+export namespace JobsPanel {
+  export interface IOptions {
+    model: JobsModel;
+    /** Run a row's action (the plugin runs the matching command). */
+    onAction?: (action: JobAction, job: IJob) => void;
+  }
+}
+
+/** The Jobs side panel. */
+export class JobsPanel extends Widget {
+  constructor(options: JobsPanel.IOptions) {
+    super();
+    this._model = options.model;
+    this._onAction = options.onAction;
+    this.id = JOBS_PANEL_ID;
+    this.addClass('jp-costguard-jobs');
+    this.title.caption = 'Costguard: batch jobs';
+    this._build();
+    this._model.changed.connect(this._onChanged, this);
+    this._render();
+  }
+
+  get model(): JobsModel {
+    return this._model;
+  }
+
+  handleEvent(event: Event): void {
+    if (event.type === 'click') {
+      this._onClick(event);
+    } else if (event.type === 'keydown') {
+      const key = (event as KeyboardEvent).key;
+      const target = event.target as HTMLElement;
+      if ((key === 'Enter' || key === ' ') && target.classList?.contains('jp-costguard-job-summary')) {
+        event.preventDefault();
+        this._onClick(event);
+      }
+    } else if (event.type === 'change') {
+      if (event.target === this._filter) {
+        this._model.filterToNotebook = this._filter.checked;
+      }
+    }
+  }
+
+  dispose(): void {
+    if (this.isDisposed) {
+      return;
+    }
+    this._model.changed.disconnect(this._onChanged, this);
+    this._model.visible = false;
+    super.dispose();
+  }
+
+  protected onAfterAttach(): void {
+    this.node.addEventListener('click', this);
+    this.node.addEventListener('keydown', this);
+    this.node.addEventListener('change', this);
+    if (this.isVisible) {
+      this._model.visible = true;
+      this._render();
+    }
+  }
+
+  protected onBeforeDetach(): void {
+    this.node.removeEventListener('click', this);
+    this.node.removeEventListener('keydown', this);
+    this.node.removeEventListener('change', this);
+    this._model.visible = false;
+  }
+
+  protected onAfterShow(): void {
+    this._model.visible = true;
+    this._render();
+  }
+
+  protected onAfterHide(): void {
+    this._model.visible = false;
+  }
+
+  /** Scroll a job's row into view (after `expanded` was set). */
+  reveal(id: number): void {
+    const row = this._rows.get(id);
+    if (row && typeof row.scrollIntoView === 'function') {
+      row.scrollIntoView({ block: 'nearest' });
+    }
+  }
+
+  private _onChanged(): void {
+    if (this.isVisible) {
+      this._render();
+    }
+  }
+
+  private _jobOf(node: Element): IJob | undefined {
+    const row = node.closest<HTMLElement>('.jp-costguard-job-row');
+    const id = Number(row?.dataset.jobId);
+    return Number.isFinite(id) ? this._model.job(id) : undefined;
+  }
+
+  private _onClick(event: Event): void {
+    const target = event.target as HTMLElement | null;
+    if (!target || !this.node.contains(target)) {
+      return;
+    }
+    const button = target.closest<HTMLElement>('button[data-action]');
+    if (button) {
+      const job = this._jobOf(button);
+      const action = button.dataset.action as JobAction;
+      if (job && this._onAction) {
+        this._onAction(action, job);
+      }
+      return;
+    }
+    const summary = target.closest<HTMLElement>('.jp-costguard-job-summary');
+    if (summary) {
+      const job = this._jobOf(summary);
+      if (job) {
+        this._model.toggle(job.id);
+      }
+    }
+  }
+
+  // ---- construction -------------------------------------------------------
+
+  private _build(): void {
+    const header = el('div', 'jp-costguard-panel-header jp-costguard-jobs-header');
+    header.appendChild(el('h2', 'jp-costguard-panel-title', 'Jobs'));
+    this._stateNode = el('span', 'jp-costguard-panel-state');
+    header.appendChild(this._stateNode);
+    this.node.appendChild(header);
+
+    const toolbar = el('div', 'jp-costguard-jobs-toolbar');
+    const label = el('label', 'jp-costguard-jobs-filter');
+    this._filter = el('input');
+    this._filter.type = 'checkbox';
+    label.appendChild(this._filter);
+    label.appendChild(document.createTextNode(' This notebook only'));
+    label.title = 'List only the jobs offloaded from the notebook you are looking at';
+    toolbar.appendChild(label);
+    this.node.appendChild(toolbar);
+
+    this._list = el('div', 'jp-costguard-jobs-list');
+    this._list.setAttribute('role', 'list');
+    this.node.appendChild(this._list);
+    this._empty = el('div', 'jp-costguard-empty jp-costguard-jobs-empty');
+  }
+
+  private _createRow(job: IJob): HTMLElement {
+    const row = el('div', 'jp-costguard-job-row');
+    row.setAttribute('role', 'listitem');
+    row.dataset.jobId = String(job.id);
+
+    const summary = el('div', 'jp-costguard-job-summary');
+    summary.tabIndex = 0;
+    summary.setAttribute('role', 'button');
+    summary.title = 'Show or hide the log';
+    for (const field of ['id', 'state', 'notebook', 'elapsed', 'spend', 'attempts']) {
+      const span = el('span', `jp-costguard-job-${field}`);
+      span.dataset.field = field;
+      summary.appendChild(span);
+    }
+    row.appendChild(summary);
+
+    const label = el('div', 'jp-costguard-job-label');
+    label.dataset.field = 'label';
+    row.appendChild(label);
+
+    row.appendChild(el('div', 'jp-costguard-job-actions'));
+
+    const log = el('pre', 'jp-costguard-job-log');
+    log.hidden = true;
+    row.appendChild(log);
+    return row;
+  }
+
+  private _updateRow(row: HTMLElement, job: IJob): void {
+    const model = this._model;
+    setAttr(row, 'data-state', String(job.state));
+    const expanded = model.expanded === job.id;
+    row.classList.toggle('jp-mod-expanded', expanded);
+    const summary = row.querySelector('.jp-costguard-job-summary')!;
+    setAttr(summary, 'aria-expanded', expanded ? 'true' : 'false');
+
+    const field = (name: string): HTMLElement =>
+      row.querySelector<HTMLElement>(`[data-field="${name}"]`)!;
+    setText(field('id'), `#${job.id}`);
+    const state =
+      job.state === 'running' && job.phase && job.phase !== 'running'
+        ? `running (${job.phase})`
+        : String(job.state);
+    setText(field('state'), state);
+    setAttr(field('state'), 'data-state', String(job.state));
+    setText(field('notebook'), baseName(job.notebook) || job.notebook);
+    setAttr(field('notebook'), 'title', job.notebook);
+    setText(field('elapsed'), formatElapsed(job.elapsed_seconds));
+    setText(
+      field('spend'),
+      formatMoney(Number.isFinite(job.spend) ? job.spend : 0, job.currency || model.currency)
+    );
+    const attempts = `attempt ${job.attempts}/${job.max_attempts}`;
+    setText(field('attempts'), attempts);
+    setText(field('label'), job.label ?? '');
+    setAttr(field('label'), 'title', job.exit_reason ? `${job.label}\n${job.exit_reason}` : job.label ?? '');
+
+    this._updateButtons(row.querySelector<HTMLElement>('.jp-costguard-job-actions')!, job);
+
+    const log = row.querySelector<HTMLPreElement>('.jp-costguard-job-log')!;
+    log.hidden = !expanded;
+    if (expanded) {
+      const text = model.logText(job) || '(no output yet)';
+      if (log.textContent !== text) {
+        const atEnd = log.scrollTop + log.clientHeight >= log.scrollHeight - 4;
+        log.textContent = text;
+        if (atEnd) {
+          log.scrollTop = log.scrollHeight;
+        }
+      }
+    }
+  }
+
+  private _updateButtons(actions: HTMLElement, job: IJob): void {
+    const model = this._model;
+    const wanted: JobAction[] = [];
+    if (model.canCancel(job)) {
+      wanted.push('cancel');
+    }
+    if (model.canInsert(job)) {
+      wanted.push('insert');
+    }
+    if (model.canLoad(job)) {
+      wanted.push('load');
+    }
+    if (model.canRerun(job)) {
+      wanted.push('rerun');
+    }
+    const key = wanted.join(',');
+    if (actions.dataset.actions === key) {
+      return;
+    }
+    actions.dataset.actions = key;
+    actions.textContent = '';
+    for (const [action, label, caption] of BUTTONS) {
+      if (!wanted.includes(action)) {
+        continue;
+      }
+      const button = el(
+        'button',
+        `jp-costguard-button jp-costguard-job-button jp-costguard-job-${action}${
+          action === 'cancel' ? ' jp-mod-warn' : ''
+        }`,
+        label
+      );
+      button.type = 'button';
+      button.dataset.action = action;
+      button.title = caption;
+      actions.appendChild(button);
+    }
+  }
+
+  // ---- rendering ----------------------------------------------------------
+
+  private _render(): void {
+    const model = this._model;
+    this.node.dataset.costguardState = model.state;
+    let stateText = '';
+    if (model.state === 'offline') {
+      stateText = 'costguard: offline';
+    } else if (model.state === 'loading') {
+      stateText = 'loading…';
+    } else if (model.jobs.length) {
+      const active = model.jobs.filter(j => model.canCancel(j)).length;
+      stateText = active ? `${active} active` : '';
+    }
+    setText(this._stateNode, stateText);
+    this._filter.checked = model.filterToNotebook;
+
+    const rows = model.rows;
+    const next = new Map<number, HTMLElement>();
+    rows.forEach((job, index) => {
+      let row = this._rows.get(job.id);
+      if (!row) {
+        row = this._createRow(job);
+      }
+      this._updateRow(row, job);
+      next.set(job.id, row);
+      const current = this._list.children[index];
+      if (current !== row) {
+        this._list.insertBefore(row, current ?? null);
+      }
+    });
+    for (const [id, row] of this._rows) {
+      if (!next.has(id)) {
+        row.remove();
+      }
+    }
+    this._rows = next;
+    while (this._list.children.length > next.size) {
+      this._list.lastElementChild?.remove();
+    }
+    if (!rows.length) {
+      setText(this._empty, this._emptyText());
+      this._list.appendChild(this._empty);
+    }
+  }
+
+  private _emptyText(): string {
+    const model = this._model;
+    if (model.state === 'unavailable') {
+      return 'Batch jobs are not available on this server (c.CostGuard.offload_enabled).';
+    }
+    if (model.state === 'offline' && !model.jobs.length) {
+      return 'The server cannot be reached.';
+    }
+    if (model.state === 'loading' || model.state === 'idle') {
+      return 'Loading…';
+    }
+    if (model.filterToNotebook) {
+      return model.currentNotebook
+        ? 'No batch jobs from this notebook.'
+        : 'No notebook is active.';
+    }
+    return 'No batch jobs yet. Select code cells and use "Run as batch job" (cell toolbar, context menu, Ctrl/Cmd+Alt+Enter).';
+  }
+
+  private _empty!: HTMLElement;
+  private _filter!: HTMLInputElement;
+  private _list!: HTMLElement;
+  private _model: JobsModel;
+  private _onAction?: (action: JobAction, job: IJob) => void;
+  private _rows = new Map<number, HTMLElement>();
+  private _stateNode!: HTMLElement;
+}

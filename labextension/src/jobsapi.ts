@@ -1,0 +1,285 @@
+/**
+ * Types and request helpers for costguard's batch jobs
+ * (`{baseUrl}costguard/api/jobs...`, described by `jupyter_costguard/openapi.yaml`).
+ * Pure REST: nothing here talks to a kernel.
+ */
+import type * as nbformat from '@jupyterlab/nbformat';
+import { ServerConnection } from '@jupyterlab/services';
+
+import { requestAPI } from './api';
+
+/** What a job asks for; null: the backend's default. */
+export interface IJobResources {
+  gpus?: number | null;
+  cpus?: number | null;
+  memory_gib?: number | null;
+  time_limit_seconds?: number | null;
+}
+
+/** Body of `POST jobs` and `POST jobs/slice`. */
+export interface ISubmitRequest {
+  /** Server-relative path of the notebook. */
+  notebook: string;
+  /** The notebook's cells as the user sees them (outputs left out), each with an `id`. */
+  cells: nbformat.ICell[];
+  /** Ids of the selected code cells. */
+  selected: string[];
+  /** The notebook's running kernel (where `send` variables are taken from). */
+  kernel_id?: string;
+  /** The notebook's kernelspec name. */
+  kernel_name?: string;
+  resources?: IJobResources;
+  retries?: number;
+  /** Variables of the interactive kernel to send by value. */
+  send?: string[];
+  /** Names to bring back (default: what the selected cells define). */
+  bring_back?: string[];
+  /** Backend name (the server's default when absent). */
+  backend?: string;
+}
+
+/** One cell of a slice: why the job runs it. */
+export interface ISliceCell {
+  cell_id: string;
+  index: number;
+  selected: boolean;
+  provides: string[];
+  reason: string;
+  source: string;
+}
+
+/** What a job runs: the selected cells and the earlier ones they need. */
+export interface ISlice {
+  cells: ISliceCell[];
+  defines: string[];
+  unresolved: string[];
+}
+
+/** Job states; the last four are terminal. */
+export type JobState =
+  | 'queued'
+  | 'running'
+  | 'succeeded'
+  | 'failed'
+  | 'cancelled'
+  | 'lost';
+
+/** Where a job is in its run. */
+export type JobPhase = 'queued' | 'starting' | 'running' | 'finishing' | 'done';
+
+/** One batch job (`Job`). */
+export interface IJob {
+  id: number;
+  notebook: string;
+  backend: string;
+  state: JobState | string;
+  phase: JobPhase | string;
+  /** Epoch seconds. */
+  created: number;
+  started: number | null;
+  ended: number | null;
+  elapsed_seconds: number;
+  attempts: number;
+  max_attempts: number;
+  exit_reason: string | null;
+  spend: number;
+  currency: string;
+  resources: IJobResources;
+  /** Ids of the selected cells. */
+  selected: string[];
+  /** E.g. `ran as job 12 on local · 3m12s · USD 0.41`. */
+  label: string;
+  /** The last lines of the log. */
+  log_tail: string;
+  [key: string]: unknown;
+}
+
+/** Response of `POST jobs`: the job and its slice. */
+export interface ISubmittedJob extends IJob {
+  slice: ISlice;
+}
+
+/** Response of `GET jobs`. */
+export interface IJobList {
+  jobs: IJob[];
+  currency: string;
+}
+
+/** Response of `GET jobs/{id}/log`. */
+export interface IJobLog {
+  offset: number;
+  next_offset: number;
+  size: number;
+  text: string;
+  /** The job has ended and this is the end of its log. */
+  complete: boolean;
+}
+
+/** A selected cell's outputs from the job. */
+export interface IJobCellOutputs {
+  cell_id: string;
+  outputs: nbformat.IOutput[];
+  execution_count: number | null;
+}
+
+/** A name the job brought back. */
+export interface IJobResult {
+  name: string;
+  type: string;
+  size_bytes: number;
+}
+
+/** Response of `GET jobs/{id}/results`. */
+export interface IJobResults {
+  job: number;
+  state: string;
+  label: string;
+  cells: IJobCellOutputs[];
+  results: IJobResult[];
+  /** Python that loads the results into a kernel; null when there are none. */
+  load_code: string | null;
+  [key: string]: unknown;
+}
+
+/** States a job ends in. */
+export const TERMINAL_STATES: ReadonlySet<string> = new Set([
+  'succeeded',
+  'failed',
+  'cancelled',
+  'lost'
+]);
+
+/** States of a job that has not ended. */
+export const ACTIVE_STATES: ReadonlySet<string> = new Set(['queued', 'running']);
+
+/** Whether a job has ended. */
+export function isTerminal(state: string): boolean {
+  return TERMINAL_STATES.has(state);
+}
+
+/** Whether a job is queued or running. */
+export function isActive(state: string): boolean {
+  return ACTIVE_STATES.has(state);
+}
+
+/** `GET jobs` path, optionally for one notebook. */
+export function jobsEndpoint(notebook?: string | null): string {
+  return notebook ? `jobs?notebook=${encodeURIComponent(notebook)}` : 'jobs';
+}
+
+/** Path of a job or one of its sub-resources. */
+export function jobEndpoint(
+  id: number,
+  sub?: 'log' | 'results' | 'cancel' | 'rerun'
+): string {
+  const base = `jobs/${encodeURIComponent(String(id))}`;
+  return sub ? `${base}/${sub}` : base;
+}
+
+/** `POST jobs/slice`: what a submit would run. */
+export async function previewSlice(
+  request: ISubmitRequest,
+  settings?: ServerConnection.ISettings
+): Promise<ISlice> {
+  const reply = await requestAPI<{ slice: ISlice }>(
+    'jobs/slice',
+    { method: 'POST', body: JSON.stringify(request) },
+    settings
+  );
+  return reply.slice;
+}
+
+/** `POST jobs`: submit; answers the queued job with its slice. */
+export function submitJob(
+  request: ISubmitRequest,
+  settings?: ServerConnection.ISettings
+): Promise<ISubmittedJob> {
+  return requestAPI<ISubmittedJob>(
+    'jobs',
+    { method: 'POST', body: JSON.stringify(request) },
+    settings
+  );
+}
+
+/** `GET jobs` (all jobs, or one notebook's), newest first. */
+export function listJobs(
+  settings?: ServerConnection.ISettings,
+  notebook?: string | null
+): Promise<IJobList> {
+  return requestAPI<IJobList>(jobsEndpoint(notebook), { method: 'GET' }, settings);
+}
+
+/** `GET jobs/{id}/log?offset=N`. */
+export function getJobLog(
+  id: number,
+  offset: number,
+  settings?: ServerConnection.ISettings
+): Promise<IJobLog> {
+  const at = Math.max(0, Math.floor(offset));
+  return requestAPI<IJobLog>(
+    `${jobEndpoint(id, 'log')}?offset=${at}`,
+    { method: 'GET' },
+    settings
+  );
+}
+
+/** `GET jobs/{id}/results`. */
+export function getJobResults(
+  id: number,
+  settings?: ServerConnection.ISettings
+): Promise<IJobResults> {
+  return requestAPI<IJobResults>(jobEndpoint(id, 'results'), { method: 'GET' }, settings);
+}
+
+/** `POST jobs/{id}/cancel` (409 when it has already ended). */
+export function cancelJob(
+  id: number,
+  settings?: ServerConnection.ISettings
+): Promise<IJob> {
+  return requestAPI<IJob>(jobEndpoint(id, 'cancel'), { method: 'POST' }, settings);
+}
+
+/** `POST jobs/{id}/rerun`: the same spec again, as a new job. */
+export function rerunJob(
+  id: number,
+  settings?: ServerConnection.ISettings
+): Promise<IJob> {
+  return requestAPI<IJob>(jobEndpoint(id, 'rerun'), { method: 'POST' }, settings);
+}
+
+/** Whether an error means the server has no jobs API here (404) or turned it off (503). */
+export function isJobsUnavailable(error: unknown): boolean {
+  return (
+    error instanceof ServerConnection.ResponseError &&
+    (error.response.status === 404 || error.response.status === 503)
+  );
+}
+
+/**
+ * A message for the user from a failed request: the server's `message` for
+ * 4xx/5xx JSON errors (e.g. 409 "budget refuses offloads", 413 "variables too
+ * large"), else the HTTP status, else the error's own text.
+ */
+export function errorMessage(error: unknown): string {
+  if (error instanceof ServerConnection.ResponseError) {
+    const text = typeof error.message === 'string' ? error.message.trim() : '';
+    const status = error.response.status;
+    const generic =
+      !text ||
+      text.startsWith('<') ||
+      text === '[object Object]' ||
+      text.startsWith('Invalid response:');
+    if (!generic) {
+      return text;
+    }
+    const reason = error.response.statusText;
+    return `the server answered ${status}${reason ? ` ${reason}` : ''}`;
+  }
+  if (error instanceof ServerConnection.NetworkError) {
+    return 'the server cannot be reached';
+  }
+  if (error instanceof Error) {
+    return error.message || String(error);
+  }
+  return String(error);
+}

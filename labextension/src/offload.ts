@@ -1,0 +1,229 @@
+/**
+ * `jupyter-costguard:offload`: "Run as batch job".
+ *
+ * - `costguard:run-as-job` submits the selected code cells (the active cell
+ *   when none is selected) of the current notebook with the defaults of
+ *   `schema/offload.json`; it shows the slice and editable resources first when
+ *   the `confirm` setting is on, when run with `{confirm: true}`, or when the
+ *   cell-toolbar button is Shift-clicked. It is on the cell toolbar and the
+ *   cell context menu (both from the schema) and bound to Accel Alt Enter.
+ * - `costguard:offload-cells` (the guard's "Offload heavy cells" alert action)
+ *   does the same on the alert's notebook, always with the dialog.
+ */
+import {
+  JupyterFrontEnd,
+  JupyterFrontEndPlugin
+} from '@jupyterlab/application';
+import {
+  Dialog,
+  ICommandPalette,
+  Notification,
+  showDialog
+} from '@jupyterlab/apputils';
+import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
+import type * as nbformat from '@jupyterlab/nbformat';
+import { ISettingRegistry } from '@jupyterlab/settingregistry';
+
+import { CommandIDs } from './commands';
+import { runAsJobIcon } from './icons';
+import type { ISlice, ISubmitRequest } from './jobsapi';
+import { samePath } from './notebooks';
+import { OffloadDialogBody } from './offloaddialog';
+import {
+  applyForm,
+  DEFAULT_OFFLOAD_SETTINGS,
+  INotebookSnapshot,
+  IOffloadForm,
+  IOffloadSettings,
+  Offloader,
+  OFFLOAD_SETTINGS_ID,
+  parseOffloadSettings,
+  shouldConfirm,
+  ShiftClickTracker
+} from './offloadmodel';
+import { ICostguardJobs } from './tokens';
+
+export const OFFLOAD_PLUGIN_ID = OFFLOAD_SETTINGS_ID;
+
+/** Command palette category. */
+const CATEGORY = 'Costguard';
+
+/** The notebook as the user sees it: cells with unsaved edits, selection, kernel. */
+export function snapshotNotebook(
+  panel: NotebookPanel,
+  localPath: (path: string) => string
+): INotebookSnapshot | null {
+  const content = panel.content;
+  const model = content.model;
+  if (!model) {
+    return null;
+  }
+  const cells: nbformat.ICell[] = [];
+  for (const cell of model.cells) {
+    cells.push({ ...cell.toJSON(), id: cell.id } as nbformat.ICell);
+  }
+  const selected = content.widgets
+    .filter(widget => content.isSelectedOrActive(widget))
+    .map(widget => widget.model.id);
+  const kernel = panel.sessionContext.session?.kernel ?? null;
+  const spec = model.getMetadata('kernelspec') as { name?: unknown } | undefined;
+  const specName = typeof spec?.name === 'string' && spec.name ? spec.name : null;
+  return {
+    path: localPath(panel.context.path),
+    cells,
+    selected,
+    kernelId: kernel?.id ?? null,
+    kernelName: specName ?? kernel?.name ?? null
+  };
+}
+
+/** Whether the notebook's active cell or any selected cell is a code cell. */
+function hasCodeSelection(panel: NotebookPanel | null): boolean {
+  if (!panel) {
+    return false;
+  }
+  const content = panel.content;
+  if (content.activeCell?.model.type === 'code') {
+    return true;
+  }
+  return content.widgets.some(
+    w => w.model.type === 'code' && content.isSelected(w)
+  );
+}
+
+/** Ask with the slice and the resource form; the request to submit, or null. */
+async function confirmSubmit(
+  slice: ISlice,
+  request: ISubmitRequest
+): Promise<ISubmitRequest | null> {
+  const body = new OffloadDialogBody(slice, request);
+  const result = await showDialog<IOffloadForm>({
+    title: 'Run as batch job',
+    body,
+    buttons: [Dialog.cancelButton(), Dialog.okButton({ label: 'Submit' })],
+    focusNodeSelector: 'input'
+  });
+  if (!result.button.accept || !result.value) {
+    return null;
+  }
+  const applied = applyForm(request, result.value);
+  if ('error' in applied) {
+    Notification.error(`Batch job not submitted: ${applied.error}`, {
+      autoClose: 8000
+    });
+    return null;
+  }
+  return applied.request;
+}
+
+export const offloadPlugin: JupyterFrontEndPlugin<void> = {
+  id: OFFLOAD_PLUGIN_ID,
+  description:
+    'Run the selected notebook cells (and the earlier cells they need) as a batch job.',
+  autoStart: true,
+  requires: [INotebookTracker],
+  optional: [ICostguardJobs, ISettingRegistry, ICommandPalette],
+  activate: (
+    app: JupyterFrontEnd,
+    tracker: INotebookTracker,
+    jobs: ICostguardJobs | null,
+    settingRegistry: ISettingRegistry | null,
+    palette: ICommandPalette | null
+  ): void => {
+    const contents = app.serviceManager.contents;
+    const localPath = (path: string): string => contents.localPath(path);
+    let settings: IOffloadSettings = DEFAULT_OFFLOAD_SETTINGS;
+
+    const shiftClicks = new ShiftClickTracker(CommandIDs.runAsJob);
+    document.addEventListener('click', event => shiftClicks.handleEvent(event), true);
+
+    const offloader = new Offloader({
+      manager: Notification.manager,
+      serverSettings: app.serviceManager.serverSettings,
+      confirm: confirmSubmit,
+      showJobs: job => {
+        if (jobs) {
+          jobs.open(job.id);
+        } else {
+          void app.commands.execute(CommandIDs.openJobs, { id: job.id });
+        }
+      },
+      submitted: job => jobs?.model.track(job)
+    });
+
+    const run = async (
+      panel: NotebookPanel | null,
+      confirm: boolean
+    ): Promise<unknown> => {
+      if (!panel) {
+        Notification.warning('Open a notebook and select code cells to run as a batch job.', {
+          autoClose: 5000
+        });
+        return null;
+      }
+      const snapshot = snapshotNotebook(panel, localPath);
+      if (!snapshot) {
+        return null;
+      }
+      const job = await offloader.run(snapshot, settings, confirm);
+      return job ? job.id : null;
+    };
+
+    app.commands.addCommand(CommandIDs.runAsJob, {
+      label: 'Run as batch job',
+      caption:
+        'Run the selected code cells, with the earlier cells they need, as a batch job ' +
+        '(Shift-click to review the cells and resources first)',
+      icon: args => (args.isPalette ? undefined : runAsJobIcon),
+      isEnabled: () => tracker.currentWidget !== null,
+      isVisible: () => hasCodeSelection(tracker.currentWidget),
+      execute: args => {
+        const shift = shiftClicks.consume();
+        return run(tracker.currentWidget, shouldConfirm(settings, args, shift));
+      }
+    });
+
+    app.commands.addCommand(CommandIDs.offloadCells, {
+      label: 'Offload cells to a batch job',
+      caption: 'Review the selected cells and run them as a batch job',
+      execute: args => {
+        const wanted = typeof args.notebook === 'string' ? args.notebook : '';
+        let panel = tracker.currentWidget;
+        if (wanted && !(panel && samePath(wanted, localPath(panel.context.path)))) {
+          const other = tracker.find(p => samePath(wanted, localPath(p.context.path)));
+          if (other) {
+            app.shell.activateById(other.id);
+            panel = other;
+          }
+        }
+        return run(panel, true);
+      }
+    });
+
+    palette?.addItem({ command: CommandIDs.runAsJob, category: CATEGORY });
+
+    // The toolbar button and menu entry show only for code cells.
+    const changed = (): void => app.commands.notifyCommandChanged(CommandIDs.runAsJob);
+    tracker.activeCellChanged.connect(changed);
+    tracker.selectionChanged.connect(changed);
+
+    if (settingRegistry) {
+      Promise.all([settingRegistry.load(OFFLOAD_SETTINGS_ID), app.restored])
+        .then(([loaded]) => {
+          const apply = (): void => {
+            settings = parseOffloadSettings(
+              loaded.composite as { [key: string]: unknown }
+            );
+          };
+          apply();
+          loaded.changed.connect(apply);
+        })
+        .catch(reason => {
+          console.error(
+            `${OFFLOAD_SETTINGS_ID}: failed to load settings, using defaults`,
+            reason
+          );
+        });
+    }
+  }
+};
