@@ -23,25 +23,33 @@ from __future__ import annotations
 import argparse
 import concurrent.futures
 import datetime as dt
-import http.client
 import json
-import math
 import os
 import platform
-import secrets
 import shutil
 import signal
-import socket
-import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-BENCH = Path(__file__).resolve().parent
-REPO = BENCH.parent
+from common import (
+    BENCH,
+    Client,
+    Server,
+    busy_cpu,
+    ensure_venv,
+    env_versions,
+    md_table,
+    median,
+    ms,
+    pct,
+    reexec_in,
+    text_table,
+    verdict,
+)
+
 DEFAULT_VENV = BENCH / ".venv"
 COSTGUARD_ENDPOINTS = ["status", "gpus", "kernels", "notebooks"]
 GiB = 1 << 30
@@ -53,57 +61,11 @@ GOAL_CPU_ABOVE_IDLE = 1.0  # percent of one core at 1 Hz
 GOAL_P99_MS = 20.0
 
 
-# --------------------------------------------------------------------------- environment
-
-def project_deps() -> list[str]:
-    import tomllib
-
-    data = tomllib.loads((REPO / "pyproject.toml").read_text())
-    return list(data["project"]["dependencies"])
+SERVER_DISTS = ["jupyter_server", "jupyter-resource-usage", "ipykernel", "psutil", "tornado",
+                "pyzmq"]
 
 
-def ensure_venv(venv: Path, jru_spec: str, log: Any) -> Path:
-    """bench/.venv: the project's runtime deps + ipykernel + jupyter-resource-usage.
-
-    The project itself is not installed: the server gets the repo root on PYTHONPATH, so
-    the bench always measures the working tree (and needs no labextension build).
-    """
-    py = venv / "bin" / "python"
-    wanted = sorted([*project_deps(), "ipykernel>=6", "pyyaml>=6", jru_spec])
-    marker = venv / ".costguard-bench-deps.json"
-    if py.exists() and marker.exists() and json.loads(marker.read_text()) == wanted:
-        return py
-    if not py.exists():
-        log(f"creating {venv}")
-        subprocess.check_call([sys.executable, "-m", "venv", str(venv)])
-    log(f"installing into {venv}: {' '.join(wanted)}")
-    subprocess.check_call([str(py), "-m", "pip", "install", "-q",
-                           "--disable-pip-version-check", *wanted])
-    marker.write_text(json.dumps(wanted))
-    return py
-
-
-def env_versions(python: str) -> dict[str, str]:
-    code = (
-        "import json, importlib.metadata as m\n"
-        "out = {}\n"
-        "for d in ['jupyter_server', 'jupyter-resource-usage', 'ipykernel', 'psutil',"
-        " 'tornado', 'pyzmq']:\n"
-        "    try: out[d] = m.version(d)\n"
-        "    except Exception: out[d] = 'missing'\n"
-        "import sys; out['python'] = sys.version.split()[0]\n"
-        "print(json.dumps(out))\n"
-    )
-    res = subprocess.run([python, "-c", code], capture_output=True, text=True, check=True)
-    return json.loads(res.stdout)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
+# --------------------------------------------------------------------------- server
 
 def write_trace(path: Path, gpus: int = 8, holders: int = 16) -> Path:
     """8×A100 (p4d.24xlarge); kernels 0..holders-1 hold memory on GPU k % gpus."""
@@ -129,177 +91,28 @@ def write_trace(path: Path, gpus: int = 8, holders: int = 16) -> Path:
     return path
 
 
-# --------------------------------------------------------------------------- server
-
-class Server:
-    def __init__(self, python: str, workdir: Path, log: Any) -> None:
-        self.python = python
-        self.workdir = workdir
-        self.port = free_port()
-        self.token = secrets.token_hex(16)
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.log = log
-        self.kernel_pids: set[int] = set()
-
-    def start(self, timeout: float = 90.0) -> None:
-        root = self.workdir / "root"
-        root.mkdir(parents=True, exist_ok=True)
-        trace = write_trace(self.workdir / "trace.json")
-        config = {
-            "ServerApp": {
-                "jpserver_extensions": {"jupyter_costguard": True,
-                                        "jupyter_resource_usage": True,
-                                        "costguard_bench_ext": True},
-                "port": self.port, "port_retries": 0, "ip": "127.0.0.1",
-                "open_browser": False, "root_dir": str(root),
-                "allow_unauthenticated_access": False, "allow_root": True,
-            },
-            "IdentityProvider": {"token": self.token},
-            "CostGuard": {
-                "db_path": str(self.workdir / "ledger.sqlite"),
-                "sample_interval": 1.0,
-                "hourly_rate": 32.77,
-                "replay_trace": str(trace),
-                "replay_mode": "always",
-                "enabled": True,
-            },
-            "ResourceUseDisplay": {"track_cpu_percent": False},
-        }
-        cfg = self.workdir / "jupyter_server_config.json"
-        cfg.write_text(json.dumps(config))
-        pythonpath = os.pathsep.join(
-            p for p in (str(REPO), str(BENCH), os.environ.get("PYTHONPATH", "")) if p)
-        env = {**os.environ, "PYTHONPATH": pythonpath,
-               "JUPYTER_CONFIG_DIR": str(self.workdir / "config"),
-               "JUPYTER_RUNTIME_DIR": str(self.workdir / "runtime"),
-               "JUPYTER_DATA_DIR": str(self.workdir / "data"),
-               "JUPYTER_PLATFORM_DIRS": "1", "PYTHONUNBUFFERED": "1"}
-        env.pop("COSTGUARD_INSTANCE_TYPE", None)
-        self.log_path = self.workdir / "server.log"
-        logf = open(self.log_path, "ab")  # lives as long as the server
-        self.proc = subprocess.Popen(
-            [self.python, "-m", "jupyter_server", f"--config={cfg}"],
-            env=env, stdout=logf, stderr=subprocess.STDOUT, start_new_session=True,
-        )
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"server exited early:\n{self.tail()}")
-            try:
-                if Client(self).get("api/status")[0] == 200:
-                    return
-            except OSError:
-                pass
-            time.sleep(0.2)
-        raise RuntimeError(f"server did not start in {timeout}s:\n{self.tail()}")
-
-    @property
-    def pid(self) -> int:
-        assert self.proc is not None
-        return self.proc.pid
-
-    def tail(self) -> str:
-        try:
-            return self.log_path.read_text(errors="replace")[-6000:]
-        except OSError:
-            return ""
-
-    def stop(self) -> None:
-        """SIGTERM the server (it shuts its kernels down), then SIGKILL leftovers by PID."""
-        if self.proc is None:
-            return
-        import psutil
-
-        pids = set(self.kernel_pids)
-        try:
-            pids |= {p.pid for p in psutil.Process(self.pid).children(recursive=True)}
-        except psutil.Error:
-            pass
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
-        for pid in pids:
-            try:
-                p = psutil.Process(pid)
-                if p.ppid() in (self.pid, 1) or pid in self.kernel_pids:
-                    p.kill()
-            except psutil.Error:
-                pass
-        try:
-            os.killpg(self.pid, signal.SIGKILL)  # the server's own group (none left normally)
-        except (ProcessLookupError, PermissionError):
-            pass
-        self.proc = None
+def server_config(workdir: Path) -> dict[str, Any]:
+    """costguard, jupyter-resource-usage and the steering extension, on a replayed trace."""
+    trace = write_trace(workdir / "trace.json")
+    return {
+        "ServerApp": {
+            "jpserver_extensions": {"jupyter_costguard": True,
+                                    "jupyter_resource_usage": True,
+                                    "costguard_bench_ext": True},
+        },
+        "CostGuard": {
+            "db_path": str(workdir / "ledger.sqlite"),
+            "sample_interval": 1.0,
+            "hourly_rate": 32.77,
+            "replay_trace": str(trace),
+            "replay_mode": "always",
+            "enabled": True,
+        },
+        "ResourceUseDisplay": {"track_cpu_percent": False},
+    }
 
 
-class Client:
-    """One keep-alive HTTP connection with token auth."""
-
-    def __init__(self, server: Server) -> None:
-        self.server = server
-        self.headers = {"Authorization": f"token {server.token}"}
-        self.conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=120)
-
-    def request(self, method: str, path: str, body: Any = None) -> tuple[int, bytes, float, float]:
-        data = None if body is None else json.dumps(body).encode()
-        headers = dict(self.headers)
-        if data is not None:
-            headers["Content-Type"] = "application/json"
-        for attempt in (0, 1):
-            try:
-                t0 = time.monotonic()
-                self.conn.request(method, "/" + path, body=data, headers=headers)
-                resp = self.conn.getresponse()
-                payload = resp.read()
-                t1 = time.monotonic()
-                return resp.status, payload, t0, t1
-            except (http.client.HTTPException, ConnectionError):
-                self.conn.close()
-                self.conn = http.client.HTTPConnection("127.0.0.1", self.server.port,
-                                                       timeout=120)
-                if attempt:
-                    raise
-        raise AssertionError("unreachable")
-
-    def get(self, path: str) -> tuple[int, bytes, float, float]:
-        return self.request("GET", path)
-
-    def json(self, method: str, path: str, body: Any = None) -> Any:
-        code, payload, _, _ = self.request(method, path, body)
-        if code >= 300:
-            raise RuntimeError(f"{method} {path}: HTTP {code}: {payload[:300]!r}")
-        return json.loads(payload)
-
-    def close(self) -> None:
-        self.conn.close()
-
-
-# --------------------------------------------------------------------------- helpers
-
-def pct(values: list[float], q: float) -> float:
-    """Nearest-rank percentile (q in 0..100)."""
-    if not values:
-        return float("nan")
-    s = sorted(values)
-    k = max(0, min(len(s) - 1, math.ceil(q / 100.0 * len(s)) - 1))
-    return s[k]
-
-
-def busy_cpu() -> float:
-    """Machine-wide busy CPU seconds (all cores)."""
-    import psutil
-
-    t = psutil.cpu_times()
-    return float(sum(t) - t.idle - getattr(t, "iowait", 0.0))
-
-
-def median(values: list[float]) -> float:
-    return statistics.median(values) if values else float("nan")
-
+# --------------------------------------------------------------------------- bench
 
 class Bench:
     def __init__(self, args: argparse.Namespace, server: Server, log: Any) -> None:
@@ -628,14 +441,6 @@ class Bench:
 
 # --------------------------------------------------------------------------- report
 
-def ms(x: float) -> str:
-    return "n/a" if x != x else f"{x * 1000:.2f}"
-
-
-def verdict(ok: bool) -> str:
-    return "PASS" if ok else "FAIL"
-
-
 def build_tables(results: list[dict[str, Any]]) -> tuple[list[str], list[list[str]],
                                                        list[list[str]]]:
     ns = [r["n"] for r in results]
@@ -765,22 +570,6 @@ def build_tables(results: list[dict[str, Any]]) -> tuple[list[str], list[list[st
     return header, rows, goals
 
 
-def text_table(header: list[str], rows: list[list[str]]) -> str:
-    widths = [max(len(str(x)) for x in col) for col in zip(header, *rows)]
-    fmt = lambda cells: "  ".join(str(c).ljust(w) if i == 0 else str(c).rjust(w)  # noqa: E731
-                                  for i, (c, w) in enumerate(zip(cells, widths)))
-    lines = [fmt(header), "  ".join("-" * w for w in widths)]
-    lines += [fmt(r) for r in rows]
-    return "\n".join(lines)
-
-
-def md_table(header: list[str], rows: list[list[str]]) -> str:
-    lines = ["| " + " | ".join(header) + " |",
-             "|" + "|".join("---" if i == 0 else "---:" for i in range(len(header))) + "|"]
-    lines += ["| " + " | ".join(r) + " |" for r in rows]
-    return "\n".join(lines)
-
-
 def profile_report(prof: dict[str, Any], top: int = 15) -> tuple[str, str]:
     """Hot spots: own time and cumulative time as shares of the profiled tick time."""
     if not prof or not prof.get("ticks"):
@@ -862,12 +651,9 @@ def main(argv: list[str] | None = None) -> int:
     def log(msg: str) -> None:
         print(f"[{time.monotonic() - started:6.1f}s] {msg}", file=sys.stderr, flush=True)
 
-    python = args.python or str(ensure_venv(args.venv, args.jru_spec, log))
-    try:
-        import psutil  # noqa: F401
-    except ImportError:  # run the orchestrator itself in the bench env
-        os.execv(python, [python, str(Path(__file__).resolve()), *(argv or sys.argv[1:])])
-    versions = env_versions(python)
+    python = args.python or str(ensure_venv(args.venv, ["pyyaml>=6", args.jru_spec], log))
+    reexec_in(python, str(Path(__file__).resolve()), argv)
+    versions = env_versions(python, SERVER_DISTS)
     log(f"server env {python}: {versions}")
     load0 = os.getloadavg()
     workdir = Path(tempfile.mkdtemp(prefix="costguard-bench-"))
@@ -879,7 +665,7 @@ def main(argv: list[str] | None = None) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     try:
-        server.start()
+        server.start(server_config(workdir))
         log(f"server pid {server.pid} on port {server.port}; workdir {workdir}")
         bench = Bench(args, server, log)
         bench.control(interval=1.0)
