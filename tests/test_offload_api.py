@@ -554,3 +554,19 @@ class TestBudgetRefusal:
             await wait_job(jp_fetch, json.loads(resp.body)["id"])
             await asyncio.sleep(0.3)
         raise AssertionError("the spent budget never refused a job")
+
+
+async def test_the_example_notebook_offloads_its_training_cell(jp_fetch, jp_root_dir):
+    example = Path(__file__).resolve().parent.parent / "examples" / "offload.ipynb"
+    (jp_root_dir / "offload.ipynb").write_bytes(example.read_bytes())
+    doc = await submit(jp_fetch, "offload.ipynb", ["train"])
+    assert [c["cell_id"] for c in doc["slice"]["cells"]] == ["setup", "data", "features",
+                                                             "train"]
+    done = await wait_job(jp_fetch, doc["id"])
+    assert done["state"] == "succeeded", done
+    results = await get_json(jp_fetch, "costguard", "api", "jobs", str(doc["id"]), "results")
+    namespace: dict[str, Any] = {}
+    exec(results["load_code"], namespace)
+    intercept, slope = namespace["weights"]
+    assert abs(intercept - 2) < 0.3 and abs(slope - 3) < 0.3
+    assert "checkpoint" in results["skipped"]  # a module: code, not data

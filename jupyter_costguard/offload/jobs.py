@@ -121,10 +121,19 @@ class JobService:
     # --- reading -------------------------------------------------------------------------
 
     async def list_jobs(self, notebook: str | None = None) -> list[Job]:
-        return await self._run(self.store.list_jobs, notebook)
+        def work() -> list[Job]:
+            self.follow()  # what a client reads is as fresh as the runners' files
+            return self.store.list_jobs(notebook)
+
+        return await self._run(work)
 
     async def get(self, job_id: int) -> Job:
-        job = await self._run(self.store.get, job_id)
+        def work() -> Job | None:
+            if job_id in self._active:
+                self.follow(only=job_id)
+            return self.store.get(job_id)
+
+        job = await self._run(work)
         if job is None:
             raise JobError(f"no job {job_id}", 404)
         return job
@@ -483,15 +492,17 @@ class JobService:
                 jobs.add_metric([state, backend], counts.get((state, backend), 0))
         self._metrics = [jobs]
 
-    def follow(self) -> None:
-        """One pass over the active jobs (worker thread; tests call it directly)."""
-        self._follow_active()
+    def follow(self, only: int | None = None) -> None:
+        """One pass over the active jobs (or just `only`); worker thread. Runs every
+        `poll_interval` and before a request reads jobs, so the API is never staler than
+        the runners' own files."""
+        self._follow_active([only] if only is not None else list(self._active))
         if self._metrics_dirty or not self._metrics:
             self._metrics_dirty = False
             self._build_metrics()
 
-    def _follow_active(self) -> None:
-        for job_id in list(self._active):
+    def _follow_active(self, ids: list[int]) -> None:
+        for job_id in ids:
             job = self.store.get(job_id)
             if job is None:
                 del self._active[job_id]
