@@ -72,6 +72,9 @@ def test_timeline_splits_time_and_spend_by_phase():
         ("queued", 1.0), ("starting", 2.0), ("running", 6.0), ("finishing", 1.0)]
     assert [p["spend"] for p in phases] == [0.0, 0.02, 0.48, 0.02]
     assert label(job, 20.0, "EUR") == "ran as job 3 on local · 10s · EUR 0.52"
+    cheap = dataclasses.replace(job, spend=0.000271)
+    assert label(cheap, 20.0, "USD") == "ran as job 3 on local · 10s · USD 0.00027"
+    assert label(dataclasses.replace(job, spend=0.0), 20.0, "USD").endswith("USD 0.00")
 
 
 def test_durations_read_short():

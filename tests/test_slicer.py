@@ -590,3 +590,15 @@ def test_data_science_notebook() -> None:
     assert s.unresolved == ()
     assert {"model", "opt", "loss", "X", "y", "epoch"} <= set(s.defines)
     assert "plt" not in s.defines
+
+
+def test_modules_a_cell_calls_into_are_not_results():
+    """`time.sleep(1)` counts as a change of `time` for slicing, but a module is no result."""
+    cells = [
+        {"id": "np", "cell_type": "code", "source": "import random"},
+        {"id": "x", "cell_type": "code",
+         "source": "import time\nrandom.seed(0)\nanswer = random.random()\ntime.sleep(0)"},
+    ]
+    sl = slice_cells(cells, ["x"])
+    assert [c.cell_id for c in sl.cells] == ["np", "x"]
+    assert sl.defines == ("answer",)

@@ -862,6 +862,8 @@ def _walk(
     soft: set[str] = set()
     picked: dict[int, SlicedCell] = {}
     defines: set[str] = set()
+    modules: set[str] = set()  # imported and never bound otherwise: `time.sleep()` is no result
+    bound: set[str] = set()
     for e, code, names in reversed(analysed):  # the first one is the last selected cell
         provides = names.defs & (hard | soft)
         is_selected = e.cell_id in chosen
@@ -875,10 +877,12 @@ def _walk(
         )
         if is_selected:
             defines |= names.results
+        modules |= names.imports
+        bound |= names.binds
         hard = (hard - names.defs - maybe_starred) | names.hard  # maybe-bound: now soft
         if len(picked) == 1:
             hard |= late
         soft = (soft - names.definite) | names.soft | maybe_starred
         hard -= givens
         soft -= givens | hard
-    return picked, defines, hard - _PROVIDED - givens
+    return picked, defines - (modules - bound), hard - _PROVIDED - givens
