@@ -26,9 +26,10 @@ CANCEL_GRACE_SECONDS = 5.0
 class Backend(Protocol):
     name: str
 
-    def launch(self, job: Job, job_dir: Path, environment: Mapping[str, str] = {}) -> int | None:
-        """Start the runner; returns its pid where there is one. `environment` is what
-        the job's kernel needs set before it starts (e.g. CUDA_VISIBLE_DEVICES)."""
+    def launch(self, job: Job, job_dir: Path, environment: Mapping[str, str] = {}) -> str | None:
+        """Start the runner; returns what the backend knows the job by (`Job.backend_ref`).
+        `environment` is what the job's kernel needs set before it starts (e.g.
+        CUDA_VISIBLE_DEVICES)."""
         ...
 
     def alive(self, job: Job, job_dir: Path) -> bool:
@@ -76,12 +77,12 @@ class LocalBackend:
         self._children[proc.pid] = proc
         return proc.pid
 
-    def launch(self, job: Job, job_dir: Path, environment: Mapping[str, str] = {}) -> int | None:
+    def launch(self, job: Job, job_dir: Path, environment: Mapping[str, str] = {}) -> str | None:
         if job.spec.kernel_name == self.warm_kernel_name and not environment:
             pid = self._take_warm(job_dir)
             if pid is not None:
-                return pid
-        return self._spawn(runner_command(job_dir), job_dir, job_dir / "runner.out")
+                return str(pid)
+        return str(self._spawn(runner_command(job_dir), job_dir, job_dir / "runner.out"))
 
     # --- warm runners -----------------------------------------------------------------
 
@@ -129,16 +130,20 @@ class LocalBackend:
         return pid_runs(pid, marker)
 
     def alive(self, job: Job, job_dir: Path) -> bool:
-        if job.runner_pid is None:
-            return False
-        return self._alive(job.runner_pid, RUNNER_MODULE)
+        pid = _pid(job.backend_ref)
+        return pid is not None and self._alive(pid, RUNNER_MODULE)
 
     def cancel(self, job: Job, job_dir: Path, force: bool = False) -> None:
         sig = signal.SIGKILL if force else signal.SIGTERM
-        if job.runner_pid is not None and self._alive(job.runner_pid, RUNNER_MODULE):
-            _killpg(job.runner_pid, sig)
+        pid = _pid(job.backend_ref)
+        if pid is not None and self._alive(pid, RUNNER_MODULE):
+            _killpg(pid, sig)
         if force and job.kernel_pid is not None and pid_runs(job.kernel_pid, "kernel"):
             _killpg(job.kernel_pid, sig)  # the kernel has a session of its own
+
+
+def _pid(ref: str | None) -> int | None:
+    return int(ref) if ref is not None and ref.isdigit() else None
 
 
 def read_status(d: Path) -> dict[str, Any]:

@@ -391,8 +391,8 @@ class JobService:
         write_json(d / "spec.json", {"id": job.id, "spec": job.spec.to_json(),
                                      "checkpoint_dir": checkpoint_dir,
                                      "environment": environment})
-        pid = self.backends[job.spec.backend].launch(job, d, environment)
-        job = dataclasses.replace(job, runner_pid=pid)
+        ref = self.backends[job.spec.backend].launch(job, d, environment)
+        job = dataclasses.replace(job, backend_ref=ref)
         self.store.save(job)
         return job
 
@@ -540,7 +540,8 @@ class JobService:
             job, state=state, phase=status.get("phase", job.phase),
             attempts=int(status.get("attempt", job.attempts)),
             exit_reason=status.get("exit_reason", job.exit_reason),
-            kernel_pid=status.get("kernel_pid"), spend=max(job.spend, spend),
+            kernel_pid=status.get("kernel_pid"), runner_pid=status.get("runner_pid"),
+            spend=max(job.spend, spend),
             phase_times=phase_times, phase_spend=phase_spend)
         if not new.terminal:
             new = self._check_alive(new, d, now)

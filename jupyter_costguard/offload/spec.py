@@ -188,6 +188,8 @@ class Job:
     exit_reason: str | None = None
     spend: float = 0.0
     runner_pid: int | None = None
+    #: what the backend knows the job by (local: the runner's pid; Slurm: the job id)
+    backend_ref: str | None = None
     kernel_pid: int | None = None
     record: Mapping[str, Any] = field(default_factory=dict)
     slice_doc: Mapping[str, Any] = field(default_factory=dict)

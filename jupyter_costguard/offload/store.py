@@ -29,6 +29,7 @@ CREATE TABLE IF NOT EXISTS job (
     exit_reason TEXT,
     spend REAL NOT NULL DEFAULT 0,
     runner_pid INTEGER,
+    backend_ref TEXT,
     kernel_pid INTEGER,
     spec TEXT NOT NULL,
     phase_times TEXT NOT NULL DEFAULT '{}',
@@ -41,8 +42,8 @@ CREATE INDEX IF NOT EXISTS job_state ON job (state);
 """
 
 COLUMNS = ("id", "notebook", "state", "phase", "created", "ended", "attempts", "exit_reason",
-           "spend", "runner_pid", "kernel_pid", "spec", "phase_times", "phase_spend", "record",
-           "slice")
+           "spend", "runner_pid", "backend_ref", "kernel_pid", "spec", "phase_times",
+           "phase_spend", "record", "slice")
 
 
 class JobStore:
@@ -55,6 +56,9 @@ class JobStore:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.executescript(SCHEMA)
+        columns = {row[1] for row in self._db.execute("PRAGMA table_info(job)")}
+        if "backend_ref" not in columns:  # a store from before the cluster backends
+            self._db.execute("ALTER TABLE job ADD COLUMN backend_ref TEXT")
 
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
@@ -85,9 +89,11 @@ class JobStore:
         with self._tx() as db:
             db.execute(
                 "UPDATE job SET state=?, phase=?, ended=?, attempts=?, exit_reason=?, spend=?, "
-                "runner_pid=?, kernel_pid=?, phase_times=?, phase_spend=?, record=? WHERE id=?",
+                "runner_pid=?, backend_ref=?, kernel_pid=?, phase_times=?, phase_spend=?, record=? "
+                "WHERE id=?",
                 (job.state, job.phase, job.ended, job.attempts, job.exit_reason, job.spend,
-                 job.runner_pid, job.kernel_pid, json.dumps(dict(job.phase_times)),
+                 job.runner_pid, job.backend_ref, job.kernel_pid,
+                 json.dumps(dict(job.phase_times)),
                  json.dumps(dict(job.phase_spend)), json.dumps(dict(job.record)), job.id))
 
     def get(self, job_id: int) -> Job | None:
@@ -132,6 +138,7 @@ def _job(row: tuple[Any, ...]) -> Job:
         id=d["id"], spec=JobSpec.from_json(json.loads(d["spec"])), state=d["state"],
         phase=d["phase"], created=d["created"], ended=d["ended"], attempts=d["attempts"],
         exit_reason=d["exit_reason"], spend=d["spend"], runner_pid=d["runner_pid"],
+        backend_ref=d["backend_ref"] or (str(d["runner_pid"]) if d["runner_pid"] else None),
         kernel_pid=d["kernel_pid"], phase_times=json.loads(d["phase_times"]),
         phase_spend=json.loads(d["phase_spend"]), record=json.loads(d["record"]),
         slice_doc=json.loads(d["slice"]),
