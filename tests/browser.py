@@ -3,6 +3,7 @@ JupyterLab settings folder without the news prompt, and screenshots for docs/.""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -74,3 +75,33 @@ def shot(page: Any, name: str, selector: str | None = None) -> None:
     DOCS.mkdir(exist_ok=True)
     target = page.locator(selector).first if selector else page
     target.screenshot(path=str(DOCS / name))
+
+
+@contextlib.contextmanager
+def checked_page(browser: Any, costguard_errors_only: bool = True) -> Iterator[Any]:
+    """A fresh page whose uncaught errors fail the test (by default those that name
+    costguard: JupyterLab itself sometimes logs its own)."""
+    context = browser.new_context(viewport={"width": 1400, "height": 860})
+    pg = context.new_page()
+    errors: list[str] = []
+    pg.on("pageerror", lambda e: errors.append(str(e)))
+    try:
+        yield pg
+    finally:
+        context.close()
+    assert not [e for e in errors if not costguard_errors_only or "costguard" in e.lower()], \
+        errors
+
+
+@contextlib.contextmanager
+def chromium_page(costguard_errors_only: bool = True) -> Iterator[Any]:
+    """`checked_page` in a Chromium of its own."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = launch(p)
+        try:
+            with checked_page(browser, costguard_errors_only) as pg:
+                yield pg
+        finally:
+            browser.close()

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from .browser import (  # noqa: F401 - the two fixtures keep pytest-jupyter's loop out
+    checked_page,
     jp_asyncio_loop,
     jp_server_cleanup,
     lab_settings,
@@ -69,16 +70,8 @@ def browser(lab: ServerProcess) -> Iterator[Any]:
 
 @pytest.fixture
 def page(browser: Any) -> Iterator[Any]:
-    context = browser.new_context(viewport={"width": 1400, "height": 860})
-    pg = context.new_page()
-    errors: list[str] = []
-    pg.on("pageerror", lambda e: errors.append(str(e)))
-    pg.costguard_errors = errors
-    try:
+    with checked_page(browser) as pg:
         yield pg
-    finally:
-        context.close()
-    assert not [e for e in errors if "costguard" in e.lower()], errors
 
 
 def open_lab(page: Any, lab: ServerProcess, path: str, app: str = "lab") -> None:

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from .browser import (  # noqa: F401 - the two fixtures keep pytest-jupyter's loop out
+    chromium_page,
     jp_asyncio_loop,
     jp_server_cleanup,
     lab_settings,
@@ -51,19 +52,8 @@ def lab(tmp_path: Path) -> Iterator[ServerProcess]:
 
 @pytest.fixture
 def page(lab: ServerProcess) -> Iterator[Any]:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        browser = launch(p)
-        try:
-            context = browser.new_context(viewport={"width": 1400, "height": 860})
-            pg = context.new_page()
-            errors: list[str] = []
-            pg.on("pageerror", lambda e: errors.append(str(e)))
-            yield pg
-            assert not [e for e in errors if "costguard" in e.lower()], errors
-        finally:
-            browser.close()
+    with chromium_page() as pg:
+        yield pg
 
 
 def test_training_sized_warning_names_the_cheaper_instance(lab: ServerProcess, page: Any):

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from .browser import (  # noqa: F401 - the two fixtures keep pytest-jupyter's loop out
+    chromium_page,
     jp_asyncio_loop,
     jp_server_cleanup,
     lab_settings,
@@ -55,19 +56,8 @@ def lab(tmp_path: Path) -> Iterator[ServerProcess]:
 
 @pytest.fixture
 def page(lab: ServerProcess) -> Iterator[Any]:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        browser = launch(p)
-        try:
-            context = browser.new_context(viewport={"width": 1400, "height": 860})
-            pg = context.new_page()
-            errors: list[str] = []
-            pg.on("pageerror", lambda e: errors.append(str(e)))
-            yield pg
-            assert not errors, errors
-        finally:
-            browser.close()
+    with chromium_page(costguard_errors_only=False) as pg:
+        yield pg
 
 
 def open_notebook(lab: ServerProcess, page: Any) -> Any:

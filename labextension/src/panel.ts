@@ -33,6 +33,7 @@ import {
   PanelTable
 } from './panelmodel';
 import { sparklinePath, spendRates } from './sparkline';
+import { el, setAttr, setText } from './dom';
 
 /** DOM id of the panel. */
 export const PANEL_ID = 'jp-costguard-panel';
@@ -58,35 +59,6 @@ export namespace CostPanel {
 }
 
 const SVG_NS = 'http://www.w3.org/2000/svg';
-
-function el<K extends keyof HTMLElementTagNameMap>(
-  tag: K,
-  className?: string,
-  text?: string
-): HTMLElementTagNameMap[K] {
-  const node = document.createElement(tag);
-  if (className) {
-    node.className = className;
-  }
-  if (text !== undefined) {
-    node.textContent = text;
-  }
-  return node;
-}
-
-function setText(node: Element, text: string): void {
-  if (node.textContent !== text) {
-    node.textContent = text;
-  }
-}
-
-function setAttr(node: Element, name: string, value: string | null): void {
-  if (value === null) {
-    node.removeAttribute(name);
-  } else if (node.getAttribute(name) !== value) {
-    node.setAttribute(name, value);
-  }
-}
 
 function shortId(id: string): string {
   return id.length > 8 ? id.slice(0, 8) : id;
