@@ -24,8 +24,12 @@ ROOT = Path(__file__).resolve().parent.parent
 
 @pytest.fixture(autouse=True)
 def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv(checkpoint.ENV_DIR, raising=False)
-    monkeypatch.delenv(checkpoint.ENV_KEEP, raising=False)
+    for name in (checkpoint.ENV_DIR, checkpoint.ENV_KEEP, checkpoint.ENV_JOB_DIR,
+                 checkpoint.ENV_STAGING):
+        monkeypatch.delenv(name, raising=False)
+    # what earlier tests asked `every=` to remember must not be final-saved by a later one
+    monkeypatch.setattr(checkpoint, "_newest", {})
+    monkeypatch.setattr(checkpoint, "_calls", {})
 
 
 @pytest.fixture
@@ -365,3 +369,119 @@ def test_sigkill_then_resume(tmp_path: Path) -> None:
     assert second_run[0] == resume_from.step + 1 > 0  # resumed, didn't restart from 0
     assert first_run + second_run == list(range(11))
     assert checkpoint.list_checkpoints(str(ckdir)) == [8, 9, 10]
+
+
+# --- every=N and the final save on SIGUSR1 ---------------------------------------------------
+
+
+def test_every_writes_each_nth_call_and_remembers_the_rest(ckdir: Path) -> None:
+    statuses = [checkpoint.save({"step": step}, step, every=3).status for step in range(7)]
+    assert statuses == ["in-memory", "in-memory", "complete"] * 2 + ["in-memory"]
+    assert checkpoint.list_checkpoints() == [2, 5]
+    latest = checkpoint.latest()
+    assert latest is not None and latest.step == 5  # step 6 is only in memory
+    with pytest.raises(ValueError, match="every"):
+        checkpoint.save("x", 7, every=0)
+
+
+def test_no_handler_outside_a_job(ckdir: Path) -> None:
+    code = textwrap.dedent("""
+        import signal
+        from jupyter_costguard import checkpoint
+        checkpoint.save("x", 0, every=5)
+        assert signal.getsignal(signal.SIGUSR1) == signal.SIG_DFL
+    """)
+    env = {**os.environ, checkpoint.ENV_DIR: str(ckdir)}
+    env.pop(checkpoint.ENV_JOB_DIR, None)
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_handler_chains_to_the_one_before(tmp_path: Path) -> None:
+    code = textwrap.dedent("""
+        import os, signal
+        from jupyter_costguard import checkpoint
+        seen = []
+        signal.signal(signal.SIGUSR1, lambda s, f: seen.append(s))
+        checkpoint.save({"step": 3}, 3, every=10)   # first save in a job: installs the handler
+        os.kill(os.getpid(), signal.SIGUSR1)
+        for _ in range(100):  # the handler runs between bytecodes
+            if seen:
+                break
+        assert seen == [signal.SIGUSR1], seen
+        assert checkpoint.list_checkpoints() == [3]
+        print("pid", os.getpid())
+    """)
+    job_dir = tmp_path / "job"
+    job_dir.mkdir()
+    env = {**os.environ, checkpoint.ENV_DIR: str(tmp_path / "ckpt"),
+           checkpoint.ENV_JOB_DIR: str(job_dir)}
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert "SIGUSR1: final checkpoint: step 3" in proc.stderr
+    pid = proc.stdout.split()[-1]
+    assert (job_dir / checkpoint.SIGNAL_OK).read_text().strip() == pid
+
+
+FINAL = textwrap.dedent("""
+    import sys, time
+    from jupyter_costguard import checkpoint
+
+    for step in range(1000000):
+        state = {"step": step, "blob": b"w" * 100000}
+        checkpoint.save(state, step, every=int(sys.argv[1]))
+        print("step", step, flush=True)
+        time.sleep(0.02)
+""")
+
+
+def run_until_final_save(script: Path, env: dict[str, str], job_dir: Path, location: str,
+                         out_dir: Path) -> tuple[int, int, str]:
+    """Start a job that saves every 10000th call, send it SIGUSR1 once it runs, then SIGKILL it
+    (the scheduler's time limit) as soon as it says its final save is done. Returns the step
+    last printed before the signal, the step the final save wrote, and its stderr."""
+    stdout, stderr = out_dir / "stdout", out_dir / "stderr"
+    with open(stdout, "wb") as out, open(stderr, "wb") as err:
+        proc = subprocess.Popen([sys.executable, str(script), "10000"], env=env, stdout=out,
+                                stderr=err)
+    try:
+        deadline = time.monotonic() + 60
+        printed: list[int] = []
+        while not ((job_dir / checkpoint.SIGNAL_OK).exists() and len(printed) >= 5):
+            assert proc.poll() is None, stderr.read_text()
+            assert time.monotonic() < deadline, "the job didn't start saving"
+            printed = [int(line.split()[1]) for line in stdout.read_text().splitlines()]
+            time.sleep(0.02)
+        assert (job_dir / checkpoint.SIGNAL_OK).read_text().strip() == str(proc.pid)
+        assert checkpoint.list_checkpoints(location) == []  # nothing written yet: every=10000
+        before = int(stdout.read_text().splitlines()[-1].split()[1])
+        proc.send_signal(signal.SIGUSR1)
+        while "final checkpoint" not in stderr.read_text():
+            assert proc.poll() is None, stderr.read_text()
+            assert time.monotonic() < deadline, stderr.read_text()
+            time.sleep(0.01)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=30)
+    text = stderr.read_text()
+    final = int(text.split("final checkpoint: step ")[1].split()[0])
+    return before, final, text
+
+
+def test_sigusr1_persists_the_latest_state(tmp_path: Path) -> None:
+    script = tmp_path / "final.py"
+    script.write_text(FINAL)
+    job_dir, ckdir = tmp_path / "job", tmp_path / "ckpt"
+    job_dir.mkdir()
+    env = {**os.environ, checkpoint.ENV_DIR: str(ckdir), checkpoint.ENV_JOB_DIR: str(job_dir),
+           "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    before, final, _ = run_until_final_save(script, env, job_dir, str(ckdir), tmp_path)
+    assert before <= final < before + 5  # the step it was at, not a periodic save
+    assert checkpoint.list_checkpoints(str(ckdir)) == [final]
+    latest = checkpoint.latest(location=str(ckdir))
+    assert latest is not None and latest.step == final and latest.state["step"] == final
