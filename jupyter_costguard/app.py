@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import shutil
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -19,8 +21,9 @@ from .guard.autostop import terminal_activity
 from .guard.budget import BudgetRule
 from .guard.rules import default_rules
 from .ledger import Ledger, default_db_path
-from .offload.backend import LocalBackend
+from .offload.backend import Backend, LocalBackend
 from .offload.jobs import Defaults, JobService, pick_gpus
+from .offload.slurm import SlurmBackend
 from .offload.spec import Resources
 from .offload.store import JobStore
 from .records import GpuReading, KernelInfo
@@ -134,6 +137,25 @@ class CostGuard(ExtensionApp):
         "job starts without waiting for one. 0: start a kernel per job.")
     offload_poll_interval = Float(
         0.5, config=True, help="Seconds between reads of an active job's status.")
+    slurm_enabled = Bool(
+        None, allow_none=True, config=True,
+        help="Offer the Slurm backend (jobs with backend 'slurm'). None: when sbatch is on "
+        "PATH. The job directories must be on a filesystem the compute nodes share.")
+    slurm_partition = Unicode(None, allow_none=True, config=True,
+                              help="Slurm partition for jobs (None: the cluster's default).")
+    slurm_account = Unicode(None, allow_none=True, config=True,
+                            help="Slurm account jobs are charged to (None: the user's default).")
+    slurm_extra_args = List(
+        Unicode(), config=True,
+        help="More sbatch arguments, e.g. ['--qos=normal', '--constraint=a100'].")
+    slurm_signal_seconds = Int(
+        60, config=True,
+        help="Seconds before Slurm's time limit that a job gets SIGUSR1 (a final checkpoint); "
+        "0: none.")
+    slurm_python = Unicode(
+        sys.executable, config=True,
+        help="Python on the compute nodes that has jupyter_costguard installed (default: the "
+        "server's, which a shared filesystem makes the same).")
 
     # --- the guard (see README "Guard rules"); defaults are GuardConfig's ----------------
     guard_enabled = Bool(True, config=True, help="Run the guard's rules after each sample.")
@@ -273,11 +295,17 @@ class CostGuard(ExtensionApp):
         default_kernel = getattr(self.server.kernel_manager, "default_kernel_name", None) \
             or "python3"
         root = getattr(self.server.contents_manager, "root_dir", None) or self.server.root_dir
+        backends: dict[str, Backend] = {
+            "local": LocalBackend(warm_dir=jobs_dir / "warm",
+                                  warm_kernels=max(0, self.offload_warm_kernels),
+                                  warm_kernel_name=default_kernel)}
+        if self.slurm_enabled or (self.slurm_enabled is None and shutil.which("sbatch")):
+            backends["slurm"] = SlurmBackend(
+                partition=self.slurm_partition, account=self.slurm_account,
+                extra_args=self.slurm_extra_args, signal_seconds=self.slurm_signal_seconds,
+                python=self.slurm_python)
         return JobService(
-            JobStore(jobs_dir / "jobs.sqlite"), jobs_dir,
-            {"local": LocalBackend(warm_dir=jobs_dir / "warm",
-                                   warm_kernels=max(0, self.offload_warm_kernels),
-                                   warm_kernel_name=default_kernel)},
+            JobStore(jobs_dir / "jobs.sqlite"), jobs_dir, backends,
             Path(root), kernel_manager=self.server.kernel_manager,
             kernel_spec_names=lambda: set(ksm.find_kernel_specs()),
             job_spend=ledger.kernel_spend,

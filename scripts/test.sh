@@ -8,8 +8,12 @@ PY=${PYTHON:-python3}
 # System packages the tests start for real; installed when we may (root), else say so.
 need=()
 command -v prometheus >/dev/null || need+=(prometheus)
+command -v prometheus-pushgateway >/dev/null || need+=(prometheus-pushgateway)
 command -v gcc >/dev/null || need+=(gcc)
 command -v chromium >/dev/null || need+=(chromium)
+# a single-node Slurm on localhost (tests/slurm_cluster.py); the daemons live in /usr/sbin
+{ command -v sbatch && [ -x /usr/sbin/slurmctld ] && [ -x /usr/sbin/slurmd ] && [ -x /usr/sbin/munged ]; } \
+  >/dev/null || need+=(slurmctld slurmd slurm-client munge)
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null

@@ -524,6 +524,10 @@ class JobService:
     def _follow_one(self, job: Job) -> Job:
         d = self.job_dir(job.id)
         now = self.clock()
+        # a backend whose runner cannot write here (Kubernetes) brings its files up to date
+        sync = getattr(self.backends.get(job.spec.backend), "sync", None)
+        if sync is not None:
+            sync(job, d)
         status = read_json(d / "status.json") or {}
         spend = self.job_spend(f"job-{job.id}")
         new = job

@@ -17,6 +17,20 @@ back-off) in a new kernel with the same checkpoint directory, so `checkpoint.lat
 resumes it. The time limit covers all attempts and is not retried. SIGTERM cancels: the
 kernel is shut down and the job ends ``cancelled``. A runner started on a directory whose
 status says attempts were made (the previous runner was lost) continues with the next one.
+
+Batch schedulers (the Slurm backend) add three things, all inert for the local backend:
+
+- ``COSTGUARD_RESTART_COUNT`` (set by the batch script from ``SLURM_RESTART_COUNT``): when it
+  is set, SIGTERM is the scheduler stopping the job (requeue, preemption, its time limit)
+  unless ``JOB_DIR/cancel`` exists (written by the backend's cancel): the attempt is recorded
+  as ``interrupted`` and the job stays ``running`` (phase ``queued``) for the scheduler to start
+  again or the backend to report how it ended. A runner whose count is above the one in
+  ``status.json`` is that requeued job: it continues the same attempt (a requeue is not the
+  job's fault and uses no retry), resuming from the same checkpoint directory.
+- SIGUSR1 (the scheduler's warning before a time limit) is passed on to the kernel only when
+  the kernel asked for it by writing its pid to ``JOB_DIR/signal-ok`` (the checkpoint helper
+  does, with a handler that makes a final save); otherwise it would kill the kernel.
+- ``COSTGUARD_JOB_DIR`` in the kernel's environment, so the kernel side finds that file.
 """
 
 from __future__ import annotations
@@ -37,6 +51,14 @@ from .spec import JobSpec
 
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
+# --- scheduler hooks (see the module docstring; used by the Slurm backend) -------------------
+#: how many times the scheduler requeued this job; set only where SIGTERM may mean "requeued"
+RESTART_ENV = "COSTGUARD_RESTART_COUNT"
+#: written into the job directory by a backend's cancel: SIGTERM is the user's cancel
+CANCEL_FILE = "cancel"
+#: written by the kernel (its pid) when it handles SIGUSR1 (`checkpoint.enable_final_save`)
+SIGNAL_OK_FILE = "signal-ok"
+
 #: Executed first in the job's kernel: the notebook's directory, the sent variables.
 PREAMBLE = """\
 def _costguard_preamble(cwd, inputs, environ):
@@ -50,6 +72,15 @@ def _costguard_preamble(cwd, inputs, environ):
             globals().update(pickle.load(f))
 _costguard_preamble({cwd!r}, {inputs!r}, {environ!r})
 del _costguard_preamble
+"""
+
+#: Executed after the cells, failed or not: the kernel is killed, not shut down, when the job
+#: ends (no atexit there), so checkpoints still uploading in the background are flushed first.
+FLUSH_CHECKPOINTS = """\
+import sys as _costguard_sys
+if "jupyter_costguard.checkpoint" in _costguard_sys.modules:
+    _costguard_sys.modules["jupyter_costguard.checkpoint"].wait()
+del _costguard_sys
 """
 
 #: Executed after the cells: what the kernel ran on, then the names to bring back.
@@ -133,12 +164,20 @@ class Runner:
         self.checkpoint_dir: str = doc["checkpoint_dir"]
         self.environment: dict[str, str] = dict(doc.get("environment", {}))
         previous = read_json(job_dir / "status.json") or {}
+        self.previous: dict[str, Any] = previous
+        # scheduler hook: None where the backend never requeues (local)
+        restarts = os.environ.get(RESTART_ENV)
+        self.restarts: int | None = int(restarts) if restarts and restarts.isdigit() else \
+            (0 if restarts is not None else None)
+        self.interrupted = False
         self.status: dict[str, Any] = {
             "runner_pid": os.getpid(), "state": "running", "phase": "starting",
             "attempt": int(previous.get("attempt", 0)), "kernel_pid": None,
             "phase_times": dict(previous.get("phase_times", {})),
             "attempts": list(previous.get("attempts", [])), "exit_reason": None,
         }
+        if self.restarts is not None:
+            self.status["restarts"] = self.restarts
         self.deadline: float | None = None
         limit = self.spec.resources.time_limit_seconds
         if limit is not None:
@@ -179,15 +218,27 @@ class Runner:
         assert task is not None
 
         def on_term() -> None:
-            self.cancelled = True
+            if self.restarts is not None and not (self.dir / CANCEL_FILE).exists():
+                self.interrupted = True  # the scheduler stops it; it may start it again
+            else:
+                self.cancelled = True
             task.cancel()
 
-        self._install_signals = lambda: [loop.add_signal_handler(sig, on_term)
-                                         for sig in (signal.SIGTERM, signal.SIGINT)]
+        def install() -> None:
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.add_signal_handler(sig, on_term)
+            loop.add_signal_handler(signal.SIGUSR1, self._on_warning)
+
+        self._install_signals = install
         self._install_signals()
+        if self._requeued():
+            if self.previous.get("state") in ("succeeded", "failed", "cancelled"):
+                self.say(f"requeued after the job ended ({self.previous['state']}); nothing to do")
+                return 0 if self.previous["state"] == "succeeded" else 1
+            self._resume_requeued()
         self.enter("starting")
         max_attempts = self.spec.retries + 1
-        if self.status["attempt"] > 0:
+        if self.status["attempt"] > 0 and not self._requeued():
             self.say(f"the previous runner was lost during attempt {self.status['attempt']}")
             self._end_attempt("lost", "the runner process vanished")
         try:
@@ -204,7 +255,7 @@ class Runner:
                 try:
                     await self.attempt()
                 except Exception as e:  # a failed cell, a dead kernel: retried
-                    if self.cancelled:
+                    if self.cancelled or self.interrupted:
                         raise asyncio.CancelledError from e
                     if isinstance(e, TimeLimit) or self._past_deadline():
                         return self._timed_out()
@@ -222,10 +273,59 @@ class Runner:
                 self._end_attempt("succeeded", None)
                 return self.finish("succeeded", None)
         except asyncio.CancelledError:
+            if self.interrupted and not self.cancelled:
+                return self._interrupted()
             if not self.cancelled:
                 raise
             self._end_attempt("cancelled", "cancelled")
             return self.finish("cancelled", "cancelled by the user")
+
+    # --- scheduler hooks -------------------------------------------------------------------
+
+    def _requeued(self) -> bool:
+        """Whether this runner is a scheduler's restart of the job (not a lost runner)."""
+        return bool(self.restarts) and self.restarts != self.previous.get("restarts", 0)
+
+    def _resume_requeued(self) -> None:
+        """Continue the attempt the scheduler interrupted, without counting a new one."""
+        attempt = self.status["attempt"]
+        if self.status["attempts"]:
+            last = self.status["attempts"][-1]
+            last.setdefault("end", time.time())
+            if last.get("outcome") in (None, "interrupted"):
+                last["outcome"] = "requeued"
+                last["reason"] = "the scheduler requeued the job (preemption or requeue)"
+        if attempt > 0:
+            self.status["attempt"] = attempt - 1  # the loop counts it again
+        self.say(f"the scheduler requeued the job (restart {self.restarts}); "
+                 + (f"attempt {attempt} continues from the latest checkpoint, not counted as "
+                    "a retry" if attempt > 0 else "starting"))
+
+    def _interrupted(self) -> int:
+        self._end_attempt("interrupted", "stopped by the scheduler (requeue, preemption or "
+                          "its time limit)")
+        self.say("stopped by the scheduler; the job stays queued if it is requeued")
+        self.report(phase="queued", kernel_pid=None)
+        return 3
+
+    def _on_warning(self) -> None:
+        """SIGUSR1: the scheduler will stop the job soon. Passed on to the kernel only when
+        it handles the signal (it wrote its pid to ``signal-ok``); otherwise it would die."""
+        kernel = self.status.get("kernel_pid")
+        try:
+            pid = int((self.dir / SIGNAL_OK_FILE).read_text().strip())
+        except (OSError, ValueError):
+            pid = None
+        if pid is not None and isinstance(kernel, int) and _in_tree(pid, kernel):
+            try:
+                os.kill(pid, signal.SIGUSR1)
+            except OSError as e:
+                self.say(f"warning signal received; could not pass it to the kernel: {e}")
+                return
+            self.say("warning signal received; passed to the kernel for a final checkpoint")
+        else:
+            self.say("warning signal received (the scheduler will stop the job soon); the "
+                     "job does not handle it")
 
     def _past_deadline(self) -> bool:
         # nbclient may report a kernel it lost while the limit cancelled it as "died"
@@ -259,11 +359,25 @@ class Runner:
         self.status["phase_times"]["done"] = time.time()
         self.say(f"job {state}" + (f": {reason}" if reason else ""))
         self.report(state=state, phase="done", exit_reason=reason, kernel_pid=None)
+        self._push_metrics()
         return 0 if state == "succeeded" else 1
+
+    def _push_metrics(self) -> None:
+        """Duration, attempts and outcome to the job's Pushgateway, if it has one; after the
+        final status is written, so nothing waits on it. Never fails the job."""
+        from .pushgateway import ENV_URL, push_runner_metrics
+
+        url = self.job_environment().get(ENV_URL) or os.environ.get(ENV_URL)
+        if url and push_runner_metrics(url, self.job_id, self.status,
+                                       notebook=self.spec.notebook, backend=self.spec.backend):
+            self.say(f"metrics pushed to {url}")
+        elif url:
+            self.say(f"could not push metrics to {url}")
 
     def job_environment(self) -> dict[str, str]:
         env = dict(self.environment)
         env.update({"COSTGUARD_JOB_ID": str(self.job_id),
+                    "COSTGUARD_JOB_DIR": str(self.dir),
                     "COSTGUARD_JOB_ATTEMPT": str(self.status["attempt"]),
                     "COSTGUARD_CHECKPOINT_DIR": self.checkpoint_dir})
         return env
@@ -281,6 +395,7 @@ class Runner:
         return nbformat.v4.new_notebook(cells=cells)
 
     async def attempt(self) -> None:
+        (self.dir / SIGNAL_OK_FILE).unlink(missing_ok=True)  # a pid of an earlier kernel
         nb = self.notebook()
         warm, self.warm = self.warm, None
         if warm is not None:  # the first attempt runs in the kernel started ahead of time
@@ -312,9 +427,11 @@ class Runner:
                 self._keep_outputs(cell)
         except CellExecutionError:
             self._keep_outputs(nb.cells[index])
+            await self._flush_checkpoints(client)  # the retry resumes from them
             await self._record_environment(client)
             raise
         self.enter("finishing")
+        await self._flush_checkpoints(client)
         await self._record_environment(client)
         if self.spec.bring_back:
             results = nbformat.v4.new_code_cell(RESULTS.format(
@@ -334,6 +451,16 @@ class Runner:
             return await asyncio.wait_for(work, max(0.0, self.deadline - time.time()))
         except asyncio.TimeoutError:
             raise TimeLimit from None
+
+    async def _flush_checkpoints(self, client: Any) -> None:
+        import nbformat
+
+        try:
+            await self._extra(client, nbformat.v4.new_code_cell(FLUSH_CHECKPOINTS))
+        except (TimeLimit, asyncio.CancelledError):
+            raise
+        except Exception:
+            self.say("could not flush the checkpoints' uploads")
 
     async def _record_environment(self, client: Any) -> None:
         import nbformat
@@ -442,6 +569,21 @@ async def _warm_wait(warm_dir: Path, kernel_name: str, server_pid: int) -> int:
             runner.say("runner error:\n" + traceback.format_exc())
             runner.finish("failed", "the job runner itself failed; see the log")
             return 1
+
+
+def _in_tree(pid: int, root: int) -> bool:
+    """Whether `pid` is `root` or one of its descendants (by /proc parent links)."""
+    for _ in range(64):
+        if pid == root:
+            return True
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+            pid = int(stat.rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            return False
+        if pid <= 1:
+            return False
+    return False
 
 
 def _server_alive(pid: int) -> bool:
