@@ -12,7 +12,7 @@ from typing import Any
 
 from jupyter_server.extension.application import ExtensionApp
 from tornado.ioloop import IOLoop
-from traitlets import Bool, CaselessStrEnum, Float, Int, List, Unicode, default
+from traitlets import Bool, CaselessStrEnum, Dict, Float, Int, List, Unicode, default
 
 from . import api, metrics
 from .guard import Guard, GuardConfig
@@ -23,6 +23,7 @@ from .guard.rules import default_rules
 from .ledger import Ledger, default_db_path
 from .offload.backend import Backend, LocalBackend
 from .offload.jobs import Defaults, JobService, pick_gpus
+from .offload.pushgateway import push_finished_job
 from .offload.slurm import SlurmBackend
 from .offload.spec import Resources
 from .offload.store import JobStore
@@ -156,6 +157,53 @@ class CostGuard(ExtensionApp):
         sys.executable, config=True,
         help="Python on the compute nodes that has jupyter_costguard installed (default: the "
         "server's, which a shared filesystem makes the same).")
+    k8s_enabled = Bool(
+        None, allow_none=True, config=True,
+        help="Offer the Kubernetes backend (jobs with backend 'kubernetes'). None: when "
+        "k8s_image is set.")
+    k8s_namespace = Unicode("default", config=True, help="Namespace jobs are created in.")
+    k8s_image = Unicode(
+        None, allow_none=True, config=True,
+        help="Container image for jobs: Python with ipykernel, jupyter_costguard and what the "
+        "notebook imports (the notebook's own environment is not in the pod).")
+    k8s_image_pull_policy = Unicode(None, allow_none=True, config=True,
+                                    help="imagePullPolicy (None: the cluster's default).")
+    k8s_image_pull_secrets = List(Unicode(), config=True, help="imagePullSecrets names.")
+    k8s_service_account = Unicode(None, allow_none=True, config=True,
+                                  help="Service account of the job's pod.")
+    k8s_node_selector = Dict(config=True, help="nodeSelector of the job's pod.")
+    k8s_tolerations = List(Dict(), config=True, help="Tolerations (raw V1Toleration dicts).")
+    k8s_volumes = List(Dict(), config=True,
+                       help="Extra volumes (raw V1Volume dicts): how a job reaches its data.")
+    k8s_volume_mounts = List(Dict(), config=True, help="Mounts of k8s_volumes (V1VolumeMount).")
+    k8s_env = Dict(config=True, help="Extra environment variables of the job's container.")
+    k8s_env_from = List(Dict(), config=True,
+                        help="envFrom sources (raw dicts), e.g. a Secret with storage keys.")
+    k8s_labels = Dict(config=True, help="Extra labels of the Job and its pod.")
+    k8s_annotations = Dict(config=True, help="Extra annotations of the Job and its pod.")
+    k8s_priority_class = Unicode(None, allow_none=True, config=True,
+                                 help="priorityClassName of the job's pod.")
+    k8s_gpu_resource = Unicode("nvidia.com/gpu", config=True,
+                               help="The extended resource GPUs are requested as.")
+    k8s_ttl_seconds_after_finished = Int(
+        3600, allow_none=True, config=True,
+        help="Finished Jobs are deleted after this (None: kept).")
+    k8s_storage_url = Unicode(
+        None, allow_none=True, config=True,
+        help="fsspec URL the server and pods share: big inputs, checkpoints, outputs and "
+        "results (without it a job's outputs and results stay in its pod).")
+    k8s_python = Unicode("python", config=True, help="Python in the image.")
+    k8s_kubeconfig = Unicode(None, allow_none=True, config=True,
+                             help="kubeconfig file (None: the default, or in-cluster config).")
+    k8s_context = Unicode(None, allow_none=True, config=True, help="kubeconfig context.")
+    k8s_in_cluster = Bool(None, allow_none=True, config=True,
+                          help="Use the pod's service account (None: when in a pod).")
+    k8s_sync_interval = Float(2.0, config=True,
+                              help="Seconds between reads of a running job's state and log.")
+    pushgateway_url = Unicode(
+        None, allow_none=True, config=True,
+        help="Prometheus Pushgateway jobs push their metrics to (it must be reachable from "
+        "where jobs run).")
 
     # --- the guard (see README "Guard rules"); defaults are GuardConfig's ----------------
     guard_enabled = Bool(True, config=True, help="Run the guard's rules after each sample.")
@@ -276,6 +324,13 @@ class CostGuard(ExtensionApp):
         self.settings["costguard_service"] = self.service
         self.jobs = self._job_service(service, ledger) if self.offload_enabled else None
         jobs = self.jobs
+        if jobs is not None and self.pushgateway_url:
+            url = self.pushgateway_url
+
+            def push(job: Any) -> None:
+                push_finished_job(url, job, currency=service.published.pricing.currency)
+
+            jobs.listeners.append(push)
         metrics.install(lambda: service.published.metrics + (jobs.metrics() if jobs else []))
         self.settings["costguard_jobs"] = self.jobs
         if self.jobs is not None and service.guard is not None:
@@ -304,6 +359,8 @@ class CostGuard(ExtensionApp):
                 partition=self.slurm_partition, account=self.slurm_account,
                 extra_args=self.slurm_extra_args, signal_seconds=self.slurm_signal_seconds,
                 python=self.slurm_python)
+        if self.k8s_enabled or (self.k8s_enabled is None and self.k8s_image):
+            backends["kubernetes"] = self._kubernetes_backend()
         return JobService(
             JobStore(jobs_dir / "jobs.sqlite"), jobs_dir, backends,
             Path(root), kernel_manager=self.server.kernel_manager,
@@ -317,8 +374,29 @@ class CostGuard(ExtensionApp):
                 retries=self.offload_retries,
                 retry_backoff_seconds=self.offload_retry_backoff_seconds,
                 max_send_bytes=self.offload_max_send_bytes),
+            pushgateway_url=self.pushgateway_url,
             poll_interval=self.offload_poll_interval,
         )
+
+    def _kubernetes_backend(self) -> Backend:
+        from .offload.k8s_manifest import KubernetesSettings
+        from .offload.kubernetes import KubernetesBackend
+
+        settings = KubernetesSettings(
+            namespace=self.k8s_namespace, image=self.k8s_image,
+            image_pull_policy=self.k8s_image_pull_policy,
+            image_pull_secrets=tuple(self.k8s_image_pull_secrets),
+            service_account=self.k8s_service_account, node_selector=dict(self.k8s_node_selector),
+            tolerations=tuple(self.k8s_tolerations), volumes=tuple(self.k8s_volumes),
+            volume_mounts=tuple(self.k8s_volume_mounts), env=dict(self.k8s_env),
+            env_from=tuple(self.k8s_env_from), labels=dict(self.k8s_labels),
+            annotations=dict(self.k8s_annotations), priority_class=self.k8s_priority_class,
+            gpu_resource=self.k8s_gpu_resource,
+            ttl_seconds_after_finished=self.k8s_ttl_seconds_after_finished,
+            storage_url=self.k8s_storage_url, python=self.k8s_python)
+        return KubernetesBackend(settings, kubeconfig=self.k8s_kubeconfig,
+                                 context=self.k8s_context, in_cluster=self.k8s_in_cluster,
+                                 sync_interval=self.k8s_sync_interval)
 
     def _notebook_budgets(self) -> Any:
         """Per-notebook budget overrides from notebook metadata (`costguard.budget`), read

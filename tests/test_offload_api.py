@@ -571,3 +571,40 @@ async def test_the_example_notebook_offloads_its_training_cell(jp_fetch, jp_root
     assert abs(intercept - 2) < 0.3 and abs(slope - 3) < 0.3
     names = {r["name"] for r in results["results"]}
     assert "weights" in names and "checkpoint" not in names  # a module: code, not data
+
+
+async def test_deleting_job_metrics_needs_a_pushgateway(jp_fetch, jp_root_dir):
+    write_notebook(jp_root_dir, "p.ipynb", PRODUCT)
+    doc = await submit(jp_fetch, "p.ipynb", ["a"])
+    with pytest.raises(HTTPClientError) as e:
+        await jp_fetch("costguard", "api", "jobs", str(doc["id"]), "metrics", method="DELETE")
+    assert e.value.code == 409 and "pushgateway_url" in json.loads(e.value.response.body)[
+        "message"]
+    with pytest.raises(HTTPClientError) as e:
+        await jp_fetch("costguard", "api", "jobs", str(doc["id"]), "metrics", method="DELETE",
+                       headers={"Authorization": ""})
+    assert e.value.code == 403
+    await wait_job(jp_fetch, doc["id"])
+
+
+async def test_a_backend_that_cannot_start_a_job_fails_it_with_the_reason(jp_fetch, jp_root_dir,
+                                                                          jp_serverapp):
+    class Broken:
+        name = "broken"
+
+        def launch(self, job, job_dir, environment):
+            raise RuntimeError("the cluster is on fire")
+
+        def alive(self, job, job_dir):
+            return False
+
+        def cancel(self, job, job_dir, force=False):
+            pass
+
+    jp_serverapp.web_app.settings["costguard_jobs"].backends["broken"] = Broken()
+    write_notebook(jp_root_dir, "p.ipynb", PRODUCT)
+    doc = await submit(jp_fetch, "p.ipynb", ["a"], backend="broken")
+    assert doc["state"] == "failed"
+    assert "could not start on broken: RuntimeError: the cluster is on fire" in doc[
+        "exit_reason"]
+    assert doc["backend_detail"] is None

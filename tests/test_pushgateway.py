@@ -452,3 +452,43 @@ def test_dashboard_queries_on_prometheus_with_the_example_config(gateway: str,
     finally:
         stop(proc)
         pushgateway.delete_job_metrics(gateway, 31)
+
+
+class TestThroughTheServer:
+    """c.CostGuard.pushgateway_url: a job submitted through the REST API pushes from its
+    runner and its own code, the server adds its spend when it ends, and DELETE removes it."""
+
+    @pytest.fixture
+    def costguard_config(self, costguard_config: dict[str, Any], gateway: str,
+                         tmp_path: Path) -> dict[str, Any]:
+        return {**costguard_config, "pushgateway_url": gateway,
+                "jobs_dir": str(tmp_path / "jobs"), "offload_poll_interval": 0.1}
+
+    async def test_submit_push_and_delete(self, jp_fetch: Any, jp_root_dir: Path,
+                                          gateway: str) -> None:
+        from .test_offload_api import code, submit, wait_job, write_notebook
+
+        write_notebook(jp_root_dir, "pushed.ipynb", [code(
+            "e", "from jupyter_costguard import jobmetrics\n"
+                 "jobmetrics.record('epoch_seconds', 1.5, epoch='0')")])
+        doc = await submit(jp_fetch, "pushed.ipynb", ["e"])
+        done = await wait_job(jp_fetch, doc["id"])
+        assert done["state"] == "succeeded", done
+        deadline = time.monotonic() + 20
+        samples: dict[str, list[tuple[dict[str, str], float]]] = {}
+        while time.monotonic() < deadline:
+            samples = job_samples(gateway, doc["id"])
+            if {"costguard_job_spend", "costguard_job_attempts",
+                    "costguard_user_epoch_seconds"} <= set(samples):
+                break
+            time.sleep(0.2)
+        labels, spend = one(samples, "costguard_job_spend")
+        assert labels["notebook"] == "pushed.ipynb" and labels["currency"] == "USD"
+        assert spend == pytest.approx(done["spend"], abs=1e-6)
+        assert one(samples, "costguard_job_attempts")[1] == 1
+        assert one(samples, "costguard_user_epoch_seconds")[1] == 1.5
+
+        resp = await jp_fetch("costguard", "api", "jobs", str(doc["id"]), "metrics",
+                              method="DELETE")
+        assert resp.code == 204
+        assert job_samples(gateway, doc["id"]) == {}

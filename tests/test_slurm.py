@@ -369,6 +369,11 @@ def test_a_job_that_can_never_start_says_so_and_can_be_cancelled(
         time.sleep(0.2)
     assert backend.describe(job, d) == {"slurm_job_id": ref, "slurm_state": "PENDING",
                                         "reason": "PartitionConfig", "node": None}
+    # ... and so does the API, in the job and in the list while it waits
+    detail = server.get(f"costguard/api/jobs/{doc['id']}")["backend_detail"]
+    assert detail["reason"] == "PartitionConfig" and detail["slurm_state"] == "PENDING"
+    listed = server.get("costguard/api/jobs")["jobs"]
+    assert next(j for j in listed if j["id"] == doc["id"])["backend_detail"] == detail
     status, body = server.request(f"costguard/api/jobs/{doc['id']}/cancel", "POST")
     assert status == 202, body
     done = wait(server, doc["id"], timeout=30)

@@ -78,7 +78,10 @@ class LocalBackend:
         return proc.pid
 
     def launch(self, job: Job, job_dir: Path, environment: Mapping[str, str] = {}) -> str | None:
-        if job.spec.kernel_name == self.warm_kernel_name and not environment:
+        # the kernel's CUDA_VISIBLE_DEVICES must be set before it starts; the rest of the
+        # job's environment the runner sets in the kernel before the cells run
+        if job.spec.kernel_name == self.warm_kernel_name \
+                and "CUDA_VISIBLE_DEVICES" not in environment:
             pid = self._take_warm(job_dir)
             if pid is not None:
                 return str(pid)

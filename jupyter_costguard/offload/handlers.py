@@ -144,6 +144,21 @@ class JobActionHandler(JobsHandler):
             self.write_json((await self.jobs.docs([job]))[0], 201)
 
 
+class JobMetricsHandler(JobsHandler):
+    """DELETE jobs/{id}/metrics: remove the job's group from the Pushgateway."""
+
+    @web.authenticated
+    @authorized
+    async def delete(self, raw: str) -> None:
+        self._check_params()
+        deleted = await self._call(self.jobs.delete_metrics(self._job_id(raw)))
+        if not deleted:
+            raise web.HTTPError(502, "the Pushgateway did not accept the delete; see the "
+                                "server log")
+        self.set_status(204)
+        self.finish()
+
+
 def routes(url: Any) -> list[tuple[str, type[web.RequestHandler], dict[str, Any]]]:
     return [
         (url("/jobs"), JobListHandler, {}),
@@ -153,4 +168,5 @@ def routes(url: Any) -> list[tuple[str, type[web.RequestHandler], dict[str, Any]
         (url(r"/jobs/([^/]+)/results"), JobResultsHandler, {}),
         (url(r"/jobs/([^/]+)/cancel"), JobActionHandler, {"action": "cancel"}),
         (url(r"/jobs/([^/]+)/rerun"), JobActionHandler, {"action": "rerun"}),
+        (url(r"/jobs/([^/]+)/metrics"), JobMetricsHandler, {}),
     ]

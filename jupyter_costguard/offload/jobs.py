@@ -24,7 +24,9 @@ from typing import Any, TypeVar
 from prometheus_client.core import GaugeMetricFamily, Metric
 
 from ..records import KernelInfo, Sample
-from .backend import CANCEL_GRACE_SECONDS, Backend
+from .backend import CANCEL_GRACE_SECONDS, Backend, LocalBackend
+from .pushgateway import ENV_URL as PUSH_ENV
+from .pushgateway import delete_job_metrics
 from .record import make_record
 from .runner import read_json, write_json
 from .slicer import Slice, SliceError, slice_cells
@@ -83,6 +85,7 @@ class JobService:
         budget_refuses: Callable[[str], str | None] = lambda path: None,
         gpu_picker: Callable[[int], list[str] | None] = lambda n: None,
         defaults: Defaults | None = None,
+        pushgateway_url: str | None = None,
         poll_interval: float = 0.5,
         clock: Callable[[], float] = time.time,
     ) -> None:
@@ -97,6 +100,7 @@ class JobService:
         self.budget_refuses = budget_refuses
         self.gpu_picker = gpu_picker
         self.defaults = defaults or Defaults()
+        self.pushgateway_url = pushgateway_url or None
         self.poll_interval = poll_interval
         self.clock = clock
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="costguard-jobs")
@@ -152,12 +156,35 @@ class JobService:
             "label": label(job, now, self.currency()),
             "log_tail": self._log_tail(job.id),
             "timeline": [p.to_json(now) for p in job.timeline()],
+            "backend_detail": self._backend_detail(job, detail),
         }
         if detail:
             doc["slice"] = dict(job.slice_doc)
             doc["spec"] = spec.to_json()
             doc["record"] = dict(job.record)
         return doc
+
+    def _backend_detail(self, job: Job, detail: bool) -> dict[str, Any] | None:
+        """What a cluster says about a job that has not ended (why it waits, where it runs):
+        in the job's own document, and in lists while it waits."""
+        describe = getattr(self.backends.get(job.spec.backend), "describe", None)
+        if describe is None or job.terminal or not (detail or job.phase in ("queued",
+                                                                            "starting")):
+            return None
+        try:
+            found = describe(job, self.job_dir(job.id))
+        except Exception as e:  # a cluster that does not answer must not break the API
+            log.debug("costguard: job %d: describe failed: %s", job.id, e)
+            return None
+        return dict(found) if found else None
+
+    async def delete_metrics(self, job_id: int) -> bool:
+        """Delete the job's group from the Pushgateway."""
+        await self.get(job_id)
+        url = self.pushgateway_url
+        if not url:
+            raise JobError("no Pushgateway is configured (c.CostGuard.pushgateway_url)", 409)
+        return await self._run(lambda: delete_job_metrics(url, job_id))
 
     def _log_tail(self, job_id: int, lines: int = 20, max_bytes: int = 8192) -> str:
         path = self.job_dir(job_id) / "log.txt"
@@ -221,7 +248,8 @@ class JobService:
         return [KernelInfo(kernel_id=f"job-{j.id}", name=j.spec.kernel_name,
                            pid=j.kernel_pid, execution_state="busy", last_activity=now,
                            connections=0, path=j.spec.notebook)
-                for j in list(self._active.values()) if j.kernel_pid is not None]
+                for j in list(self._active.values())
+                if j.kernel_pid is not None and self._local(j.spec.backend)]
 
     def running_count(self) -> int:
         return sum(1 for j in list(self._active.values()) if j.state == "running")
@@ -324,7 +352,7 @@ class JobService:
         if send and kernel_id is None:
             raise JobError("send needs kernel_id: the kernel the variables live in")
 
-        if resources.gpus is not None:
+        if resources.gpus is not None and self._local(backend):
             self.gpu_picker(resources.gpus)  # JobError when the machine has fewer
         file = await self._run(self._notebook_file, body.get("notebook"))
         notebook = str(file.relative_to(self.root))
@@ -379,8 +407,10 @@ class JobService:
     def _launch(self, job: Job) -> Job:
         d = self.job_dir(job.id)
         environment: dict[str, str] = {}
+        if self.pushgateway_url:
+            environment[PUSH_ENV] = self.pushgateway_url
         gpus = job.spec.resources.gpus
-        if gpus is not None:
+        if gpus is not None and self._local(job.spec.backend):  # a cluster picks its own
             try:
                 picked = self.gpu_picker(gpus)
             except JobError:
@@ -391,10 +421,23 @@ class JobService:
         write_json(d / "spec.json", {"id": job.id, "spec": job.spec.to_json(),
                                      "checkpoint_dir": checkpoint_dir,
                                      "environment": environment})
-        ref = self.backends[job.spec.backend].launch(job, d, environment)
-        job = dataclasses.replace(job, backend_ref=ref)
+        try:
+            ref = self.backends[job.spec.backend].launch(job, d, environment)
+        except Exception as e:  # the job must not sit queued for ever
+            log.exception("costguard: job %d: the %s backend could not start it", job.id,
+                          job.spec.backend)
+            job = self._ended(job, "failed", f"could not start on {job.spec.backend}: "
+                              f"{type(e).__name__}: {e}", self.clock())
+            job = dataclasses.replace(job, ended=self.clock())
+        else:
+            job = dataclasses.replace(job, backend_ref=ref)
         self.store.save(job)
         return job
+
+    def _local(self, backend: str) -> bool:
+        """Jobs of this backend run on this machine: the server picks their GPUs and
+        samples their kernels."""
+        return isinstance(self.backends.get(backend), LocalBackend)
 
     # --- acting ----------------------------------------------------------------------------
 
