@@ -17,7 +17,7 @@ import { Widget } from '@lumino/widgets';
 
 import { el, setAttr, setText } from './dom';
 import { formatElapsed, formatMoney } from './format';
-import type { IJob } from './jobsapi';
+import { type IJob, waitingReason } from './jobsapi';
 import type { JobsModel } from './jobsmodel';
 import { baseName } from './notebooks';
 
@@ -201,6 +201,11 @@ export class JobsPanel extends Widget {
     label.dataset.field = 'label';
     row.appendChild(label);
 
+    const waiting = el('div', 'jp-costguard-job-waiting');
+    waiting.dataset.field = 'waiting';
+    waiting.hidden = true;
+    row.appendChild(waiting);
+
     row.appendChild(el('div', 'jp-costguard-job-actions'));
 
     const log = el('pre', 'jp-costguard-job-log');
@@ -237,6 +242,10 @@ export class JobsPanel extends Widget {
     setText(field('attempts'), attempts);
     setText(field('label'), job.label ?? '');
     setAttr(field('label'), 'title', job.exit_reason ? `${job.label}\n${job.exit_reason}` : job.label ?? '');
+
+    const waiting = waitingReason(job);
+    field('waiting').hidden = waiting === null;
+    setText(field('waiting'), waiting ? `waiting: ${waiting}` : '');
 
     this._updateButtons(row.querySelector<HTMLElement>('.jp-costguard-job-actions')!, job);
 

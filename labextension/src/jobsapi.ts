@@ -91,7 +91,29 @@ export interface IJob {
   label: string;
   /** The last lines of the log. */
   log_tail: string;
+  /** What a cluster says about a job that has not ended (why it waits). */
+  backend_detail?: Record<string, unknown> | null;
   [key: string]: unknown;
+}
+
+/**
+ * Why a cluster job has not started, in a line: Kubernetes' `waiting`, or Slurm's state
+ * and pending reason; null when there is nothing to say.
+ */
+export function waitingReason(job: IJob): string | null {
+  const detail = job.backend_detail;
+  if (!detail || typeof detail !== 'object') {
+    return null;
+  }
+  if (typeof detail.waiting === 'string' && detail.waiting) {
+    return detail.waiting;
+  }
+  const reason = detail.reason;
+  if (typeof reason === 'string' && reason && reason !== 'None') {
+    const state = typeof detail.slurm_state === 'string' ? detail.slurm_state : 'pending';
+    return `${state}: ${reason}`;
+  }
+  return null;
 }
 
 /** Response of `POST jobs`: the job and its slice. */

@@ -65,7 +65,11 @@ describe('JobsPanel', () => {
     const { model, panel, actions } = setup([
       job(1, 'succeeded', { notebook: 'other.ipynb' }),
       job(2, 'succeeded'),
-      job(3, 'running', { elapsed_seconds: 12, spend: 0.01, label: 'job 3 running on local · 12s · USD 0.01' })
+      job(3, 'running', { elapsed_seconds: 12, spend: 0.01, label: 'job 3 running on local · 12s · USD 0.01' }),
+      job(4, 'queued', {
+        backend: 'slurm',
+        backend_detail: { slurm_job_id: '7', slurm_state: 'PENDING', reason: 'Resources' }
+      })
     ]);
     cleanup = () => {
       panel.dispose();
@@ -78,7 +82,11 @@ describe('JobsPanel', () => {
     const ids = Array.from(panel.node.querySelectorAll<HTMLElement>('.jp-costguard-job-row')).map(
       r => r.dataset.jobId
     );
-    expect(ids).toEqual(['3', '2', '1']);
+    expect(ids).toEqual(['4', '3', '2', '1']);
+    const waiting = row(panel, 4).querySelector<HTMLElement>('[data-field="waiting"]')!;
+    expect(waiting.hidden).toBe(false);
+    expect(waiting.textContent).toBe('waiting: PENDING: Resources');
+    expect(row(panel, 3).querySelector<HTMLElement>('[data-field="waiting"]')!.hidden).toBe(true);
     expect(row(panel, 3).dataset.state).toBe('running');
     expect(field(panel, 3, 'id')).toBe('#3');
     expect(field(panel, 3, 'state')).toBe('running');

@@ -9,9 +9,11 @@ import {
   jobEndpoint,
   jobsEndpoint,
   listJobs,
-  submitJob
+  submitJob,
+  waitingReason
 } from '../jobsapi';
 import { FakeServer } from './fakeserver';
+import { job } from './jobfixtures';
 
 const request = { notebook: 'train.ipynb', cells: [], selected: ['c1'] };
 
@@ -94,5 +96,28 @@ describe('errorMessage', () => {
     expect(errorMessage(await caught(listJobs(s.settings())))).toBe('the server cannot be reached');
     expect(errorMessage(new Error('boom'))).toBe('boom');
     expect(errorMessage('text')).toBe('text');
+  });
+});
+
+
+describe('waitingReason', () => {
+  it("says why a cluster job waits: Kubernetes' words or Slurm's reason", () => {
+    expect(waitingReason(job(1, 'queued'))).toBeNull();
+    expect(waitingReason(job(1, 'queued', { backend_detail: null }))).toBeNull();
+    expect(
+      waitingReason(
+        job(1, 'queued', {
+          backend_detail: { waiting: '0/3 nodes are available: 3 Insufficient nvidia.com/gpu' }
+        })
+      )
+    ).toBe('0/3 nodes are available: 3 Insufficient nvidia.com/gpu');
+    expect(
+      waitingReason(
+        job(2, 'queued', { backend_detail: { slurm_state: 'PENDING', reason: 'Resources' } })
+      )
+    ).toBe('PENDING: Resources');
+    expect(
+      waitingReason(job(3, 'running', { backend_detail: { slurm_state: 'RUNNING', reason: 'None' } }))
+    ).toBeNull();
   });
 });
