@@ -28,7 +28,8 @@ from jupyter_costguard.ledger import Ledger
 from .conftest import get_json, start_session, wait_for
 from .openapi_check import validate, validate_request
 from .server_proc import ServerProcess
-from .test_prometheus import costguard_lines, require_binary, samples
+from .services import require_binary
+from .test_prometheus import costguard_lines, samples
 
 DAY = 86400.0
 

@@ -32,6 +32,7 @@ import pytest
 from jupyter_costguard import checkpoint
 
 from .server_proc import free_port
+from .services import stop
 from .test_checkpoint import run_until_final_save
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -74,12 +75,7 @@ def s3_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             time.sleep(0.1)
         yield endpoint
     finally:
-        proc.terminate()
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
+        stop(proc)
 
 
 @pytest.fixture

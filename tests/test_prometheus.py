@@ -8,9 +8,7 @@ loopback by `promtool check metrics` and by a real Prometheus server; in-process
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
 import subprocess
 import time
 import urllib.error
@@ -27,23 +25,10 @@ from tornado.httpclient import HTTPClientError
 
 from .conftest import GiB, wait_for, write_trace
 from .server_proc import ServerProcess, free_port
+from .services import require_binary, stop
 
 HOURLY_RATE = 36.0
 NOTEBOOK = "nb.ipynb"
-
-
-def require_binary(name: str) -> str:
-    """Path of a Prometheus tool: skipped where it is missing, but a failure on CI.
-
-    CI installs Debian's `prometheus` package (which ships `promtool`), so a missing binary
-    there means the environment is broken, not that the test does not apply.
-    """
-    path = shutil.which(name)
-    if path is None:
-        if os.environ.get("CI"):
-            pytest.fail(f"`{name}` not found on PATH, but CI must install it (Debian prometheus)")
-        pytest.skip(f"`{name}` not installed (Debian package prometheus)")
-    return path
 
 
 def costguard_lines(exposition: str) -> str:
@@ -232,12 +217,7 @@ def test_real_prometheus_scrapes_spend(server: ServerProcess, tmp_path: Path):
         price = prom_query(base, "costguard_instance_price_per_hour")
         assert [float(s["value"][1]) for s in price] == [HOURLY_RATE]
     finally:
-        proc.terminate()
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
+        stop(proc)
 
 
 # --- in-process servers: one collector per process, re-pointed at the latest server ----

@@ -35,22 +35,12 @@ from jupyter_costguard.offload import pushgateway
 from jupyter_costguard.offload.spec import Job, JobSpec, Resources, SpecCell
 
 from .server_proc import free_port
+from .services import require_binary, stop
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
 DASHBOARD = EXAMPLES / "grafana" / "costguard-dashboard.json"
 PROMETHEUS_YML = EXAMPLES / "prometheus" / "prometheus.yml"
-
-
-def require_binary(name: str, package: str) -> str:
-    """A Debian tool the test starts for real: skipped where missing, a failure on CI (which
-    installs it)."""
-    path = shutil.which(name)
-    if path is None:
-        if os.environ.get("CI"):
-            pytest.fail(f"`{name}` not found on PATH, but CI must install it (Debian {package})")
-        pytest.skip(f"`{name}` not installed (Debian package {package})")
-    return path
 
 
 def wait_ready(base: str, proc: subprocess.Popen[bytes], log: Path, timeout: float = 60) -> None:
@@ -65,15 +55,6 @@ def wait_ready(base: str, proc: subprocess.Popen[bytes], log: Path, timeout: flo
             pass
         assert time.monotonic() < deadline, log.read_text(errors="replace")
         time.sleep(0.1)
-
-
-def stop(proc: subprocess.Popen[bytes]) -> None:
-    proc.terminate()
-    try:
-        proc.wait(15)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait(5)
 
 
 @pytest.fixture(scope="module")
