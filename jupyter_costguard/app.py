@@ -136,6 +136,10 @@ class CostGuard(ExtensionApp):
         1, config=True,
         help="Kernels (of the default kernelspec) kept started for the local backend, so a "
         "job starts without waiting for one. 0: start a kernel per job.")
+    offload_max_local_jobs = Int(
+        None, allow_none=True, config=True,
+        help="Local jobs that may run at once; more wait, queued, first come first served. "
+        "None: one per GPU the server sees (at least one).")
     offload_poll_interval = Float(
         0.5, config=True, help="Seconds between reads of an active job's status.")
     slurm_enabled = Bool(
@@ -375,8 +379,21 @@ class CostGuard(ExtensionApp):
                 retry_backoff_seconds=self.offload_retry_backoff_seconds,
                 max_send_bytes=self.offload_max_send_bytes),
             pushgateway_url=self.pushgateway_url,
+            local_capacity=self._local_capacity(service),
             poll_interval=self.offload_poll_interval,
         )
+
+    def _local_capacity(self, service: CostService) -> Any:
+        limit = self.offload_max_local_jobs
+
+        def capacity() -> int:
+            if limit is not None and limit > 0:
+                return int(limit)
+            sample = service.published.sample
+            gpus = [g for g in sample.gpu.gpus if g.faulty is None] if sample else []
+            return max(1, len(gpus))
+
+        return capacity
 
     def _kubernetes_backend(self) -> Backend:
         from .offload.k8s_manifest import KubernetesSettings

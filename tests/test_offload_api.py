@@ -492,8 +492,11 @@ async def test_a_jobs_spend_is_in_the_ledger_under_its_notebook(jp_fetch, jp_roo
     running = next(p for p in done["timeline"] if p["phase"] == "running")
     assert running["spend"] > 0  # the CPU it burnt was paid for while it ran
     nb = await get_json(jp_fetch, "costguard", "api", "notebooks", "spend.ipynb")
-    assert f"job-{doc['id']}" in nb["kernel_ids"]
+    assert nb["kernels_seen"] == 1  # the job's kernel, sampled as job-<id> (now ended)
     assert nb["spend"] >= done["spend"] - 1e-9
+    metrics = (await jp_fetch("metrics")).body.decode()
+    assert f'costguard_kernel_spend_total{{currency="USD",kernel_id="job-{doc["id"]}",' \
+           f'notebook="spend.ipynb"}}' in metrics
 
 
 class TestSendLimit:
@@ -608,3 +611,37 @@ async def test_a_backend_that_cannot_start_a_job_fails_it_with_the_reason(jp_fet
     assert "could not start on broken: RuntimeError: the cluster is on fire" in doc[
         "exit_reason"]
     assert doc["backend_detail"] is None
+
+
+class TestLocalQueue:
+    @pytest.fixture
+    def costguard_config(self, costguard_config: dict[str, Any]) -> dict[str, Any]:
+        return {**costguard_config, "offload_max_local_jobs": 1}
+
+    async def test_local_jobs_beyond_the_limit_wait_their_turn(self, jp_fetch, jp_root_dir):
+        write_notebook(jp_root_dir, "q.ipynb", [
+            code("slow", "import time\nprint('slow starts', flush=True)\ntime.sleep(2)"),
+            code("fast", "print('fast ran')")])
+        first = await submit(jp_fetch, "q.ipynb", ["slow"])
+        second = await submit(jp_fetch, "q.ipynb", ["fast"])
+        third = await submit(jp_fetch, "q.ipynb", ["fast"])
+        assert (second["state"], second["phase"]) == ("queued", "queued")
+        assert second["label"].startswith(f"job {second['id']} queued on local")
+        # cancelling a waiting job ends it at once; it never runs
+        await post(jp_fetch, "jobs", str(third["id"]), "cancel", code=202)
+        gone = await wait_job(jp_fetch, third["id"], timeout=10)
+        assert gone["state"] == "cancelled" and gone["attempts"] == 0
+        assert "before it started" in gone["exit_reason"]
+
+        await wait_job(jp_fetch, first["id"], lambda d: "slow starts" in d["log_tail"])
+        assert (await job(jp_fetch, second["id"]))["state"] == "queued"  # still its turn to wait
+        a = await wait_job(jp_fetch, first["id"])
+        b = await wait_job(jp_fetch, second["id"])
+        assert a["state"] == b["state"] == "succeeded"
+        # the second started only once the first had ended, and its timeline says how long
+        # it waited
+        assert b["started"] >= a["ended"]
+        queued = next(p for p in b["timeline"] if p["phase"] == "queued")
+        assert queued["end"] >= a["ended"]
+        assert "fast ran" in await full_log(jp_fetch, second["id"])
+        assert await full_log(jp_fetch, third["id"]) == ""

@@ -86,6 +86,7 @@ class JobService:
         gpu_picker: Callable[[int], list[str] | None] = lambda n: None,
         defaults: Defaults | None = None,
         pushgateway_url: str | None = None,
+        local_capacity: Callable[[], int] = lambda: 1,
         poll_interval: float = 0.5,
         clock: Callable[[], float] = time.time,
     ) -> None:
@@ -101,6 +102,8 @@ class JobService:
         self.gpu_picker = gpu_picker
         self.defaults = defaults or Defaults()
         self.pushgateway_url = pushgateway_url or None
+        #: how many local jobs may run at once (more wait, queued, first come first served)
+        self.local_capacity = local_capacity
         self.poll_interval = poll_interval
         self.clock = clock
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="costguard-jobs")
@@ -252,7 +255,8 @@ class JobService:
                 if j.kernel_pid is not None and self._local(j.spec.backend)]
 
     def running_count(self) -> int:
-        return sum(1 for j in list(self._active.values()) if j.state == "running")
+        """Jobs running or waiting to: work in progress, for auto-stop."""
+        return sum(1 for j in list(self._active.values()) if not j.terminal)
 
     # --- submitting ----------------------------------------------------------------------
 
@@ -402,7 +406,38 @@ class JobService:
         if d.exists():  # left by an earlier store that was deleted
             shutil.rmtree(d)
         os.replace(staging, d)
+        return self._launch_or_wait(job)
+
+    def _launched(self, job: Job) -> bool:
+        """A job is handed to its backend once `_launch` wrote its runner's input."""
+        return (self.job_dir(job.id) / "spec.json").exists()
+
+    def _local_running(self) -> int:
+        return sum(1 for j in list(self._active.values())
+                   if self._local(j.spec.backend) and not j.terminal and self._launched(j))
+
+    def _launch_or_wait(self, job: Job) -> Job:
+        if not self._local(job.spec.backend):
+            return self._launch(job)
+        waiting = [j for j in self.store.list_jobs(active_only=True)
+                   if j.id != job.id and self._local(j.spec.backend) and not self._launched(j)]
+        if waiting or self._local_running() >= max(1, self.local_capacity()):
+            log.info("costguard: job %d waits for a local slot (%d running, %d before it)",
+                     job.id, self._local_running(), len(waiting))
+            return job  # the follower starts it when a slot frees (`_start_waiting`)
         return self._launch(job)
+
+    def _start_waiting(self) -> None:
+        """Start queued local jobs, oldest first, while there is room."""
+        waiting = sorted((j for j in self._active.values()
+                          if self._local(j.spec.backend) and j.state == "queued"
+                          and j.id not in self._cancel_at and not self._launched(j)),
+                         key=lambda j: j.id)
+        for job in waiting:
+            if self._local_running() >= max(1, self.local_capacity()):
+                return
+            self._active[job.id] = self._launch(job)
+            self._metrics_dirty = True
 
     def _launch(self, job: Job) -> Job:
         d = self.job_dir(job.id)
@@ -445,7 +480,8 @@ class JobService:
         job = await self.get(job_id)
         if job.terminal:
             raise JobError(f"job {job_id} has already ended ({job.state})", 409)
-        await self._run(self.backends[job.spec.backend].cancel, job, self.job_dir(job_id))
+        if await self._run(self._launched, job):
+            await self._run(self.backends[job.spec.backend].cancel, job, self.job_dir(job_id))
         self._cancel_at.setdefault(job_id, self.clock())
         self._active.setdefault(job_id, job)
         self._wake.set()
@@ -466,7 +502,7 @@ class JobService:
             record["submitted_by"] = user
             job = self.store.create(old.spec, self.clock(), dict(old.slice_doc), record)
             os.replace(staging, self.job_dir(job.id))
-            return self._launch(job)
+            return self._launch_or_wait(job)
 
         job = await self._run(work)
         self._active[job.id] = job
@@ -540,6 +576,8 @@ class JobService:
         `poll_interval` and before a request reads jobs, so the API is never staler than
         the runners' own files."""
         self._follow_active([only] if only is not None else list(self._active))
+        if only is None:
+            self._start_waiting()
         if self._metrics_dirty or not self._metrics:
             self._metrics_dirty = False
             self._build_metrics()
@@ -567,6 +605,14 @@ class JobService:
     def _follow_one(self, job: Job) -> Job:
         d = self.job_dir(job.id)
         now = self.clock()
+        if not job.terminal and not self._launched(job):  # waiting for a local slot
+            if job.id not in self._cancel_at:
+                return job
+            new = self._ended(job, "cancelled", "cancelled by the user before it started", now)
+            new = dataclasses.replace(new, ended=now)
+            self.store.save(new)
+            log.info("costguard: job %d cancelled while it waited", job.id)
+            return new
         # a backend whose runner cannot write here (Kubernetes) brings its files up to date
         sync = getattr(self.backends.get(job.spec.backend), "sync", None)
         if sync is not None:
