@@ -204,6 +204,12 @@ class CostGuard(ExtensionApp):
                           help="Use the pod's service account (None: when in a pod).")
     k8s_sync_interval = Float(2.0, config=True,
                               help="Seconds between reads of a running job's state and log.")
+    cluster_rates = Dict(
+        config=True,
+        help="What a cluster job's allocation costs, per backend, in the configured currency: "
+        "{'slurm': {'gpu_per_hour': 2.5, 'cpu_per_hour': 0.04, 'memory_gib_per_hour': 0.005}}. "
+        "A job's spend is the time its allocation was held times the rates of what it asked "
+        "for. Without it cluster jobs show no spend (the server cannot sample them).")
     pushgateway_url = Unicode(
         None, allow_none=True, config=True,
         help="Prometheus Pushgateway jobs push their metrics to (it must be reachable from "
@@ -380,6 +386,7 @@ class CostGuard(ExtensionApp):
                 max_send_bytes=self.offload_max_send_bytes),
             pushgateway_url=self.pushgateway_url,
             local_capacity=self._local_capacity(service),
+            cluster_rates=self.cluster_rates,
             poll_interval=self.offload_poll_interval,
         )
 

@@ -131,7 +131,8 @@ def server(cluster: SlurmCluster, tmp_path_factory: pytest.TempPathFactory
     base = tmp_path_factory.mktemp("slurm-server")
     config = {"db_path": str(base / "ledger.sqlite"), "jobs_dir": str(base / "jobs"),
               "sample_interval": 0.25, "hourly_rate": 36.0, "offload_poll_interval": 0.1,
-              "offload_warm_kernels": 0, "slurm_enabled": True}
+              "offload_warm_kernels": 0, "slurm_enabled": True,
+              "cluster_rates": {"slurm": {"cpu_per_hour": 3600.0, "gpu_per_hour": 1e6}}}
     srv = ServerProcess(base / "srv", config, env={"SLURM_CONF": str(cluster.conf)}).start()
     try:
         yield srv
@@ -208,6 +209,10 @@ def test_a_cell_runs_as_a_slurm_job_logs_and_brings_its_results_back(
     done = wait(server, doc["id"])
     assert done["state"] == "succeeded", (done, cluster.logs())
     assert done["attempts"] == 1 and done["exit_reason"] is None
+    # spend from the allocation it held: 1 CPU at 3600 an hour is one unit a second
+    held = sum(p["seconds"] for p in done["timeline"] if p["phase"] != "queued")
+    assert done["spend"] == pytest.approx(held, rel=0.05, abs=0.05)
+    assert done["spend"] > 0
 
     log = full_log(server, doc["id"])
     assert f"answer 42 in Slurm job {ref} from {root(server) / PROJECT}" in log

@@ -87,6 +87,7 @@ class JobService:
         defaults: Defaults | None = None,
         pushgateway_url: str | None = None,
         local_capacity: Callable[[], int] = lambda: 1,
+        cluster_rates: Mapping[str, Mapping[str, float]] | None = None,
         poll_interval: float = 0.5,
         clock: Callable[[], float] = time.time,
     ) -> None:
@@ -104,6 +105,9 @@ class JobService:
         self.pushgateway_url = pushgateway_url or None
         #: how many local jobs may run at once (more wait, queued, first come first served)
         self.local_capacity = local_capacity
+        #: backend -> {"gpu_per_hour", "cpu_per_hour", "memory_gib_per_hour"}: what a job's
+        #: allocation costs where the server cannot sample it (a cluster)
+        self.cluster_rates = {k: dict(v) for k, v in (cluster_rates or {}).items()}
         self.poll_interval = poll_interval
         self.clock = clock
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="costguard-jobs")
@@ -469,6 +473,20 @@ class JobService:
         self.store.save(job)
         return job
 
+    def allocation_spend(self, job: Job, phase_times: Mapping[str, float], now: float) -> float:
+        """A cluster job's spend: the time its allocation was held (from its runner's start
+        to its end) at the configured rates of what it asked for (`cluster_rates`)."""
+        rates = self.cluster_rates.get(job.spec.backend)
+        start = phase_times.get("starting")
+        if not rates or start is None:
+            return 0.0
+        end = phase_times.get("done", now)
+        r = job.spec.resources
+        per_hour = (rates.get("gpu_per_hour", 0.0) * (r.gpus or 0)
+                    + rates.get("cpu_per_hour", 0.0) * (r.cpus or 1.0)
+                    + rates.get("memory_gib_per_hour", 0.0) * (r.memory_gib or 0.0))
+        return max(0.0, end - start) * per_hour / 3600.0
+
     def _local(self, backend: str) -> bool:
         """Jobs of this backend run on this machine: the server picks their GPUs and
         samples their kernels."""
@@ -618,7 +636,8 @@ class JobService:
         if sync is not None:
             sync(job, d)
         status = read_json(d / "status.json") or {}
-        spend = self.job_spend(f"job-{job.id}")
+        spend = self.job_spend(f"job-{job.id}") if self._local(job.spec.backend) \
+            else self.allocation_spend(job, status.get("phase_times") or {}, now)
         new = job
         phase_times = dict(job.phase_times)
         phase_spend = dict(job.phase_spend)
