@@ -84,3 +84,22 @@ def test_training_sized_warning_names_the_cheaper_instance(lab: ServerProcess, p
     toast.first.get_by_role("button", name="Snooze").click()
     lab.wait_for("costguard/api/alerts?include=all", lambda d: any(
         a["id"] == alert["id"] and a["state"] == "snoozed" for a in d["alerts"]), timeout=15)
+
+
+def test_offload_heavy_cells_opens_the_offload_dialog(lab: ServerProcess, page: Any):
+    """The warning's "Offload heavy cells" action leads to the job dialog for the notebook."""
+    page.goto(f"{lab.url}lab/tree/explore.ipynb?token={lab.token}")
+    page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60_000)
+    toast = page.locator(".Toastify__toast", has_text=TITLE)
+    toast.first.wait_for(timeout=90_000)
+    page.locator(".jp-Notebook .jp-Cell").first.locator(".jp-InputArea-prompt").click()
+    toast.first.get_by_role("button", name="Offload heavy cells").click()
+    dialog = page.locator(".jp-costguard-offload-dialog")
+    dialog.wait_for(timeout=20_000)
+    cells = dialog.locator(".jp-costguard-slice-cell")
+    assert cells.count() == 1 and cells.first.get_attribute("data-selected") == "true"
+    page.locator(".jp-Dialog-button.jp-mod-accept").click()
+    job = lab.wait_for("costguard/api/jobs", lambda d: len(d["jobs"]) == 1)["jobs"][0]
+    assert job["notebook"] == "explore.ipynb"
+    lab.wait_for(f"costguard/api/jobs/{job['id']}", lambda d: d["state"] == "succeeded",
+                 timeout=90)
