@@ -22,7 +22,7 @@ from .guard.budget import BudgetRule
 from .guard.rules import default_rules
 from .ledger import Ledger, default_db_path
 from .offload.backend import Backend, LocalBackend
-from .offload.jobs import Defaults, JobService, pick_gpus
+from .offload.jobs import Defaults, JobService, kernel_gpu_usage, pick_gpus
 from .offload.pushgateway import push_finished_job
 from .offload.slurm import SlurmBackend
 from .offload.spec import Resources
@@ -338,7 +338,10 @@ class CostGuard(ExtensionApp):
             url = self.pushgateway_url
 
             def push(job: Any) -> None:
-                push_finished_job(url, job, currency=service.published.pricing.currency)
+                gpu = job.record.get("gpu") or {}
+                mean = gpu.get("mean_utilization_percent")
+                push_finished_job(url, job, currency=service.published.pricing.currency,
+                                  gpu_utilization_ratio=mean / 100 if mean is not None else None)
 
             jobs.listeners.append(push)
         metrics.install(lambda: service.published.metrics + (jobs.metrics() if jobs else []))
@@ -387,6 +390,7 @@ class CostGuard(ExtensionApp):
             pushgateway_url=self.pushgateway_url,
             local_capacity=self._local_capacity(service),
             cluster_rates=self.cluster_rates,
+            gpu_usage=lambda kid: kernel_gpu_usage(service.published.sample, kid),
             poll_interval=self.offload_poll_interval,
         )
 

@@ -459,14 +459,16 @@ class TestThroughTheServer:
         samples: dict[str, list[tuple[dict[str, str], float]]] = {}
         while time.monotonic() < deadline:
             samples = job_samples(gateway, doc["id"])
-            if {"costguard_job_spend", "costguard_job_attempts",
-                    "costguard_user_epoch_seconds"} <= set(samples):
+            if {"costguard_job_spend", "costguard_job_attempts", "costguard_user_epoch_seconds",
+                    "costguard_job_gpu_utilization_ratio"} <= set(samples):
                 break
             time.sleep(0.2)
         labels, spend = one(samples, "costguard_job_spend")
         assert labels["notebook"] == "pushed.ipynb" and labels["currency"] == "USD"
         assert spend == pytest.approx(done["spend"], abs=1e-6)
         assert one(samples, "costguard_job_attempts")[1] == 1
+        # the replayed trace puts the job's kernel (kernel 0) on GPU 0 at 2%
+        assert one(samples, "costguard_job_gpu_utilization_ratio")[1] == pytest.approx(0.02)
         assert one(samples, "costguard_user_epoch_seconds")[1] == 1.5
 
         resp = await jp_fetch("costguard", "api", "jobs", str(doc["id"]), "metrics",

@@ -88,6 +88,7 @@ class JobService:
         pushgateway_url: str | None = None,
         local_capacity: Callable[[], int] = lambda: 1,
         cluster_rates: Mapping[str, Mapping[str, float]] | None = None,
+        gpu_usage: Callable[[str], tuple[float, float, float] | None] = lambda kid: None,
         poll_interval: float = 0.5,
         clock: Callable[[], float] = time.time,
     ) -> None:
@@ -108,6 +109,11 @@ class JobService:
         #: backend -> {"gpu_per_hour", "cpu_per_hour", "memory_gib_per_hour"}: what a job's
         #: allocation costs where the server cannot sample it (a cluster)
         self.cluster_rates = {k: dict(v) for k, v in (cluster_rates or {}).items()}
+        #: kernel id -> (sample time, interval, mean utilisation % of the GPUs it holds) in the
+        #: latest sample, or None when it holds none
+        self.gpu_usage = gpu_usage
+        #: job -> [last sample time counted, utilisation x seconds, seconds]
+        self._gpu_seen: dict[int, list[float]] = {}
         self.poll_interval = poll_interval
         self.clock = clock
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="costguard-jobs")
@@ -164,12 +170,21 @@ class JobService:
             "log_tail": self._log_tail(job.id),
             "timeline": [p.to_json(now) for p in job.timeline()],
             "backend_detail": self._backend_detail(job, detail),
+            "gpu_utilization_percent": self._gpu_mean(job),
         }
         if detail:
             doc["slice"] = dict(job.slice_doc)
             doc["spec"] = spec.to_json()
             doc["record"] = dict(job.record)
         return doc
+
+    def _gpu_mean(self, job: Job) -> float | None:
+        """Time-weighted mean utilisation of the GPUs the job's kernel held (local jobs)."""
+        seen = self._gpu_seen.get(job.id)
+        if seen is not None and seen[2] > 0:
+            return round(seen[1] / seen[2], 2)
+        gpu = job.record.get("gpu")
+        return gpu.get("mean_utilization_percent") if isinstance(gpu, dict) else None
 
     def _backend_detail(self, job: Job, detail: bool) -> dict[str, Any] | None:
         """What a cluster says about a job that has not ended (why it waits, where it runs):
@@ -657,12 +672,18 @@ class JobService:
             phase_times=phase_times, phase_spend=phase_spend)
         if not new.terminal:
             new = self._check_alive(new, d, now)
+        if self._local(job.spec.backend) and new.kernel_pid is not None:
+            self._count_gpu(job.id)
         if new.terminal and new.ended is None:
             env = read_json(d / "env.json")
             record = dict(new.record)
             if env is not None:
                 record["environment"] = env
             record["attempts"] = status.get("attempts", [])
+            seen = self._gpu_seen.pop(job.id, None)
+            if seen is not None and seen[2] > 0:
+                record["gpu"] = {"mean_utilization_percent": round(seen[1] / seen[2], 2),
+                                 "sampled_seconds": round(seen[2], 3)}
             new = dataclasses.replace(new, ended=phase_times.get("done", now), record=record,
                                       kernel_pid=None)
             log.info("costguard: job %d %s%s", new.id, new.state,
@@ -670,6 +691,18 @@ class JobService:
         if new != job:
             self.store.save(new)
         return new
+
+    def _count_gpu(self, job_id: int) -> None:
+        """Fold the latest sample's GPU utilisation of the job's kernel into its mean."""
+        usage = self.gpu_usage(f"job-{job_id}")
+        if usage is None:
+            return
+        when, interval, percent = usage
+        seen = self._gpu_seen.setdefault(job_id, [0.0, 0.0, 0.0])
+        if when > seen[0]:
+            seen[0] = when
+            seen[1] += percent * interval
+            seen[2] += interval
 
     def _check_alive(self, job: Job, d: Path, now: float) -> Job:
         backend = self.backends[job.spec.backend]
@@ -707,6 +740,21 @@ class JobService:
 
     def close(self) -> None:
         self.store.close()
+
+
+def kernel_gpu_usage(sample: Sample | None, kernel_id: str) -> tuple[float, float, float] | None:
+    """(sample time, interval, mean utilisation %) of the GPUs `kernel_id` holds in `sample`;
+    None when it holds none whose utilisation is known."""
+    if sample is None:
+        return None
+    kernel = next((k for k in sample.kernels if k.info.kernel_id == kernel_id), None)
+    if kernel is None:
+        return None
+    utils = [g.utilization_percent for g in sample.gpu.gpus
+             if g.uuid in kernel.gpu_memory_bytes and g.utilization_percent is not None]
+    if not utils:
+        return None
+    return sample.time, sample.interval, sum(utils) / len(utils)
 
 
 def pick_gpus(sample: Sample | None, n: int) -> list[str] | None:
