@@ -449,9 +449,10 @@ class TestThroughTheServer:
                                           gateway: str) -> None:
         from .test_offload_api import code, submit, wait_job, write_notebook
 
+        # long enough for the server to sample the job's kernel (0.25 s samples) a few times
         write_notebook(jp_root_dir, "pushed.ipynb", [code(
-            "e", "from jupyter_costguard import jobmetrics\n"
-                 "jobmetrics.record('epoch_seconds', 1.5, epoch='0')")])
+            "e", "import time\nfrom jupyter_costguard import jobmetrics\n"
+                 "jobmetrics.record('epoch_seconds', 1.5, epoch='0')\ntime.sleep(2)")])
         doc = await submit(jp_fetch, "pushed.ipynb", ["e"])
         done = await wait_job(jp_fetch, doc["id"])
         assert done["state"] == "succeeded", done
