@@ -59,6 +59,8 @@ from typing import Any
 from urllib.parse import urlsplit
 from urllib.request import url2pathname
 
+from ._proc import pid_exists
+
 __all__ = [
     "ENV_DIR",
     "ENV_JOB_DIR",
@@ -641,18 +643,8 @@ def _clean_stale_staging(base: str) -> None:
     with contextlib.suppress(OSError):
         for name in os.listdir(base):
             m = re.match(r"^p(\d+)-", name)
-            if m and not _alive(int(m.group(1))):
+            if m and not pid_exists(int(m.group(1))):
                 shutil.rmtree(os.path.join(base, name), ignore_errors=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:
-        return True
-    return True
 
 
 def _stage(state: Any, step: int, loc: str, keep: int, store: _Store) -> Checkpoint:

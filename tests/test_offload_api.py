@@ -388,6 +388,8 @@ async def test_bad_submissions_get_4xx_with_a_message(jp_fetch, jp_root_dir, bod
         (("jobs", "999", "results"), "GET", 404),
         (("jobs", "999", "cancel"), "POST", 404),
         (("jobs", "999", "rerun"), "POST", 404),
+        (("jobs", "999", "metrics"), "DELETE", 404),
+        (("jobs", "abc", "metrics"), "DELETE", 400),
         (("jobs", "0"), "GET", 404),
     ],
 )

@@ -7,7 +7,6 @@ directory, which the server reads whatever the backend.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -17,6 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
+from .runner import read_json, write_json
 from .spec import Job
 
 #: seconds between SIGTERM (the runner shuts its kernel down) and SIGKILL on cancel
@@ -107,9 +107,7 @@ class LocalBackend:
             if status.get("state") != "ready" or not self._alive(pid, str(d)):
                 continue
             del self._warm[i]
-            tmp = d / "assign.json.tmp"
-            tmp.write_text(json.dumps({"job_dir": str(job_dir)}))
-            os.replace(tmp, d / "assign.json")
+            write_json(d / "assign.json", {"job_dir": str(job_dir)})
             self.fill_warm()
             return pid
         self.fill_warm()
@@ -150,10 +148,7 @@ def _pid(ref: str | None) -> int | None:
 
 
 def read_status(d: Path) -> dict[str, Any]:
-    try:
-        doc = json.loads((d / "status.json").read_text())
-    except (OSError, ValueError):
-        return {}
+    doc = read_json(d / "status.json")
     return doc if isinstance(doc, dict) else {}
 
 

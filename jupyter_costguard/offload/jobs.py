@@ -114,6 +114,8 @@ class JobService:
         self.gpu_usage = gpu_usage
         #: job -> [last sample time counted, utilisation x seconds, seconds]
         self._gpu_seen: dict[int, list[float]] = {}
+        #: job -> its log's last lines, once it has ended (docs are built on the worker)
+        self._final_tails: dict[int, str] = {}
         self.poll_interval = poll_interval
         self.clock = clock
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="costguard-jobs")
@@ -167,7 +169,7 @@ class JobService:
             "spend": round(job.spend, 6), "currency": self.currency(),
             "resources": spec.resources.to_json(), "selected": list(spec.selected),
             "label": label(job, now, self.currency()),
-            "log_tail": self._log_tail(job.id),
+            "log_tail": self._log_tail(job),
             "timeline": [p.to_json(now) for p in job.timeline()],
             "backend_detail": self._backend_detail(job, detail),
             "gpu_utilization_percent": self._gpu_mean(job),
@@ -208,7 +210,17 @@ class JobService:
             raise JobError("no Pushgateway is configured (c.CostGuard.pushgateway_url)", 409)
         return await self._run(lambda: delete_job_metrics(url, job_id))
 
-    def _log_tail(self, job_id: int, lines: int = 20, max_bytes: int = 8192) -> str:
+    def _log_tail(self, job: Job) -> str:
+        """The last lines of the log. An ended job's log no longer changes: it is read once,
+        not on every poll of the job list."""
+        tail = self._final_tails.get(job.id)
+        if tail is None:
+            tail = self._read_tail(job.id)
+            if job.terminal:
+                self._final_tails[job.id] = tail
+        return tail
+
+    def _read_tail(self, job_id: int, lines: int = 20, max_bytes: int = 8192) -> str:
         path = self.job_dir(job_id) / "log.txt"
         try:
             with open(path, "rb") as f:

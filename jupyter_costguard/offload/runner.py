@@ -47,6 +47,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from .._proc import pid_exists
 from .spec import JobSpec
 
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
@@ -552,7 +553,7 @@ async def _warm_wait(warm_dir: Path, kernel_name: str, server_pid: int) -> int:
                 break
             if time.monotonic() - checked > 1.0:
                 checked = time.monotonic()
-                if not _server_alive(server_pid) or not await client.km.is_alive():
+                if not pid_exists(server_pid) or not await client.km.is_alive():
                     return 0
             try:
                 await asyncio.wait_for(stop.wait(), 0.01)
@@ -584,16 +585,6 @@ def _in_tree(pid: int, root: int) -> bool:
         if pid <= 1:
             return False
     return False
-
-
-def _server_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def main(argv: list[str] | None = None) -> int:

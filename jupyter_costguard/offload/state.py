@@ -18,17 +18,17 @@ def _costguard_send(names, path, limit):
     g = globals()
     missing = [n for n in names if n not in g]
     if missing:
-        return json.dumps({{"error": "not defined in the kernel: " + ", ".join(missing)}})
-    data = pickle.dumps({{n: g[n] for n in names}}, protocol=pickle.HIGHEST_PROTOCOL)
+        return json.dumps({"error": "not defined in the kernel: " + ", ".join(missing)})
+    data = pickle.dumps({n: g[n] for n in names}, protocol=pickle.HIGHEST_PROTOCOL)
     if len(data) > limit:
         sizes = sorted(((len(pickle.dumps(g[n], protocol=pickle.HIGHEST_PROTOCOL)), n)
                         for n in names), reverse=True)
-        big = ", ".join(f"{{n}} ({{s:,}} bytes)" for s, n in sizes[:3])
-        return json.dumps({{"error": "too large", "size": len(data), "largest": big}})
+        big = ", ".join(f"{n} ({s:,} bytes)" for s, n in sizes[:3])
+        return json.dumps({"error": "too large", "size": len(data), "largest": big})
     with open(path + ".tmp", "wb") as f:
         f.write(data)
     os.replace(path + ".tmp", path)
-    return json.dumps({{"size": len(data)}})
+    return json.dumps({"size": len(data)})
 """
 
 LOAD = """\
@@ -67,7 +67,7 @@ async def send_variables(kernel_manager: Any, kernel_id: str, names: list[str], 
         await asyncio.wait_for(client.wait_for_ready(timeout=timeout), timeout)
         expr = f"_costguard_send({names!r}, {path!r}, {limit!r})"
         reply = await asyncio.wait_for(client.execute_interactive(
-            SEND.format() + "\n", silent=True, store_history=False,
+            SEND + "\n", silent=True, store_history=False,
             user_expressions={"r": expr}, timeout=timeout, output_hook=lambda msg: None),
             timeout + 1)
     except (asyncio.TimeoutError, TimeoutError):
