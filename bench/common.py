@@ -30,6 +30,16 @@ Log = Callable[[str], None]
 
 # --------------------------------------------------------------------------- environment
 
+def progress_log() -> Log:
+    """Progress lines on stderr, stamped with the seconds since the bench started."""
+    started = time.monotonic()
+
+    def log(msg: str) -> None:
+        print(f"[{time.monotonic() - started:6.1f}s] {msg}", file=sys.stderr, flush=True)
+
+    return log
+
+
 def project_deps() -> list[str]:
     import tomllib
 

@@ -49,6 +49,7 @@ from common import (
     md_table,
     median,
     pct,
+    progress_log,
     reexec_in,
     text_table,
     verdict,
@@ -502,9 +503,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     started = time.monotonic()
-
-    def log(msg: str) -> None:
-        print(f"[{time.monotonic() - started:6.1f}s] {msg}", file=sys.stderr, flush=True)
+    log = progress_log()
 
     python = args.python or str(ensure_venv(args.venv, [args.scheduler_spec], log))
     reexec_in(python, str(Path(__file__).resolve()), argv)

@@ -45,6 +45,7 @@ from common import (
     median,
     ms,
     pct,
+    progress_log,
     reexec_in,
     text_table,
     verdict,
@@ -647,9 +648,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     started = time.monotonic()
-
-    def log(msg: str) -> None:
-        print(f"[{time.monotonic() - started:6.1f}s] {msg}", file=sys.stderr, flush=True)
+    log = progress_log()
 
     python = args.python or str(ensure_venv(args.venv, ["pyyaml>=6", args.jru_spec], log))
     reexec_in(python, str(Path(__file__).resolve()), argv)
