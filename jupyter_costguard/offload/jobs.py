@@ -52,6 +52,8 @@ REQUEST_FIELDS = frozenset({"notebook", "cells", "selected", "kernel_id", "kerne
 MAX_CELLS = 5000
 #: a job whose runner is gone is given this long to have written its final status
 LOST_GRACE_SECONDS = 2.0
+#: ended jobs whose log tail is kept in memory (a job list holds at most 500)
+MAX_CACHED_TAILS = 1000
 
 
 class JobError(Exception):
@@ -218,6 +220,8 @@ class JobService:
             tail = self._read_tail(job.id)
             if job.terminal:
                 self._final_tails[job.id] = tail
+                if len(self._final_tails) > MAX_CACHED_TAILS:  # the oldest read first
+                    del self._final_tails[next(iter(self._final_tails))]
         return tail
 
     def _read_tail(self, job_id: int, lines: int = 20, max_bytes: int = 8192) -> str:
