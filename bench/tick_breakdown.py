@@ -32,12 +32,12 @@ import psutil  # noqa: E402
 from jupyter_client import KernelManager  # noqa: E402
 from sampling import write_trace  # noqa: E402
 
-from jupyter_costguard import ledger as ledger_mod  # noqa: E402
-from jupyter_costguard import metrics  # noqa: E402
-from jupyter_costguard import service as service_mod  # noqa: E402
-from jupyter_costguard import telemetry as tele_mod  # noqa: E402
-from jupyter_costguard.records import KernelInfo  # noqa: E402
-from jupyter_costguard.replay import ReplaySource  # noqa: E402
+from jupyter_costguard.cost import ledger as ledger_mod  # noqa: E402
+from jupyter_costguard.cost import service as service_mod  # noqa: E402
+from jupyter_costguard.metrics import collector as metrics  # noqa: E402
+from jupyter_costguard.sampling import telemetry as tele_mod  # noqa: E402
+from jupyter_costguard.sampling.records import KernelInfo  # noqa: E402
+from jupyter_costguard.sampling.replay import ReplaySource  # noqa: E402
 
 CPU: dict[str, float] = defaultdict(float)
 CALLS: dict[str, int] = defaultdict(int)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ._version import __version__
+from jupyter_costguard._version import __version__
 
 if TYPE_CHECKING:
-    from .widget import CostWidget
+    from jupyter_costguard.kernel.widget import CostWidget
 
 __all__ = ["__version__", "load_ipython_extension", "unload_ipython_extension", "widget"]
 
@@ -17,7 +17,7 @@ def _jupyter_labextension_paths() -> list[dict[str, str]]:
 
 
 def _jupyter_server_extension_points() -> list[dict[str, Any]]:
-    from .app import CostGuard
+    from jupyter_costguard.app import CostGuard
 
     return [{"module": "jupyter_costguard", "app": CostGuard}]
 
@@ -40,14 +40,14 @@ def widget(
     `notebook` shows another notebook's spend (server-relative path); `refresh_seconds` is how
     often the view refreshes; `kernel_id` overrides the kernel found from the connection file.
     """
-    from .widget import widget as make
+    from jupyter_costguard.kernel.widget import widget as make
 
     return make(notebook=notebook, refresh_seconds=refresh_seconds, kernel_id=kernel_id)
 
 
 def load_ipython_extension(ipython: Any) -> None:
     """`%load_ext jupyter_costguard`: show the cost widget and register `%costguard`."""
-    from .widget import load_ipython_extension as load
+    from jupyter_costguard.kernel.widget import load_ipython_extension as load
 
     load(ipython)
 

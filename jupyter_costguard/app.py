@@ -14,23 +14,24 @@ from jupyter_server.extension.application import ExtensionApp
 from tornado.ioloop import IOLoop
 from traitlets import Bool, CaselessStrEnum, Dict, Float, Int, List, Unicode, default
 
-from . import api, metrics
-from .guard import Guard, GuardConfig
-from .guard.actions import Actor
-from .guard.autostop import terminal_activity
-from .guard.budget import BudgetRule
-from .guard.rules import default_rules
-from .ledger import Ledger, default_db_path
-from .offload.backend import Backend, LocalBackend
-from .offload.jobs import Defaults, JobService, kernel_gpu_usage, pick_gpus
-from .offload.pushgateway import push_finished_job
-from .offload.slurm import SlurmBackend
-from .offload.spec import Resources
-from .offload.store import JobStore
-from .records import GpuReading, KernelInfo
-from .replay import ReplaySource
-from .service import CostService, PricingConfig
-from .telemetry import GpuSource, Telemetry
+from jupyter_costguard.cost.ledger import Ledger, default_db_path
+from jupyter_costguard.cost.service import CostService, PricingConfig
+from jupyter_costguard.guard import Guard, GuardConfig
+from jupyter_costguard.guard.actions import Actor
+from jupyter_costguard.guard.autostop import terminal_activity
+from jupyter_costguard.guard.budget import BudgetRule
+from jupyter_costguard.guard.rules import default_rules
+from jupyter_costguard.metrics import collector as metrics
+from jupyter_costguard.metrics.pushgateway import push_finished_job
+from jupyter_costguard.offload.backends.local import Backend, LocalBackend
+from jupyter_costguard.offload.backends.slurm import SlurmBackend
+from jupyter_costguard.offload.service import Defaults, JobService, kernel_gpu_usage, pick_gpus
+from jupyter_costguard.offload.spec import Resources
+from jupyter_costguard.offload.store import JobStore
+from jupyter_costguard.sampling.records import GpuReading, KernelInfo
+from jupyter_costguard.sampling.replay import ReplaySource
+from jupyter_costguard.sampling.telemetry import GpuSource, Telemetry
+from jupyter_costguard.web import handlers as api
 
 
 class NvmlSource:
@@ -40,7 +41,7 @@ class NvmlSource:
     instance_type = None
 
     def __init__(self) -> None:
-        from .gpu import NvmlReader
+        from jupyter_costguard.sampling.nvml import NvmlReader
 
         self.reader = NvmlReader()
 
@@ -407,8 +408,8 @@ class CostGuard(ExtensionApp):
         return capacity
 
     def _kubernetes_backend(self) -> Backend:
-        from .offload.k8s_manifest import KubernetesSettings
-        from .offload.kubernetes import KubernetesBackend
+        from jupyter_costguard.offload.backends.kubernetes.backend import KubernetesBackend
+        from jupyter_costguard.offload.backends.kubernetes.manifest import KubernetesSettings
 
         settings = KubernetesSettings(
             namespace=self.k8s_namespace, image=self.k8s_image,
@@ -429,7 +430,7 @@ class CostGuard(ExtensionApp):
     def _notebook_budgets(self) -> Any:
         """Per-notebook budget overrides from notebook metadata (`costguard.budget`), read
         on the sampler thread relative to the contents root (see guard/budget.py)."""
-        from .guard.budget import NotebookBudgets
+        from jupyter_costguard.guard.budget import NotebookBudgets
 
         root = getattr(self.server.contents_manager, "root_dir", None) or self.server.root_dir
         return NotebookBudgets(root, logger=self.log)

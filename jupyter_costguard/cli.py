@@ -8,8 +8,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from .ledger import default_db_path
-from .pricing import Catalog, CatalogError
+from jupyter_costguard.cost.ledger import default_db_path
+from jupyter_costguard.cost.pricing import Catalog, CatalogError
 
 
 def _catalog(args: argparse.Namespace) -> int:
@@ -54,7 +54,7 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _help_all(_: argparse.Namespace) -> int:
-    from .app import CostGuard
+    from jupyter_costguard.app import CostGuard
 
     print("c.CostGuard options (set them in jupyter_server_config.py):\n")
     for _name, trait in sorted(CostGuard.class_own_traits(config=True).items()):

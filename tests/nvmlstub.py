@@ -2,7 +2,7 @@
 
 The C library (tests/nvml_stub/fake_nvml.c) is compiled against NVML's own header from the
 `nvidia-nvml-dev` wheel and loaded by the real `pynvml` bindings, so everything above the C
-boundary (pynvml, jupyter_costguard.gpu, the server) runs unmodified.
+boundary (pynvml, jupyter_costguard.sampling.nvml, the server) runs unmodified.
 
 Typical use::
 

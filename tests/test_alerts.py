@@ -16,14 +16,14 @@ import pytest
 from jsonschema import ValidationError
 from tornado.httpclient import HTTPClientError
 
-from jupyter_costguard.alerts import (
+from jupyter_costguard.alerts.store import (
     MAX_BODY_BYTES,
     RETENTION_SECONDS,
     AlertError,
     AlertStore,
     parse_raise_request,
 )
-from jupyter_costguard.ledger import Ledger
+from jupyter_costguard.cost.ledger import Ledger
 
 from .conftest import get_json, start_session, wait_for
 from .openapi_check import validate, validate_request

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from jupyter_costguard.cli import main
-from jupyter_costguard.ledger import Ledger
-from jupyter_costguard.spend import IntervalCost, Share
+from jupyter_costguard.cost.ledger import Ledger
+from jupyter_costguard.cost.spend import IntervalCost, Share
 
 
 def test_report_lists_notebooks_by_spend(tmp_path: Path, capsys: pytest.CaptureFixture[str]):

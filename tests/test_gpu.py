@@ -1,4 +1,4 @@
-"""jupyter_costguard.gpu against the real pynvml bindings and the fake libnvidia-ml.so.1.
+"""jupyter_costguard.sampling.nvml against the real pynvml bindings and the fake libnvidia-ml.so.1.
 
 Most tests load the stub into this process (see tests/nvmlstub.py); the ones about a missing
 library, an old driver or the environment a server gets run a child interpreter.
@@ -21,8 +21,8 @@ from typing import Any
 
 import pytest
 
-from jupyter_costguard.gpu import NvmlReader, parse_visible_devices
-from jupyter_costguard.records import GpuProcess, GpuReading
+from jupyter_costguard.sampling.nvml import NvmlReader, parse_visible_devices
+from jupyter_costguard.sampling.records import GpuProcess, GpuReading
 
 from . import nvmlstub
 from .nvmlstub import GiB, Gpu, Mig, Proc, Scenario
@@ -586,7 +586,7 @@ def test_broken_scenario_file_is_an_error_not_a_crash(
 CHILD = textwrap.dedent(
     """
     import dataclasses, json, sys
-    from jupyter_costguard.gpu import NvmlReader
+    from jupyter_costguard.sampling.nvml import NvmlReader
     r = NvmlReader(retry_interval=0)
     for line in sys.stdin:
         print(json.dumps(dataclasses.asdict(r.read())), flush=True)

@@ -16,10 +16,11 @@ from typing import Any, cast
 
 import pytest
 
-from jupyter_costguard.alerts import Alert, AlertStore
+from jupyter_costguard.alerts.store import Alert, AlertStore
+from jupyter_costguard.cost.service import Published
 from jupyter_costguard.guard import Act, Guard, GuardConfig
 from jupyter_costguard.guard.autostop import AutoStopRule, span, terminal_activity
-from jupyter_costguard.records import (
+from jupyter_costguard.sampling.records import (
     GpuReading,
     GpuSample,
     HostSample,
@@ -27,7 +28,6 @@ from jupyter_costguard.records import (
     KernelSample,
     Sample,
 )
-from jupyter_costguard.service import Published
 
 from .conftest import GiB, write_trace
 from .server_proc import ServerProcess

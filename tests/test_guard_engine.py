@@ -13,11 +13,11 @@ from typing import Any, cast
 
 import pytest
 
-from jupyter_costguard.alerts import AlertStore
+from jupyter_costguard.alerts.store import AlertStore
+from jupyter_costguard.cost.service import Published
 from jupyter_costguard.guard import Act, Finding, Guard, GuardConfig, GuardContext, RuleResult
 from jupyter_costguard.guard.actions import Actor
-from jupyter_costguard.records import GpuReading, HostSample, Sample
-from jupyter_costguard.service import Published
+from jupyter_costguard.sampling.records import GpuReading, HostSample, Sample
 
 # --- the engine -------------------------------------------------------------------------
 

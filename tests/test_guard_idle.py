@@ -12,12 +12,14 @@ from typing import Any
 
 import pytest
 
-from jupyter_costguard.alerts import Alert, AlertStore
+from jupyter_costguard.alerts.store import Alert, AlertStore
+from jupyter_costguard.cost.ledger import Ledger
+from jupyter_costguard.cost.pricing import Catalog, Pricing
+from jupyter_costguard.cost.service import Published
+from jupyter_costguard.cost.spend import split_interval
 from jupyter_costguard.guard import Act, Guard, GuardConfig, Rule
 from jupyter_costguard.guard.idle import IdleKernelRule, clock_time
-from jupyter_costguard.ledger import Ledger
-from jupyter_costguard.pricing import Catalog, Pricing
-from jupyter_costguard.records import (
+from jupyter_costguard.sampling.records import (
     GpuReading,
     GpuSample,
     HostSample,
@@ -25,8 +27,6 @@ from jupyter_costguard.records import (
     KernelSample,
     Sample,
 )
-from jupyter_costguard.service import Published
-from jupyter_costguard.spend import split_interval
 
 from .conftest import get_json, start_session
 from .openapi_check import validate
@@ -408,10 +408,16 @@ async def test_idle_gpu_kernel_survives_without_cull(jp_fetch: Any, cull: bool):
 def test_the_api_counts_idle_time_as_the_idle_rule_does(tmp_path, state, idle):
     """A kernel started without a client stays "starting": idle to the rule, and so to the
     kernels document (it used to say 0)."""
-    from jupyter_costguard.ledger import Ledger
-    from jupyter_costguard.pricing import Catalog, resolve_pricing
-    from jupyter_costguard.records import GpuReading, HostSample, KernelInfo, KernelSample, Sample
-    from jupyter_costguard.views import build_views
+    from jupyter_costguard.cost.ledger import Ledger
+    from jupyter_costguard.cost.pricing import Catalog, resolve_pricing
+    from jupyter_costguard.cost.views import build_views
+    from jupyter_costguard.sampling.records import (
+        GpuReading,
+        HostSample,
+        KernelInfo,
+        KernelSample,
+        Sample,
+    )
 
     now = 1_700_000_000.0
     info = KernelInfo(kernel_id="k", name="python3", pid=1, execution_state=state,

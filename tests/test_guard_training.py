@@ -14,12 +14,14 @@ from typing import Any
 
 import pytest
 
-from jupyter_costguard.alerts import Alert, AlertStore
+from jupyter_costguard.alerts.store import Alert, AlertStore
+from jupyter_costguard.cost.ledger import Ledger
+from jupyter_costguard.cost.pricing import Catalog, InstanceType, resolve_pricing
+from jupyter_costguard.cost.service import Published
+from jupyter_costguard.cost.views import Views
 from jupyter_costguard.guard import Guard, GuardConfig, Rule
 from jupyter_costguard.guard.training import HEADROOM, TrainingSizedRule
-from jupyter_costguard.ledger import Ledger
-from jupyter_costguard.pricing import Catalog, InstanceType, resolve_pricing
-from jupyter_costguard.records import (
+from jupyter_costguard.sampling.records import (
     GpuReading,
     GpuSample,
     HostSample,
@@ -27,8 +29,6 @@ from jupyter_costguard.records import (
     KernelSample,
     Sample,
 )
-from jupyter_costguard.service import Published
-from jupyter_costguard.views import Views
 
 from .conftest import GiB, get_json, start_session, write_trace
 

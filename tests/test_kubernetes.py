@@ -26,16 +26,16 @@ from typing import Any
 
 import pytest
 
-from jupyter_costguard.offload import k8s_manifest as manifest
-from jupyter_costguard.offload.jobs import JobError
-from jupyter_costguard.offload.k8s_manifest import KubernetesSettings
-from jupyter_costguard.offload.kubernetes import (
+from jupyter_costguard.offload.backends.kubernetes import manifest
+from jupyter_costguard.offload.backends.kubernetes.backend import (
     KubernetesBackend,
     derive,
     new_log_lines,
     unknown_fields,
 )
+from jupyter_costguard.offload.backends.kubernetes.manifest import KubernetesSettings
 from jupyter_costguard.offload.runner import read_json, write_json
+from jupyter_costguard.offload.service import JobError
 from jupyter_costguard.offload.spec import Job, JobSpec, Resources, SpecCell
 
 from .k8s_standin import TOKEN, Failure, StandIn, nano_rfc3339, run_locally
@@ -203,8 +203,9 @@ def test_manifests_are_kubernetes_objects_the_client_schema_knows_field_by_field
     assert spec["template"]["metadata"]["labels"] == meta["labels"]
     (container,) = pod["containers"]
     assert container["image"] == IMAGE and container["workingDir"] == "/costguard/work"
-    assert container["command"] == ["python", "-m", "jupyter_costguard.offload.kubernetes",
-                                    "pod", "/costguard/job", "/costguard/work"]
+    assert container["command"] == ["python", "-m",
+                                    "jupyter_costguard.offload.backends.kubernetes.backend", "pod",
+                                    "/costguard/job", "/costguard/work"]
     assert container["resources"] == {
         "requests": {"cpu": "7500m", "memory": "61440Mi"},
         "limits": {"memory": "61440Mi", "nvidia.com/gpu": "2"}}
@@ -442,7 +443,8 @@ def test_a_failed_job_says_the_runners_reason_or_kubernetes(tmp_path, standin, c
     pod = standin.add_pod(ref)
     standin.schedule(pod)
     standin.end(pod, 1, "/usr/bin/python: Error while finding module specification for "
-                "'jupyter_costguard.offload.kubernetes' (ModuleNotFoundError: No module named "
+                "'jupyter_costguard.offload.backends.kubernetes.backend' "
+                "(ModuleNotFoundError: No module named "
                 "'jupyter_costguard')")
     standin.finish_job(ref, ok=False, reason="BackoffLimitExceeded")
     reason = follow(b, job, d, ref)["exit_reason"]
@@ -629,7 +631,8 @@ def test_sigterm_to_the_pod_reaches_the_runner(tmp_path, standin, configuration)
 def test_the_pods_command_refuses_a_missing_input(tmp_path):
     env = {**os.environ, "COSTGUARD_TERMINATION_LOG": str(tmp_path / "msg")}
     (tmp_path / "empty").mkdir()
-    done = subprocess.run([sys.executable, "-m", "jupyter_costguard.offload.kubernetes", "pod",
+    done = subprocess.run([sys.executable, "-m",
+                           "jupyter_costguard.offload.backends.kubernetes.backend", "pod",
                            str(tmp_path / "empty"), str(tmp_path / "work")],
                           env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == manifest.EXIT_USAGE  # FailJob: retrying cannot help

@@ -171,7 +171,7 @@ async def test_selected_cell_runs_with_exactly_the_cells_it_needs(jp_fetch, jp_r
     # ... and what `%costguard fetch N` does in an IPython shell
     from IPython.core.interactiveshell import InteractiveShell
 
-    from jupyter_costguard.widget import _costguard_magic
+    from jupyter_costguard.kernel.widget import _costguard_magic
 
     shell = InteractiveShell.instance()
     shell.register_magic_function(_costguard_magic, magic_kind="line", magic_name="costguard")

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_costguard.ledger import HISTORY_BUCKET_SECONDS, Ledger
-from jupyter_costguard.spend import IntervalCost, Share
+from jupyter_costguard.cost.ledger import HISTORY_BUCKET_SECONDS, Ledger
+from jupyter_costguard.cost.spend import IntervalCost, Share
 
 from .conftest import GiB, write_trace
 from .server_proc import ServerProcess

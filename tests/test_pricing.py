@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_costguard.pricing import (
+from jupyter_costguard.cost.pricing import (
     ENV_INSTANCE_TYPE,
     HOST_PER_GIB_HOUR,
     HOST_PER_VCPU_HOUR,
@@ -23,7 +23,7 @@ from jupyter_costguard.pricing import (
     provider_from_dmi,
     resolve_pricing,
 )
-from jupyter_costguard.records import GpuReading, GpuSample, HostSample
+from jupyter_costguard.sampling.records import GpuReading, GpuSample, HostSample
 
 GIB = 1024**3
 

@@ -31,7 +31,7 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from jupyter_costguard import jobmetrics
-from jupyter_costguard.offload import pushgateway
+from jupyter_costguard.metrics import pushgateway
 from jupyter_costguard.offload.spec import Job, JobSpec, Resources, SpecCell
 
 from .server_proc import free_port
@@ -262,7 +262,7 @@ def silent_gateway() -> Iterator[str]:
 def test_unreachable_or_silent_gateway_is_logged_not_raised(
         silent_gateway: str, caplog: pytest.LogCaptureFixture) -> None:
     closed = f"http://127.0.0.1:{free_port()}"
-    with caplog.at_level(logging.WARNING, logger="jupyter_costguard.offload.pushgateway"):
+    with caplog.at_level(logging.WARNING, logger="jupyter_costguard.metrics.pushgateway"):
         assert pushgateway.push_job_metrics(closed, 1, {"attempts": 1}) is False
         assert pushgateway.delete_job_metrics(closed, 1) is False
         started = time.monotonic()
@@ -312,8 +312,8 @@ def exported_names() -> set[str]:
     """Every metric name costguard exposes: the server's families (counters get `_total`) and
     the job metrics pushed to the gateway."""
     names = {name for name, _ in pushgateway.JOB_METRICS.values()}
-    for source in ("jupyter_costguard/metrics.py", "jupyter_costguard/offload/jobs.py"):
-        text = (ROOT / source).read_text()
+    for source in sorted((ROOT / "jupyter_costguard").rglob("*.py")):
+        text = source.read_text()
         for kind, name in re.findall(r'(Counter|Gauge)MetricFamily\(\s*"(costguard_\w+)"', text):
             names.add(name + "_total" if kind == "Counter" else name)
     return names

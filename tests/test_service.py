@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from jupyter_costguard.ledger import Ledger
-from jupyter_costguard.replay import ReplaySource
-from jupyter_costguard.service import CostService, PricingConfig
-from jupyter_costguard.telemetry import Telemetry
+from jupyter_costguard.cost.ledger import Ledger
+from jupyter_costguard.cost.service import CostService, PricingConfig
+from jupyter_costguard.sampling.replay import ReplaySource
+from jupyter_costguard.sampling.telemetry import Telemetry
 
 from .conftest import write_trace
 

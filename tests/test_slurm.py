@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from jupyter_costguard import checkpoint
-from jupyter_costguard.offload.slurm import SlurmBackend, parse_scontrol, time_minutes
+from jupyter_costguard.offload.backends.slurm import SlurmBackend, parse_scontrol, time_minutes
 from jupyter_costguard.offload.spec import Job, JobSpec, Resources, SpecCell
 
 from .server_proc import ServerProcess

@@ -7,7 +7,8 @@ import math
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jupyter_costguard.records import (
+from jupyter_costguard.cost.spend import split_interval
+from jupyter_costguard.sampling.records import (
     GpuReading,
     GpuSample,
     HostSample,
@@ -15,7 +16,6 @@ from jupyter_costguard.records import (
     KernelSample,
     Sample,
 )
-from jupyter_costguard.spend import split_interval
 
 
 def kernel(kid: str, state: str = "idle", cpu: float = 0.0, gpu_mem: dict | None = None):

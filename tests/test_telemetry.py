@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from jupyter_costguard.records import GpuProcess, GpuSample, KernelInfo
-from jupyter_costguard.telemetry import attribute_gpus
+from jupyter_costguard.sampling.records import GpuProcess, GpuSample, KernelInfo
+from jupyter_costguard.sampling.telemetry import attribute_gpus
 
 GiB = 1 << 30
 
@@ -59,7 +59,7 @@ def test_probe_finds_a_forked_child_and_counts_all_its_cpu(tmp_path):
     import sys
     import time
 
-    from jupyter_costguard.telemetry import KernelProbe
+    from jupyter_costguard.sampling.telemetry import KernelProbe
 
     flag = tmp_path / "go"
     burn = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.5: pass\n" \
@@ -102,7 +102,7 @@ def test_probe_finds_a_forked_child_and_counts_all_its_cpu(tmp_path):
 def test_quiet_tree_is_not_rewalked_until_stale(monkeypatch):
     import os
 
-    from jupyter_costguard import telemetry
+    from jupyter_costguard.sampling import telemetry
 
     probe = telemetry.KernelProbe()
     walks = []

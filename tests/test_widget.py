@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 import jupyter_costguard
-from jupyter_costguard.widget import (
+from jupyter_costguard.kernel.widget import (
     FALLBACK_TEXT,
     MODULE_NAME,
     MODULE_VERSION,
@@ -110,7 +110,7 @@ def test_refresh_is_validated():
 def test_widget_name_is_callable_whichever_import_came_first():
     import importlib
 
-    module = importlib.import_module("jupyter_costguard.widget")
+    module = importlib.import_module("jupyter_costguard.kernel.widget")
     # Importing the submodule rebinds the package attribute; it must still make widgets.
     w = jupyter_costguard.widget(kernel_id="abc")
     v = module(kernel_id="def")

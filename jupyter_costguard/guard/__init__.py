@@ -1,7 +1,7 @@
 """The guard: rules over spend and telemetry that raise alerts and, where opted in, act."""
 
-from .base import Act, Finding, GuardContext, Rule, RuleResult
-from .config import GuardConfig
-from .engine import Guard
+from jupyter_costguard.guard.base import Act, Finding, GuardContext, Rule, RuleResult
+from jupyter_costguard.guard.config import GuardConfig
+from jupyter_costguard.guard.engine import Guard
 
 __all__ = ["Act", "Finding", "Guard", "GuardConfig", "GuardContext", "Rule", "RuleResult"]

@@ -16,7 +16,7 @@ import tempfile
 from collections.abc import Awaitable, Callable, Sequence
 from typing import IO, Any
 
-from .base import Act
+from jupyter_costguard.guard.base import Act
 
 log = logging.getLogger("jupyter_costguard")
 

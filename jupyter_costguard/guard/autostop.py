@@ -31,9 +31,9 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from ..records import Sample
-from .base import Act, Finding, GuardContext, RuleResult
-from .config import GuardConfig
+from jupyter_costguard.guard.base import Act, Finding, GuardContext, RuleResult
+from jupyter_costguard.guard.config import GuardConfig
+from jupyter_costguard.sampling.records import Sample
 
 log = logging.getLogger("jupyter_costguard")
 

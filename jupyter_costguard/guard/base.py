@@ -13,10 +13,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ..ledger import Ledger
-from ..pricing import Catalog
-from ..service import Published
-from .config import GuardConfig
+from jupyter_costguard.cost.ledger import Ledger
+from jupyter_costguard.cost.pricing import Catalog
+from jupyter_costguard.cost.service import Published
+from jupyter_costguard.guard.config import GuardConfig
 
 
 @dataclass(frozen=True)

@@ -29,9 +29,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..records import KernelSample
-from .base import Act, Finding, GuardContext, RuleResult
-from .config import GuardConfig
+from jupyter_costguard.guard.base import Act, Finding, GuardContext, RuleResult
+from jupyter_costguard.guard.config import GuardConfig
+from jupyter_costguard.sampling.records import KernelSample
 
 log = logging.getLogger("jupyter_costguard")
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping, Sequence
 
-from ..alerts import AlertStore
-from ..ledger import Ledger
-from ..pricing import Catalog
-from ..service import Published
-from .base import Act, GuardContext, Rule
-from .config import GuardConfig
+from jupyter_costguard.alerts.store import AlertStore
+from jupyter_costguard.cost.ledger import Ledger
+from jupyter_costguard.cost.pricing import Catalog
+from jupyter_costguard.cost.service import Published
+from jupyter_costguard.guard.base import Act, GuardContext, Rule
+from jupyter_costguard.guard.config import GuardConfig
 
 log = logging.getLogger("jupyter_costguard")
 

@@ -28,9 +28,9 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from ..records import KernelSample
-from .base import Act, Finding, GuardContext, RuleResult
-from .config import GuardConfig
+from jupyter_costguard.guard.base import Act, Finding, GuardContext, RuleResult
+from jupyter_costguard.guard.config import GuardConfig
+from jupyter_costguard.sampling.records import KernelSample
 
 #: States in which the kernel manager is busy with the kernel itself: no cull then.
 _NO_CULL_STATES = frozenset({"restarting", "autorestarting", "terminating", "dead"})

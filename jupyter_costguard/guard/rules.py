@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from .autostop import AutoStopRule
-from .base import Rule
-from .budget import BudgetRule
-from .config import GuardConfig
-from .idle import IdleKernelRule
-from .starved import StarvedGpuRule
-from .training import TrainingSizedRule
+from jupyter_costguard.guard.autostop import AutoStopRule
+from jupyter_costguard.guard.base import Rule
+from jupyter_costguard.guard.budget import BudgetRule
+from jupyter_costguard.guard.config import GuardConfig
+from jupyter_costguard.guard.idle import IdleKernelRule
+from jupyter_costguard.guard.starved import StarvedGpuRule
+from jupyter_costguard.guard.training import TrainingSizedRule
 
 
 def default_rules(

@@ -25,10 +25,10 @@ from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..records import Sample
-from .base import Finding, GuardContext, RuleResult
-from .config import GuardConfig
-from .window import Rolling
+from jupyter_costguard.guard.base import Finding, GuardContext, RuleResult
+from jupyter_costguard.guard.config import GuardConfig
+from jupyter_costguard.guard.window import Rolling
+from jupyter_costguard.sampling.records import Sample
 
 TITLE = "GPU starved of data"
 ACTIONS: tuple[Mapping[str, Any], ...] = (

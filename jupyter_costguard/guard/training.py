@@ -36,11 +36,11 @@ from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..pricing import Catalog, InstanceType, Pricing
-from ..records import Sample
-from .base import Finding, GuardContext, RuleResult
-from .config import GuardConfig
-from .window import Rolling
+from jupyter_costguard.cost.pricing import Catalog, InstanceType, Pricing
+from jupyter_costguard.guard.base import Finding, GuardContext, RuleResult
+from jupyter_costguard.guard.config import GuardConfig
+from jupyter_costguard.guard.window import Rolling
+from jupyter_costguard.sampling.records import Sample
 
 GiB = 1 << 30
 #: Memory figures (GPU and host) are scaled by this before looking for an instance that fits:

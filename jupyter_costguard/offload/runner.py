@@ -47,8 +47,8 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from .._proc import pid_exists
-from .spec import JobSpec
+from jupyter_costguard._proc import pid_exists
+from jupyter_costguard.offload.spec import JobSpec
 
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
@@ -366,7 +366,7 @@ class Runner:
     def _push_metrics(self) -> None:
         """Duration, attempts and outcome to the job's Pushgateway, if it has one; after the
         final status is written, so nothing waits on it. Never fails the job."""
-        from .pushgateway import ENV_URL, push_runner_metrics
+        from jupyter_costguard.metrics.pushgateway import ENV_URL, push_runner_metrics
 
         url = self.job_environment().get(ENV_URL) or os.environ.get(ENV_URL)
         if url and push_runner_metrics(url, self.job_id, self.status,

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from .spec import Job, JobSpec
+from jupyter_costguard.offload.spec import Job, JobSpec
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS job (

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from .records import GpuSample, KernelSample, Sample
+from jupyter_costguard.sampling.records import GpuSample, KernelSample, Sample
 
 
 @dataclass

@@ -25,12 +25,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .spec import Job
+from jupyter_costguard.offload.spec import Job
 
 MANAGED_BY = "jupyter-costguard"
 CONTAINER = "runner"
 #: the pod-side entry point (copies the input, runs the runner, streams its log to stdout)
-POD_MODULE = "jupyter_costguard.offload.kubernetes"
+POD_MODULE = "jupyter_costguard.offload.backends.kubernetes.backend"
 #: what a ConfigMap may carry in total (the API server refuses more than 1 MiB; keep headroom
 #: for the object's metadata)
 MAX_CONFIGMAP_BYTES = 1_000_000

@@ -15,7 +15,7 @@ from jupyter_server.auth.decorator import authorized
 from jupyter_server.base.handlers import APIHandler
 from tornado import web
 
-from .alerts import (
+from jupyter_costguard.alerts.store import (
     MAX_BODY_BYTES,
     AlertError,
     AlertLimitError,
@@ -23,7 +23,7 @@ from .alerts import (
     parse_raise_request,
     parse_snooze_request,
 )
-from .service import CostService
+from jupyter_costguard.cost.service import CostService
 
 AUTH_RESOURCE = "costguard"
 API_PREFIX = "costguard/api"
@@ -248,7 +248,7 @@ def handlers(base: str) -> list[tuple[str, type[web.RequestHandler], dict[str, A
         (url(r"/alerts/([^/]+)/snooze"), AlertActionHandler, {"action": "snooze"}),
         (url("/openapi.json"), OpenAPIHandler, {}),
     ]
-    from .offload.handlers import routes as job_routes
+    from jupyter_costguard.web.jobs import routes as job_routes
 
     routes += job_routes(url)
     routes += [

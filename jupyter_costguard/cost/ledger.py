@@ -15,7 +15,7 @@ from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 
-from .spend import IntervalCost
+from jupyter_costguard.cost.spend import IntervalCost
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS consumer (

@@ -16,8 +16,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
-from .runner import read_json, write_json
-from .spec import Job
+from jupyter_costguard.offload.runner import read_json, write_json
+from jupyter_costguard.offload.spec import Job
 
 #: seconds between SIGTERM (the runner shuts its kernel down) and SIGKILL on cancel
 CANCEL_GRACE_SECONDS = 5.0

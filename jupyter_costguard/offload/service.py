@@ -23,14 +23,13 @@ from typing import Any, TypeVar
 
 from prometheus_client.core import GaugeMetricFamily, Metric
 
-from ..records import KernelInfo, Sample
-from .backend import CANCEL_GRACE_SECONDS, Backend, LocalBackend
-from .pushgateway import ENV_URL as PUSH_ENV
-from .pushgateway import delete_job_metrics
-from .record import make_record
-from .runner import read_json, write_json
-from .slicer import Slice, SliceError, slice_cells
-from .spec import (
+from jupyter_costguard.metrics.pushgateway import ENV_URL as PUSH_ENV
+from jupyter_costguard.metrics.pushgateway import delete_job_metrics
+from jupyter_costguard.offload.backends.local import CANCEL_GRACE_SECONDS, Backend, LocalBackend
+from jupyter_costguard.offload.record import make_record
+from jupyter_costguard.offload.runner import read_json, write_json
+from jupyter_costguard.offload.slicer import Slice, SliceError, slice_cells
+from jupyter_costguard.offload.spec import (
     STATES,
     Job,
     JobSpec,
@@ -41,8 +40,9 @@ from .spec import (
     parse_names,
     parse_retries,
 )
-from .state import SendError, load_code, send_variables
-from .store import JobStore
+from jupyter_costguard.offload.state import SendError, load_code, send_variables
+from jupyter_costguard.offload.store import JobStore
+from jupyter_costguard.sampling.records import KernelInfo, Sample
 
 log = logging.getLogger("jupyter_costguard")
 T = TypeVar("T")

@@ -205,7 +205,7 @@ def unload_ipython_extension(ipython: Any) -> None:
 
 
 class _CallableModule(types.ModuleType):
-    """``jupyter_costguard.widget`` is both this module and a function in the package.
+    """``jupyter_costguard.kernel.widget`` is both this module and a function in the package.
 
     Importing a submodule rebinds the package attribute of the same name to the module, so
     whichever wins, ``jupyter_costguard.widget()`` must still return a fresh widget.

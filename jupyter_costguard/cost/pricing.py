@@ -47,7 +47,7 @@ from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
-from .records import GpuReading, HostSample
+from jupyter_costguard.sampling.records import GpuReading, HostSample
 
 HOST_PER_VCPU_HOUR = 0.04
 HOST_PER_GIB_HOUR = 0.005

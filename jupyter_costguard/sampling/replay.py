@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .records import GpuProcess, GpuReading, GpuSample
+from jupyter_costguard.sampling.records import GpuProcess, GpuReading, GpuSample
 
 TRACE_FORMAT = "costguard-trace/1"
 

@@ -38,10 +38,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .backend import RUNNER_MODULE, read_status
-from .jobs import JobError
-from .runner import CANCEL_FILE, RESTART_ENV, write_json
-from .spec import TERMINAL, Job
+from jupyter_costguard.offload.backends.local import RUNNER_MODULE, read_status
+from jupyter_costguard.offload.runner import CANCEL_FILE, RESTART_ENV, write_json
+from jupyter_costguard.offload.service import JobError
+from jupyter_costguard.offload.spec import TERMINAL, Job
 
 #: Slurm job states in which the job may still run (or run again, once requeued)
 ACTIVE_STATES = frozenset({

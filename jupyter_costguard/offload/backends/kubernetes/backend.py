@@ -1,7 +1,8 @@
 """Runs offloaded jobs as Kubernetes Jobs (``batch/v1``), through the official client.
 
 One job is a ConfigMap (its ``spec.json`` and small ``inputs.pkl``) and a Job whose pod runs
-this module's pod entry point (``python -m jupyter_costguard.offload.kubernetes pod``), which
+this module's pod entry point
+(``python -m jupyter_costguard.offload.backends.kubernetes.backend pod``), which
 copies the input into a writable directory and runs the same job runner the local backend
 runs, streaming the runner's log to the container's stdout and leaving the runner's final
 status as the container's termination message.
@@ -33,11 +34,11 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from . import k8s_manifest as manifest
-from .backend import RUNNER_MODULE
-from .k8s_manifest import KubernetesSettings, ManifestError
-from .runner import read_json, write_json
-from .spec import Job
+from jupyter_costguard.offload.backends.kubernetes import manifest
+from jupyter_costguard.offload.backends.kubernetes.manifest import KubernetesSettings, ManifestError
+from jupyter_costguard.offload.backends.local import RUNNER_MODULE
+from jupyter_costguard.offload.runner import read_json, write_json
+from jupyter_costguard.offload.spec import Job
 
 log = logging.getLogger("jupyter_costguard")
 
@@ -261,7 +262,7 @@ class KubernetesBackend:
         and left at that."""
         from kubernetes import client
 
-        from .jobs import JobError
+        from jupyter_costguard.offload.service import JobError
 
         name = self._job_name(job, job_dir)
         if name is None:
@@ -890,7 +891,8 @@ def _terminate(doc: dict[str, Any]) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 3 or args[0] != "pod":
-        print("usage: python -m jupyter_costguard.offload.kubernetes pod JOB_MOUNT WORK_DIR",
+        print("usage: python -m jupyter_costguard.offload.backends.kubernetes.backend pod "
+              "JOB_MOUNT WORK_DIR",
               file=sys.stderr)
         return manifest.EXIT_USAGE
     return pod_main(Path(args[1]), Path(args[2]))

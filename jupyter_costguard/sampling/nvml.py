@@ -30,7 +30,7 @@ from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from .records import GpuProcess, GpuReading, GpuSample
+from jupyter_costguard.sampling.records import GpuProcess, GpuReading, GpuSample
 
 log = logging.getLogger("jupyter_costguard")
 

@@ -16,7 +16,7 @@ from typing import Protocol
 
 import psutil
 
-from .records import (
+from jupyter_costguard.sampling.records import (
     ATTRIBUTION_CUDA_MAPPED,
     ATTRIBUTION_NONE,
     ATTRIBUTION_PID,

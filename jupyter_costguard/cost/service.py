@@ -18,16 +18,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .alerts import AlertStore
+from jupyter_costguard.alerts.store import AlertStore
 
 if TYPE_CHECKING:
-    from .guard.engine import Guard
-from .ledger import HISTORY_BUCKET_SECONDS, Ledger
-from .pricing import Catalog, Pricing, provider_from_dmi, resolve_pricing
-from .records import KernelInfo, Sample
-from .spend import IntervalCost, split_interval
-from .telemetry import Telemetry
-from .views import Views, build_views, history_doc
+    from jupyter_costguard.guard.engine import Guard
+from jupyter_costguard.cost.ledger import HISTORY_BUCKET_SECONDS, Ledger
+from jupyter_costguard.cost.pricing import Catalog, Pricing, provider_from_dmi, resolve_pricing
+from jupyter_costguard.cost.spend import IntervalCost, split_interval
+from jupyter_costguard.cost.views import Views, build_views, history_doc
+from jupyter_costguard.sampling.records import KernelInfo, Sample
+from jupyter_costguard.sampling.telemetry import Telemetry
 
 log = logging.getLogger("jupyter_costguard")
 

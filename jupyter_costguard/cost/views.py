@@ -10,10 +10,10 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from .ledger import HISTORY_BUCKET_SECONDS, HistoryPoint, Ledger
-from .pricing import Pricing
-from .records import GpuSample, KernelSample, Sample
-from .spend import IntervalCost, kernel_gpu_utilization
+from jupyter_costguard.cost.ledger import HISTORY_BUCKET_SECONDS, HistoryPoint, Ledger
+from jupyter_costguard.cost.pricing import Pricing
+from jupyter_costguard.cost.spend import IntervalCost, kernel_gpu_utilization
+from jupyter_costguard.sampling.records import GpuSample, KernelSample, Sample
 
 #: Minute points included with each notebook in list responses (sparklines).
 SPARKLINE_POINTS = 30

@@ -7,8 +7,8 @@ from typing import Any
 from jupyter_server.auth.decorator import authorized
 from tornado import web
 
-from ..api import CostguardHandler
-from .jobs import JobError, JobService
+from jupyter_costguard.offload.service import JobError, JobService
+from jupyter_costguard.web.handlers import CostguardHandler
 
 #: a submit carries the notebook's cells (sources; the UI leaves outputs out)
 MAX_SUBMIT_BYTES = 16 << 20

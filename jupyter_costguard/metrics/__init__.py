@@ -1,0 +1,1 @@
+"""Prometheus: the collector on jupyter_server's /metrics and the Pushgateway client for jobs."""

@@ -1,0 +1,1 @@
+"""Where jobs run: each backend implements `base.Backend` over one job spec and job directory."""

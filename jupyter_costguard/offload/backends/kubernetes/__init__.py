@@ -1,0 +1,1 @@
+"""Kubernetes backend: a batch/v1 Job and ConfigMap per offload."""
