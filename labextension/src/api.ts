@@ -116,6 +116,12 @@ export interface INotebookList extends ICommonDoc {
   notebooks: INotebookDoc[];
 }
 
+/** Response of `GET costguard/api/notebooks/{path}` (`NotebookDetail`). */
+export interface INotebookDetail extends ICommonDoc, INotebookDoc {
+  /** Its running kernels. */
+  kernels: IKernelDoc[];
+}
+
 /** One running kernel (`Kernel`). */
 export interface IKernelDoc {
   kernel_id: string;
@@ -205,6 +211,8 @@ export interface IAlert {
   state: 'active' | 'dismissed' | 'snoozed' | string;
   snoozed_until?: number | null;
   source?: string;
+  /** When the condition ended (epoch seconds); null while it persists. */
+  resolved?: number | null;
 }
 
 /** Response of `GET costguard/api/alerts` (active alerts only). */
@@ -253,6 +261,15 @@ export async function requestAPI<T>(
   return data as T;
 }
 
+/** `GET notebooks/{path}` path: the server-relative path, each part encoded. */
+export function notebookEndpoint(path: string): string {
+  const parts = path
+    .split('/')
+    .filter(part => part.length > 0)
+    .map(part => encodeURIComponent(part));
+  return `notebooks/${parts.join('/')}`;
+}
+
 /** `GET alerts` path, optionally filtered to one notebook. */
 export function alertsEndpoint(notebook?: string | null): string {
   return notebook ? `alerts?notebook=${encodeURIComponent(notebook)}` : 'alerts';
@@ -291,10 +308,14 @@ export function snoozeAlert(
   );
 }
 
+/** HTTP status of a failed request (a `ResponseError`'s), else null. */
+export function errorStatus(error: unknown): number | null {
+  const status = (error as { response?: { status?: unknown } } | null)
+    ?.response?.status;
+  return typeof status === 'number' && Number.isFinite(status) ? status : null;
+}
+
 /** Whether an error is an HTTP 404 (e.g. a server without that route). */
 export function isNotFound(error: unknown): boolean {
-  return (
-    error instanceof ServerConnection.ResponseError &&
-    error.response.status === 404
-  );
+  return errorStatus(error) === 404;
 }

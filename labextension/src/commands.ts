@@ -1,6 +1,10 @@
 /**
- * Command ids of the extension (and the one it calls if another plugin offers it).
+ * Command ids of the extension, and the command palette category of its commands.
  */
+
+/** Command palette category of every costguard command. */
+export const PALETTE_CATEGORY = 'Costguard';
+
 export namespace CommandIDs {
   /** Open (and reveal) the cost panel; args `{path?}` highlights a notebook. */
   export const openPanel = 'costguard:open-panel';

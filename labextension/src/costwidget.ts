@@ -1,53 +1,238 @@
 /**
- * The in-notebook cost widget (ipywidgets 8): registers the `jupyter-costguard`
- * widget module (`CostWidgetModel`, `CostWidgetView`) with the widget
- * registry of `@jupyter-widgets/jupyterlab-manager`, in JupyterLab 4 and
- * Notebook 7 alike.
+ * The in-notebook cost widget: an ipywidgets 8 model and view.
  *
- * Python shows it with `%load_ext jupyter_costguard`, `%costguard` or
- * `jupyter_costguard.widget()`. The view polls the costguard REST API from
- * the page (see `costwidget-view.ts`): it keeps updating while the kernel is
- * busy and never sends a kernel message.
- *
- * The registry is optional: where the widget manager is not installed or is
- * disabled the plugin logs and does nothing, and the rest of costguard works.
+ * The Python side (`jupyter_costguard.widget`) only creates the model with a
+ * few synced traits (`kernel_id`, `refresh_seconds`, `notebook`). Each view
+ * owns a CostWidgetFeed (`costwidgetfeed.ts`), which polls the costguard REST
+ * API from the page, and renders what it finds: it keeps updating while a
+ * long cell runs, never sends a kernel message, and no thread in the kernel
+ * prints or writes to an Output widget. The feed stands by while the page is
+ * hidden or the view is detached, and is disposed when the view is removed.
  */
+import { DOMWidgetModel, DOMWidgetView } from '@jupyter-widgets/base';
+import { ServerConnection } from '@jupyterlab/services';
+
 import {
-  JupyterFrontEnd,
-  JupyterFrontEndPlugin
-} from '@jupyterlab/application';
-import { IJupyterWidgetRegistry } from '@jupyter-widgets/base';
+  DEFAULT_WIDGET_REFRESH_SECONDS,
+  ICostWidgetSummary,
+  MODULE_NAME,
+  MODULE_VERSION,
+  WIDGET_LOADING_TEXT
+} from './costwidgetsummary';
+import { CostWidgetFeed } from './costwidgetfeed';
+import { el } from './dom';
+import { ICON, SEPARATOR } from './format';
+import type { ModelPoll } from './polledmodel';
 
-import { MODULE_NAME, MODULE_VERSION } from './costwidget-model';
-import {
-  CostWidgetModel,
-  CostWidgetView,
-  setCostWidgetServerSettings
-} from './costwidget-view';
-
-export const COST_WIDGET_PLUGIN_ID = 'jupyter-costguard:cost-widget';
-
-export const costWidgetPlugin: JupyterFrontEndPlugin<void> = {
-  id: COST_WIDGET_PLUGIN_ID,
-  description: 'The in-notebook cost widget (%load_ext jupyter_costguard).',
-  autoStart: true,
-  optional: [IJupyterWidgetRegistry],
-  activate: (
-    app: JupyterFrontEnd,
-    registry: IJupyterWidgetRegistry | null
-  ): void => {
-    if (!registry) {
-      console.info(
-        `${COST_WIDGET_PLUGIN_ID}: no Jupyter widget manager; ` +
-          'the in-notebook cost widget is unavailable'
-      );
-      return;
-    }
-    setCostWidgetServerSettings(app.serviceManager.serverSettings);
-    registry.registerWidget({
-      name: MODULE_NAME,
-      version: MODULE_VERSION,
-      exports: { CostWidgetModel, CostWidgetView }
-    });
+/** CSS classes of the widget; stable for browser tests. */
+export namespace CostWidgetClasses {
+  export const root = 'jp-costguard-widget';
+  export const line = 'jp-costguard-widget-line';
+  export const icon = 'jp-costguard-widget-icon';
+  export const part = 'jp-costguard-widget-part';
+  export const separator = 'jp-costguard-widget-separator';
+  export const simulated = 'jp-costguard-widget-simulated';
+  export const alert = 'jp-costguard-widget-alert';
+  export const offline = 'jp-costguard-widget-offline';
+  export const waiting = 'jp-costguard-widget-waiting';
+  export const loading = 'jp-costguard-widget-loading';
+  /** Per-part classes: -spend, -waste, -gpu, -idle, -rate. */
+  export function forPart(kind: string): string {
+    return `jp-costguard-widget-${kind}`;
   }
-};
+}
+
+/** Server settings used by the views (set by the plugin; page default). */
+let serverSettings: ServerConnection.ISettings | null = null;
+
+/** Use these server settings for every cost widget view. */
+export function setCostWidgetServerSettings(
+  settings: ServerConnection.ISettings | null
+): void {
+  serverSettings = settings;
+}
+
+/**
+ * Model of the cost widget; traits mirror `jupyter_costguard.widget.CostWidget`.
+ */
+export class CostWidgetModel extends DOMWidgetModel {
+  defaults(): any {
+    return {
+      ...super.defaults(),
+      _model_name: CostWidgetModel.model_name,
+      _model_module: CostWidgetModel.model_module,
+      _model_module_version: CostWidgetModel.model_module_version,
+      _view_name: CostWidgetModel.view_name,
+      _view_module: CostWidgetModel.view_module,
+      _view_module_version: CostWidgetModel.view_module_version,
+      kernel_id: '',
+      refresh_seconds: DEFAULT_WIDGET_REFRESH_SECONDS,
+      notebook: null
+    };
+  }
+
+  static serializers = { ...DOMWidgetModel.serializers };
+
+  static model_name = 'CostWidgetModel';
+  static model_module = MODULE_NAME;
+  static model_module_version = MODULE_VERSION;
+  static view_name = 'CostWidgetView';
+  static view_module = MODULE_NAME;
+  static view_module_version = MODULE_VERSION;
+}
+
+/**
+ * View of the cost widget: renders its feed in one or two lines.
+ *
+ * Root attributes: `data-state` (`loading`, `waiting`, `ok`, `offline`),
+ * `data-updated` (changes on every successful refresh), `data-kernel-id`,
+ * `data-notebook`.
+ */
+export class CostWidgetView extends DOMWidgetView {
+  render(): void {
+    this.el.classList.add(CostWidgetClasses.root);
+    this.el.dataset.state = 'loading';
+    this._renderMessage(CostWidgetClasses.loading, WIDGET_LOADING_TEXT, '');
+
+    const feed = new CostWidgetFeed({
+      serverSettings: serverSettings ?? ServerConnection.makeSettings(),
+      kernelIds: () => [
+        this.model.get('kernel_id') as string | null,
+        managerKernelId(this.model)
+      ],
+      notebook: () => this.model.get('notebook') as string | null,
+      refreshSeconds: this.model.get('refresh_seconds'),
+      // Stand by also while the view is not in the document (closed tab,
+      // windowed-out cell); it resumes on the next tick.
+      standby: () => !this.el.isConnected
+    });
+    this._feed = feed;
+    feed.changed.connect(this._onChanged, this);
+    this.listenTo(this.model, 'change:refresh_seconds', () => {
+      feed.refreshSeconds = this.model.get('refresh_seconds');
+    });
+    this.listenTo(this.model, 'change:kernel_id change:notebook', () => {
+      void this._feed?.poll.refresh();
+    });
+    feed.start();
+    // The first tick may have found the view detached: refresh once shown.
+    void this.displayed.then(() => this._feed?.poll.refresh());
+  }
+
+  remove(): any {
+    this._feed?.dispose();
+    this._feed = null;
+    return super.remove();
+  }
+
+  /** The feed's poll (for tests). */
+  get poll(): ModelPoll | null {
+    return this._feed?.poll ?? null;
+  }
+
+  private _onChanged(feed: CostWidgetFeed): void {
+    if (feed.state === 'offline') {
+      this._renderMessage(
+        CostWidgetClasses.offline,
+        feed.offlineText,
+        feed.error?.message ?? ''
+      );
+      this.el.dataset.state = 'offline';
+    } else if (feed.summary) {
+      this._render(feed.summary);
+    }
+  }
+
+  private _markUpdated(): void {
+    const now = Math.max(Date.now(), this._updated + 1);
+    this._updated = now;
+    this.el.dataset.updated = String(now);
+  }
+
+  private _renderMessage(className: string, text: string, title: string): void {
+    const root = this.el;
+    root.textContent = '';
+    root.appendChild(el('span', `${CostWidgetClasses.part} ${className}`, text));
+    root.title = title;
+  }
+
+  private _render(summary: ICostWidgetSummary): void {
+    const root = this.el;
+    root.dataset.state = summary.state;
+    if (summary.kernelId) {
+      root.dataset.kernelId = summary.kernelId;
+    } else {
+      delete root.dataset.kernelId;
+    }
+    if (summary.notebook) {
+      root.dataset.notebook = summary.notebook;
+    } else {
+      delete root.dataset.notebook;
+    }
+    root.textContent = '';
+    root.title = summary.title;
+
+    const line = el('div', CostWidgetClasses.line);
+    line.appendChild(el('span', CostWidgetClasses.icon, ICON));
+    if (summary.state === 'waiting') {
+      line.appendChild(
+        el(
+          'span',
+          `${CostWidgetClasses.part} ${CostWidgetClasses.waiting}`,
+          summary.text
+        )
+      );
+    } else {
+      summary.parts.forEach((part, index) => {
+        if (index > 0) {
+          line.appendChild(
+            el('span', CostWidgetClasses.separator, SEPARATOR)
+          );
+        }
+        const node = el(
+          'span',
+          `${CostWidgetClasses.part} ${CostWidgetClasses.forPart(part.kind)}`,
+          part.text
+        );
+        node.title = part.title;
+        line.appendChild(node);
+      });
+    }
+    if (summary.simulated) {
+      const badge = el('span', CostWidgetClasses.simulated, 'simulated');
+      badge.title = 'GPU figures come from a replayed trace, not this machine';
+      line.appendChild(badge);
+    }
+    root.appendChild(line);
+
+    if (summary.alert) {
+      const severity = summary.alert.severity;
+      const alert = el(
+        'div',
+        [
+          CostWidgetClasses.line,
+          CostWidgetClasses.alert,
+          `${CostWidgetClasses.alert}-${severity}`
+        ].join(' ')
+      );
+      alert.dataset.alertId = summary.alert.id;
+      alert.dataset.severity = severity;
+      alert.textContent = `⚠ ${summary.alert.text}`;
+      alert.title = summary.alert.title;
+      root.appendChild(alert);
+    }
+    this._markUpdated();
+  }
+
+  private _feed: CostWidgetFeed | null = null;
+  private _updated = 0;
+}
+
+/** Id of the kernel the page's widget manager talks to, if it has one. */
+function managerKernelId(model: DOMWidgetModel): string | null {
+  const manager = model.widget_manager as unknown as {
+    kernel?: { id?: unknown } | null;
+  };
+  const id = manager?.kernel?.id;
+  return typeof id === 'string' ? id : null;
+}

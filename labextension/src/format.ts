@@ -127,7 +127,8 @@ export const OFFLINE_TEXT = 'costguard: offline';
 /** Text shown before the first response arrives. */
 export const LOADING_TEXT = 'costguard: …';
 
-function isNumber(value: unknown): value is number {
+/** A finite number. */
+export function isNumber(value: unknown): value is number {
   return typeof value === 'number' && Number.isFinite(value);
 }
 

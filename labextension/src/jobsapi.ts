@@ -6,7 +6,7 @@
 import type * as nbformat from '@jupyterlab/nbformat';
 import { ServerConnection } from '@jupyterlab/services';
 
-import { requestAPI } from './api';
+import { errorStatus, requestAPI } from './api';
 
 /** What a job asks for; null: the backend's default. */
 export interface IJobResources {
@@ -271,10 +271,8 @@ export function rerunJob(
 
 /** Whether an error means the server has no jobs API here (404) or turned it off (503). */
 export function isJobsUnavailable(error: unknown): boolean {
-  return (
-    error instanceof ServerConnection.ResponseError &&
-    (error.response.status === 404 || error.response.status === 503)
-  );
+  const status = errorStatus(error);
+  return status === 404 || status === 503;
 }
 
 /**

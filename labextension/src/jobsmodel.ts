@@ -11,7 +11,6 @@
  * filters it here, so switching the toggle never makes old jobs look new.
  */
 import type { ServerConnection } from '@jupyterlab/services';
-import { IPoll, Poll } from '@lumino/polling';
 import { ISignal, Signal } from '@lumino/signaling';
 
 import {
@@ -27,8 +26,8 @@ import {
   listJobs,
   rerunJob
 } from './jobsapi';
-import { MAX_BACKOFF_MS } from './model';
 import { samePath } from './notebooks';
+import { PolledModel } from './polledmodel';
 
 /** Seconds between polls while the panel is visible or a job is active. */
 export const FAST_POLL_SECONDS = 2;
@@ -102,24 +101,15 @@ export namespace JobsModel {
  * The jobs model. `visible` (set by the panel) speeds polling up; `start()`
  * begins polling (the plugin starts it once the app is restored).
  */
-export class JobsModel {
+export class JobsModel extends PolledModel<IJobList, JobsState> {
   constructor(options: JobsModel.IOptions = {}) {
+    const fast = options.fastInterval ?? FAST_POLL_SECONDS;
+    const slow = Math.max(fast, options.slowInterval ?? SLOW_POLL_SECONDS);
+    super({ name: 'jupyter-costguard:jobs', interval: slow, state: 'idle' });
     this._serverSettings = options.serverSettings;
     this._isNotebookOpen = options.isNotebookOpen ?? (() => false);
-    this._fast = options.fastInterval ?? FAST_POLL_SECONDS;
-    this._slow = Math.max(this._fast, options.slowInterval ?? SLOW_POLL_SECONDS);
-    this._poll = new Poll<void, Error, 'standby'>({
-      auto: false,
-      factory: () => this.refresh(),
-      frequency: this._frequency(),
-      name: 'jupyter-costguard:jobs',
-      standby: 'when-hidden'
-    });
-  }
-
-  /** Emitted whenever anything shown changes. */
-  get changed(): ISignal<this, void> {
-    return this._changed;
+    this._fast = fast;
+    this._slow = slow;
   }
 
   /** Emitted once for each job that ends while this page watches it. */
@@ -151,14 +141,6 @@ export class JobsModel {
     return this._currency;
   }
 
-  get state(): JobsState {
-    return this._state;
-  }
-
-  get error(): Error | null {
-    return this._error;
-  }
-
   /** Whether any job is queued or running. */
   get hasActive(): boolean {
     return this._jobs.some(j => isActive(j.state));
@@ -169,13 +151,13 @@ export class JobsModel {
     return this._visible;
   }
   set visible(value: boolean) {
-    if (value === this._visible || this._isDisposed) {
+    if (value === this._visible || this.isDisposed) {
       return;
     }
     this._visible = value;
     this._updateFrequency();
-    if (value && this._started) {
-      void this._poll.refresh();
+    if (value) {
+      this._refreshSoon();
     }
   }
 
@@ -188,7 +170,7 @@ export class JobsModel {
       return;
     }
     this._filter = value;
-    this._changed.emit();
+    this.emitChanged();
   }
 
   /** The notebook the user is looking at (server path), or null. */
@@ -200,12 +182,12 @@ export class JobsModel {
       return;
     }
     this._currentNotebook = path;
-    this._changed.emit();
+    this.emitChanged();
   }
 
   /** Tell the model the set of open notebooks changed (re-evaluates "Insert outputs"). */
   notebooksChanged(): void {
-    this._changed.emit();
+    this.emitChanged();
   }
 
   /** The expanded row's job id (its log is followed), or null. */
@@ -217,7 +199,7 @@ export class JobsModel {
       return;
     }
     this._expanded = id;
-    this._changed.emit();
+    this.emitChanged();
     if (id !== null) {
       const job = this.job(id);
       if (job && this._wantsResults(job) && this._results.get(id) === null) {
@@ -261,46 +243,12 @@ export class JobsModel {
     return isTerminal(job.state);
   }
 
-  /** The poll (exposed for tests and to force a refresh). */
-  get poll(): Poll<void, Error, 'standby'> {
-    return this._poll;
-  }
-
-  get isDisposed(): boolean {
-    return this._isDisposed;
-  }
-
-  /** Start polling (no-op when running). */
-  start(): void {
-    if (this._started || this._isDisposed) {
-      return;
-    }
-    this._started = true;
-    if (this._state === 'idle') {
-      this._state = 'loading';
-      this._changed.emit();
-    }
-    void this._poll.start();
-  }
-
-  /** Fetch the list once; errors are rethrown for the poll's backoff. */
+  /** Fetch the list once, then what is new in the expanded job's log. */
   async refresh(): Promise<void> {
-    let list: IJobList;
-    try {
-      list = await listJobs(this._serverSettings);
-    } catch (reason) {
-      if (!this._isDisposed) {
-        this._state = isJobsUnavailable(reason) ? 'unavailable' : 'offline';
-        this._error = reason instanceof Error ? reason : new Error(String(reason));
-        this._changed.emit();
-        this._updateFrequency();
-      }
-      throw reason;
-    }
-    if (this._isDisposed) {
+    await super.refresh();
+    if (this.isDisposed) {
       return;
     }
-    this.apply(list);
     try {
       await this._followLog();
     } catch {
@@ -308,26 +256,9 @@ export class JobsModel {
     }
   }
 
-  /** Take one `GET jobs` answer (what `refresh` does with it). */
-  apply(list: IJobList): void {
-    const jobs = sortJobs(Array.isArray(list?.jobs) ? list.jobs : []);
-    const ended = detectEnded(this._seen, jobs, !this._loaded);
-    this._loaded = true;
-    this._jobs = jobs;
-    this._currency = list?.currency || this._currency;
-    this._state = 'ok';
-    this._error = null;
-    this._updateFrequency();
-    this._changed.emit();
-    this._prefetchResults(ended.map(j => j.id));
-    for (const job of ended) {
-      this._jobEnded.emit(job);
-    }
-  }
-
   /** Add or update a job this page just submitted or reran; it is watched from now on. */
   track(job: IJob): void {
-    if (this._isDisposed) {
+    if (this.isDisposed) {
       return;
     }
     if (!this._seen.has(job.id)) {
@@ -336,10 +267,8 @@ export class JobsModel {
     const rest = this._jobs.filter(j => j.id !== job.id);
     this._jobs = sortJobs([...rest, job]);
     this._updateFrequency();
-    this._changed.emit();
-    if (this._started) {
-      void this._poll.refresh();
-    }
+    this.emitChanged();
+    this._refreshSoon();
   }
 
   /** POST cancel, then refresh. */
@@ -374,25 +303,42 @@ export class JobsModel {
       if (!job || isTerminal(job.state) || isTerminal(results.state)) {
         this._results.set(id, results);
       }
-      this._changed.emit();
+      this.emitChanged();
       return results;
     } finally {
       this._pendingResults.delete(id);
     }
   }
 
-  dispose(): void {
-    if (this._isDisposed) {
-      return;
+  /** `GET jobs`: every job of the server. */
+  protected fetch(): Promise<IJobList> {
+    return listJobs(this._serverSettings);
+  }
+
+  /** Take one `GET jobs` answer; `jobEnded` for the jobs that ended since the last. */
+  protected apply(list: IJobList): void {
+    const jobs = sortJobs(Array.isArray(list?.jobs) ? list.jobs : []);
+    const ended = detectEnded(this._seen, jobs, !this._loaded);
+    this._loaded = true;
+    this._jobs = jobs;
+    this._currency = list?.currency || this._currency;
+    this._updateFrequency();
+    this.emitChanged();
+    this._prefetchResults(ended.map(j => j.id));
+    for (const job of ended) {
+      this._jobEnded.emit(job);
     }
-    this._isDisposed = true;
-    this._poll.dispose();
-    Signal.clearData(this);
+  }
+
+  /** Offline, or `unavailable` when the server has no jobs API (or turned it off). */
+  protected failed(reason: unknown): void {
+    super.failed(reason, isJobsUnavailable(reason) ? 'unavailable' : 'offline');
+    this._updateFrequency();
   }
 
   private _refreshSoon(): void {
-    if (this._started && !this._isDisposed) {
-      void this._poll.refresh();
+    if (this.isRunning && !this.isDisposed) {
+      void this.poll.refresh();
     }
   }
 
@@ -414,9 +360,9 @@ export class JobsModel {
         continue;
       }
       this.fetchResults(id).catch(() => {
-        if (!this._isDisposed) {
+        if (!this.isDisposed) {
           this._results.set(id, null);
-          this._changed.emit();
+          this.emitChanged();
         }
       });
     }
@@ -440,7 +386,7 @@ export class JobsModel {
     try {
       for (let i = 0; i < MAX_LOG_CHUNKS_PER_TICK; i++) {
         const chunk = await getJobLog(id, log.next, this._serverSettings);
-        if (this._isDisposed) {
+        if (this.isDisposed) {
           return;
         }
         const text = log.text + (chunk.text ?? '');
@@ -453,53 +399,32 @@ export class JobsModel {
           break;
         }
       }
-      this._changed.emit();
+      this.emitChanged();
     } finally {
       this._following = false;
     }
   }
 
-  private _frequency(): IPoll.Frequency {
-    const seconds = this._visible || this.hasActive ? this._fast : this._slow;
-    return {
-      interval: seconds * 1000,
-      backoff: true,
-      max: Math.max(MAX_BACKOFF_MS, seconds * 1000)
-    };
-  }
-
+  /** Fast while the panel is visible or a job is active, slow otherwise. */
   private _updateFrequency(): void {
-    if (!this._isDisposed) {
-      this._poll.frequency = this._frequency();
-    }
+    this.setInterval(this._visible || this.hasActive ? this._fast : this._slow);
   }
 
-  /** Current poll interval in seconds (for tests and the panel). */
-  get interval(): number {
-    return this._poll.frequency.interval / 1000;
-  }
-
-  private _changed = new Signal<this, void>(this);
   private _currency = 'USD';
   private _currentNotebook: string | null = null;
-  private _error: Error | null = null;
   private _expanded: number | null = null;
   private _fast: number;
   private _filter = false;
   private _following = false;
-  private _isDisposed = false;
   private _isNotebookOpen: (path: string) => boolean;
   private _jobEnded = new Signal<this, IJob>(this);
   private _jobs: IJob[] = [];
   private _loaded = false;
   private _logs = new Map<number, ILogState>();
   private _pendingResults = new Map<number, Promise<IJobResults>>();
-  private _poll: Poll<void, Error, 'standby'>;
   private _results = new Map<number, IJobResults | null>();
   private _seen = new Map<number, string>();
   private _serverSettings?: ServerConnection.ISettings;
   private _slow: number;
-  private _started = false;
-  private _state: JobsState = 'idle';
   private _visible = false;
 }

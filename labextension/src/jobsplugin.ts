@@ -4,9 +4,6 @@
  * `costguard:cancel-job`, `costguard:rerun-job`, `costguard:insert-job-outputs`
  * and `costguard:load-job-results` (the last two act on the job's notebook when
  * it is open in this JupyterLab).
- *
- * `jupyter-costguard:job-notifications`: a notification when a job this page
- * saw queued or running ends.
  */
 import {
   ILayoutRestorer,
@@ -21,24 +18,17 @@ import {
 } from '@jupyterlab/apputils';
 import type { ICodeCellModel } from '@jupyterlab/cells';
 import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
-import { ISettingRegistry } from '@jupyterlab/settingregistry';
 
-import { CommandIDs } from './commands';
+import { CommandIDs, PALETTE_CATEGORY } from './commands';
 import { jobsIcon } from './icons';
 import { applyPlan, ICellModelLike, planInsert } from './insert';
-import { JobsPanel } from './jobs';
 import { errorMessage, IJob, isActive } from './jobsapi';
 import { JobsModel } from './jobsmodel';
-import { JobNotifier } from './jobnotifier';
-import { baseName, samePath } from './notebooks';
-import { OFFLOAD_SETTINGS_ID, parseOffloadSettings } from './offloadmodel';
+import { JobsPanel } from './jobspanel';
+import { baseName, followCurrentNotebook, samePath } from './notebooks';
 import { ICostguardJobs } from './tokens';
 
 export const JOBS_PLUGIN_ID = 'jupyter-costguard:jobs';
-export const JOB_NOTIFICATIONS_PLUGIN_ID = 'jupyter-costguard:job-notifications';
-
-/** Command palette category. */
-const CATEGORY = 'Costguard';
 
 function jobId(args: { [key: string]: unknown }): number | null {
   const id = Number(args.id);
@@ -91,20 +81,15 @@ export const jobsPlugin: JupyterFrontEndPlugin<ICostguardJobs> = {
     });
 
     if (tracker) {
-      const current = (): void => {
-        const panel = tracker.currentWidget;
-        model.currentNotebook = panel ? localPath(panel.context.path) : null;
-      };
-      tracker.currentChanged.connect(current);
+      followCurrentNotebook(tracker, localPath, path => {
+        model.currentNotebook = path;
+      });
+      // Open, renamed and closed notebooks change what "Insert outputs" can do.
       tracker.widgetAdded.connect((_, panel) => {
         model.notebooksChanged();
-        panel.context.pathChanged.connect(() => {
-          current();
-          model.notebooksChanged();
-        });
+        panel.context.pathChanged.connect(() => model.notebooksChanged());
         panel.disposed.connect(() => model.notebooksChanged());
       });
-      current();
     }
 
     const panel = new JobsPanel({
@@ -351,45 +336,10 @@ export const jobsPlugin: JupyterFrontEndPlugin<ICostguardJobs> = {
       }
     });
 
-    palette?.addItem({ command: CommandIDs.openJobs, category: CATEGORY });
+    palette?.addItem({ command: CommandIDs.openJobs, category: PALETTE_CATEGORY });
 
     void app.restored.then(() => model.start());
 
     return { model, open };
-  }
-};
-
-export const jobNotificationsPlugin: JupyterFrontEndPlugin<void> = {
-  id: JOB_NOTIFICATIONS_PLUGIN_ID,
-  description: 'A notification when a batch job this page saw running ends.',
-  autoStart: true,
-  requires: [ICostguardJobs],
-  optional: [ISettingRegistry],
-  activate: (
-    app: JupyterFrontEnd,
-    jobs: ICostguardJobs,
-    settingRegistry: ISettingRegistry | null
-  ): void => {
-    const notifier = new JobNotifier({
-      source: jobs.model,
-      manager: Notification.manager,
-      commands: app.commands
-    });
-    if (settingRegistry) {
-      settingRegistry
-        .load(OFFLOAD_SETTINGS_ID)
-        .then(settings => {
-          const apply = (): void => {
-            notifier.enabled = parseOffloadSettings(
-              settings.composite as { [key: string]: unknown }
-            ).notifications;
-          };
-          apply();
-          settings.changed.connect(apply);
-        })
-        .catch(reason => {
-          console.error(`${JOB_NOTIFICATIONS_PLUGIN_ID}: failed to load settings`, reason);
-        });
-    }
   }
 };

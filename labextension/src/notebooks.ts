@@ -1,7 +1,10 @@
 /**
- * Pure helpers that map the document a user is looking at to costguard's
- * notebook documents. No DOM, no JupyterLab imports.
+ * Helpers that map the document a user is looking at to costguard's
+ * notebook documents, and follow which notebook that is. No DOM, no
+ * JupyterLab imports.
  */
+import type { ISignal } from '@lumino/signaling';
+
 import type { INotebookDoc } from './api';
 
 /** A path without leading or trailing slashes (`/work/a.ipynb` → `work/a.ipynb`). */
@@ -63,4 +66,39 @@ export function baseName(path: string): string {
   const local = normalizePath(path);
   const slash = local.lastIndexOf('/');
   return slash < 0 ? local : local.slice(slash + 1);
+}
+
+/** A notebook panel, as far as following the current one goes. */
+export interface INotebookPanelLike {
+  readonly context: { readonly path: string; readonly pathChanged: ISignal<any, string> };
+}
+
+/** A notebook tracker (INotebookTracker), as far as following the current one goes. */
+export interface INotebookTrackerLike<P extends INotebookPanelLike> {
+  readonly currentWidget: P | null;
+  readonly currentChanged: ISignal<any, P | null>;
+}
+
+/**
+ * Call `changed` with the server path of the current notebook (null: none)
+ * now, whenever another one becomes current, and when the current one is
+ * renamed. `localPath` drops the drive (`contents.localPath`).
+ */
+export function followCurrentNotebook<P extends INotebookPanelLike>(
+  tracker: INotebookTrackerLike<P>,
+  localPath: (path: string) => string,
+  changed: (path: string | null) => void
+): void {
+  let watched: P | null = null;
+  const update = (): void => {
+    const panel = tracker.currentWidget;
+    if (panel !== watched) {
+      watched?.context.pathChanged.disconnect(update);
+      panel?.context.pathChanged.connect(update);
+      watched = panel;
+    }
+    changed(panel ? localPath(panel.context.path) : null);
+  };
+  tracker.currentChanged.connect(update);
+  update();
 }

@@ -1,7 +1,10 @@
 /**
  * The extension's settings (`schema/status.json`, settings id
- * `jupyter-costguard:status`): pure parsing with defaults and clamping.
+ * `jupyter-costguard:status`): pure parsing with defaults and clamping, and
+ * `followSettings`, which feeds a plugin's settings to it as they change.
  */
+import type { ISettingRegistry } from '@jupyterlab/settingregistry';
+
 import { DEFAULT_SUMMARY_OPTIONS, ISummaryOptions } from './format';
 
 /** Settings id of the extension's one settings page. */
@@ -87,4 +90,28 @@ export function parseSettings(
     notifications: bool(raw.notifications, DEFAULT_SETTINGS.notifications),
     snoozeSeconds: clampSnooze(raw.snoozeSeconds)
   };
+}
+
+/**
+ * Load the settings `id` once `ready` has resolved, and hand their composite
+ * to `apply` then and on every change. A failure is logged and the defaults
+ * stay. The promise resolves when either is done.
+ */
+export function followSettings(
+  registry: Pick<ISettingRegistry, 'load'>,
+  id: string,
+  apply: (composite: { [key: string]: unknown }) => void,
+  ready: Promise<unknown> = Promise.resolve()
+): Promise<void> {
+  return Promise.all([registry.load(id), ready])
+    .then(([settings]) => {
+      const update = (): void => {
+        apply(settings.composite as { [key: string]: unknown });
+      };
+      update();
+      settings.changed.connect(update);
+    })
+    .catch(reason => {
+      console.error(`${id}: failed to load settings, using defaults`, reason);
+    });
 }

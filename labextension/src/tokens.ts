@@ -7,7 +7,7 @@ import { Token } from '@lumino/coreutils';
 import { ISignal, Signal } from '@lumino/signaling';
 
 import type { JobsModel } from './jobsmodel';
-import type { CostStatusModel } from './model';
+import type { CostStatusModel } from './statusmodel';
 import { DEFAULT_SETTINGS, ICostguardSettings } from './settings';
 
 /** Shared costguard state. */
@@ -28,7 +28,7 @@ export const ICostguard = new Token<ICostguard>(
   'Shared costguard state: the polled spend documents, alerts and settings.'
 );
 
-/** Implementation of ICostguard held by the status plugin. */
+/** Implementation of ICostguard, made by `jupyter-costguard:status`. */
 export class Costguard implements ICostguard {
   constructor(model: CostStatusModel) {
     this.model = model;

@@ -1,4 +1,4 @@
-import './base.css';
+import './statusbar.css';
 import './panel.css';
 import './costwidget.css';
 import './jobs.css';

@@ -224,3 +224,22 @@ describe('formatElapsed', () => {
     expect(formatElapsed(3725)).toBe('1h02m');
   });
 });
+
+describe('the figures the cost widget shows', () => {
+  // Moved here from the widget's own tests when it dropped its copies of
+  // formatBytes and formatPercent; 4 GiB reads `4 GiB` (the widget said `4.0 GiB`).
+  const GiB = 1024 ** 3;
+
+  it('formats durations, bytes and percentages', () => {
+    expect(formatDuration(12.7)).toBe('12 s');
+    expect(formatDuration(725)).toBe('12 min');
+    expect(formatDuration(3 * 3600 + 5 * 60)).toBe('3 h 05 min');
+    expect(formatDuration(2 * 86400 + 4 * 3600)).toBe('2 d 4 h');
+    expect(formatDuration(-1)).toBe('–');
+    expect(formatBytes(4 * GiB)).toBe('4 GiB');
+    expect(formatBytes(300 * 1024 ** 2)).toBe('300 MiB');
+    expect(formatPercent(2)).toBe('2%');
+    expect(formatPercent(0.46)).toBe('0.5%');
+    expect(formatPercent(87.6)).toBe('88%');
+  });
+});

@@ -1,5 +1,8 @@
+import { Signal } from '@lumino/signaling';
+
 import {
   baseName,
+  followCurrentNotebook,
   normalizePath,
   samePath,
   selectNotebook,
@@ -59,5 +62,32 @@ describe('selectNotebook', () => {
 
   it('does not match a file of the same name in another folder', () => {
     expect(selectNotebook(list, 'other/explore.ipynb')).toBeNull();
+  });
+});
+
+describe('followCurrentNotebook', () => {
+  const panel = (path: string) => ({
+    context: { path, pathChanged: new Signal<object, string>({}) }
+  });
+
+  it('follows the current notebook and its renames', () => {
+    const a = panel('RTC:work/a.ipynb');
+    const b = panel('b.ipynb');
+    const tracker = {
+      currentWidget: a as ReturnType<typeof panel> | null,
+      currentChanged: new Signal<object, ReturnType<typeof panel> | null>({})
+    };
+    const seen: (string | null)[] = [];
+    followCurrentNotebook(tracker, p => p.replace(/^RTC:/, ''), p => seen.push(p));
+    expect(seen).toEqual(['work/a.ipynb']);
+    a.context.path = 'RTC:work/renamed.ipynb';
+    a.context.pathChanged.emit(a.context.path);
+    tracker.currentWidget = b;
+    tracker.currentChanged.emit(b);
+    // No longer current: its renames are not followed.
+    a.context.pathChanged.emit(a.context.path);
+    tracker.currentWidget = null;
+    tracker.currentChanged.emit(null);
+    expect(seen).toEqual(['work/a.ipynb', 'work/renamed.ipynb', 'b.ipynb', null]);
   });
 });

@@ -1,8 +1,11 @@
+import { Signal } from '@lumino/signaling';
+
 import * as schema from '../../schema/status.json';
 import {
   clampInterval,
   clampSnooze,
   DEFAULT_SETTINGS,
+  followSettings,
   parseSettings
 } from '../settings';
 
@@ -50,5 +53,50 @@ describe('parseSettings', () => {
     }
     expect(props.notifications.default).toBe(DEFAULT_SETTINGS.notifications);
     expect(props.snoozeSeconds.default).toBe(DEFAULT_SETTINGS.snoozeSeconds);
+  });
+});
+
+describe('followSettings', () => {
+  function registry(composite: { [key: string]: unknown }, fail = false) {
+    const settings = { composite, changed: new Signal<object, void>({}) };
+    return {
+      settings,
+      load: jest.fn(async () => {
+        if (fail) {
+          throw new Error('no such schema');
+        }
+        return settings;
+      })
+    };
+  }
+
+  it('applies the settings once ready and on every change', async () => {
+    const r = registry({ refreshInterval: 5 });
+    const seen: unknown[] = [];
+    let ready!: () => void;
+    const done = followSettings(
+      r as any,
+      'jupyter-costguard:status',
+      c => seen.push(c.refreshInterval),
+      new Promise<void>(resolve => (ready = resolve))
+    );
+    await new Promise(resolve => setTimeout(resolve, 0));
+    expect(seen).toEqual([]);
+    ready();
+    await done;
+    expect(r.load).toHaveBeenCalledWith('jupyter-costguard:status');
+    expect(seen).toEqual([5]);
+    r.settings.composite = { refreshInterval: 7 };
+    r.settings.changed.emit();
+    expect(seen).toEqual([5, 7]);
+  });
+
+  it('keeps the defaults when the settings cannot be loaded', async () => {
+    const error = jest.spyOn(console, 'error').mockImplementation(() => undefined);
+    const seen: unknown[] = [];
+    await followSettings(registry({}, true) as any, 'x:y', c => seen.push(c));
+    expect(seen).toEqual([]);
+    expect(error).toHaveBeenCalledWith('x:y: failed to load settings, using defaults', expect.any(Error));
+    error.mockRestore();
   });
 });

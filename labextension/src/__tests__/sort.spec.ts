@@ -3,7 +3,7 @@ import {
   DEFAULT_SORT,
   sortKernels,
   sortNotebooks
-} from '../panelmodel';
+} from '../costpanelmodel';
 import { kernel, notebook } from './fixtures';
 
 describe('toggleSort', () => {

@@ -1,29 +1,26 @@
 import pkg from '../../package.json';
-import type { ICostStatus } from '../api';
+import type {
+  IAlert,
+  ICostStatus,
+  IKernelDoc,
+  IKernelList,
+  INotebookDetail
+} from '../api';
 import {
-  ICostAlert,
-  ICostKernel,
-  ICostKernelList,
-  ICostNotebook,
   MODULE_NAME,
   MODULE_VERSION,
   WAITING_TEXT,
-  alertsEndpoint,
   clampWidgetRefresh,
-  formatBytes,
-  formatDuration,
-  formatPercent,
-  notebookEndpoint,
   notebookPathFor,
   offlineMessage,
   pickAlert,
   pickKernel,
   summarizeWidget
-} from '../costwidget-model';
+} from '../costwidgetsummary';
 
 const GiB = 1024 ** 3;
 
-const kernel: ICostKernel = {
+const kernel: IKernelDoc = {
   kernel_id: 'k-1',
   name: 'python3',
   notebook: 'work/explore.ipynb',
@@ -38,7 +35,7 @@ const kernel: ICostKernel = {
   spend_rate_per_hour: 4.1
 };
 
-const kernels: ICostKernelList = {
+const kernels: IKernelList = {
   simulated: false,
   currency: 'USD',
   time: 1764460000,
@@ -48,15 +45,17 @@ const kernels: ICostKernelList = {
   ]
 };
 
-const notebook: ICostNotebook = {
+const notebook: INotebookDetail = {
   path: 'work/explore.ipynb',
   simulated: false,
   currency: 'USD',
+  time: 1764460000,
   spend: 1.2345,
   waste: 0.5,
   first_seen: 1764400000,
   kernel_ids: ['k-1'],
-  kernels_seen: 2
+  kernels_seen: 2,
+  kernels: [kernel]
 };
 
 const status: ICostStatus = {
@@ -108,7 +107,7 @@ describe('notebookPathFor', () => {
 
 describe('pickAlert', () => {
   // As the server sends them (openapi.yaml `Alert`), trimmed.
-  const alert = (patch: Partial<ICostAlert>): ICostAlert => ({
+  const alert = (patch: Partial<IAlert>): IAlert => ({
     id: 'x',
     kind: 'idle-gpu-kernel',
     severity: 'warning',
@@ -116,13 +115,14 @@ describe('pickAlert', () => {
     kernel_id: 'k-1',
     title: 't',
     message: 'm',
+    actions: [],
     created: 1,
     updated: 1,
     state: 'active',
     resolved: null,
     ...patch
   });
-  const alerts: ICostAlert[] = [
+  const alerts: IAlert[] = [
     alert({ id: 'a', severity: 'info', updated: 30 }),
     alert({ id: 'b', severity: 'warning', updated: 10 }),
     alert({ id: 'c', severity: 'warning', updated: 20 }),
@@ -140,7 +140,7 @@ describe('pickAlert', () => {
       pickAlert([alert({ id: 'h', notebook: null })], 'work/explore.ipynb')?.id
     ).toBe('h');
     // Minimal alerts (id and title only) are fine.
-    expect(pickAlert([{ id: 'm', title: 'minimal' }], null)?.id).toBe('m');
+    expect(pickAlert([{ id: 'm', title: 'minimal' } as IAlert], null)?.id).toBe('m');
   });
 
   it('is null without alerts (or without alerts support)', () => {
@@ -168,34 +168,12 @@ describe('offlineMessage', () => {
   });
 });
 
-describe('formatting', () => {
-  it('formats durations, bytes and percentages', () => {
-    expect(formatDuration(12.7)).toBe('12 s');
-    expect(formatDuration(725)).toBe('12 min');
-    expect(formatDuration(3 * 3600 + 5 * 60)).toBe('3 h 05 min');
-    expect(formatDuration(2 * 86400 + 4 * 3600)).toBe('2 d 4 h');
-    expect(formatDuration(-1)).toBe('–');
-    expect(formatBytes(4 * GiB)).toBe('4.0 GiB');
-    expect(formatBytes(300 * 1024 ** 2)).toBe('300 MiB');
-    expect(formatPercent(2)).toBe('2%');
-    expect(formatPercent(0.46)).toBe('0.5%');
-    expect(formatPercent(87.6)).toBe('88%');
-  });
-
+describe('refresh interval', () => {
   it('clamps the refresh interval', () => {
     expect(clampWidgetRefresh(2)).toBe(2);
     expect(clampWidgetRefresh(0.1)).toBe(0.5);
     expect(clampWidgetRefresh(0)).toBe(2);
     expect(clampWidgetRefresh('x')).toBe(2);
-  });
-
-  it('builds endpoints with encoded paths', () => {
-    expect(notebookEndpoint('work/my nb#1.ipynb')).toBe(
-      'notebooks/work/my%20nb%231.ipynb'
-    );
-    expect(alertsEndpoint('work/a b.ipynb')).toBe(
-      'alerts?notebook=work%2Fa%20b.ipynb'
-    );
   });
 });
 
@@ -218,7 +196,7 @@ describe('summarizeWidget', () => {
       'rate'
     ]);
     expect(summary.text).toBe(
-      'spent USD 1.23 · waste USD 0.50 (41%) · GPU 2%, 4.0 GiB · idle 12 min · p4d.24xlarge USD 32.77/h'
+      'spent USD 1.23 · waste USD 0.50 (41%) · GPU 2%, 4 GiB · idle 12 min · p4d.24xlarge USD 32.77/h'
     );
     expect(summary.alert).toBeNull();
     expect(summary.simulated).toBe(false);
@@ -251,18 +229,19 @@ describe('summarizeWidget', () => {
       notebook,
       status: null,
       alerts: [
+        // Off-spec: a capitalised severity and no actions.
         {
           id: 'idle-1',
           kind: 'idle-gpu',
           severity: 'Warning',
           title: 'GPU idle for 1 h',
           message: 'You are wasting USD 29/h'
-        }
+        } as unknown as IAlert
       ]
     });
     expect(summary.simulated).toBe(true);
     expect(summary.parts.find(p => p.kind === 'gpu')?.text).toBe(
-      '2 GPUs –, 4.0 GiB'
+      '2 GPUs –, 4 GiB'
     );
     expect(summary.parts.some(p => p.kind === 'rate')).toBe(false);
     expect(summary.alert).toEqual({

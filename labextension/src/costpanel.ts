@@ -12,8 +12,6 @@
  * cells `td[data-key]`, `.jp-costguard-sparkline`, `.jp-costguard-kernel-interrupt`,
  * `.jp-costguard-kernel-shutdown`.
  */
-import { Widget } from '@lumino/widgets';
-
 import type { IGpuDoc, IKernelDoc, INotebookDoc } from './api';
 import { notebookSeverity } from './alerts';
 import {
@@ -31,9 +29,10 @@ import {
   KERNEL_COLUMNS,
   NOTEBOOK_COLUMNS,
   PanelTable
-} from './panelmodel';
-import { sparklinePath, spendRates } from './sparkline';
+} from './costpanelmodel';
 import { el, setAttr, setText } from './dom';
+import { SidePanel } from './sidepanel';
+import { sparklinePath, spendRates } from './sparkline';
 
 /** DOM id of the panel. */
 export const PANEL_ID = 'jp-costguard-panel';
@@ -108,22 +107,16 @@ function syncRows<T>(
 /**
  * The cost panel widget.
  */
-export class CostPanel extends Widget {
+export class CostPanel extends SidePanel<CostPanelModel> {
   constructor(options: CostPanel.IOptions) {
-    super();
-    this._model = options.model;
+    super(options.model, ['click', 'keydown']);
     this._onKernelAction = options.onKernelAction;
     this._onOpenNotebook = options.onOpenNotebook;
     this.id = PANEL_ID;
     this.addClass('jp-costguard-panel');
     this.title.caption = 'Costguard: GPU spend';
     this._build();
-    this._model.changed.connect(this._onChanged, this);
-    this._render();
-  }
-
-  get model(): CostPanelModel {
-    return this._model;
+    this.render();
   }
 
   handleEvent(event: Event): void {
@@ -139,44 +132,9 @@ export class CostPanel extends Widget {
     }
   }
 
-  dispose(): void {
-    if (this.isDisposed) {
-      return;
-    }
-    this._model.changed.disconnect(this._onChanged, this);
-    this._model.active = false;
-    super.dispose();
-  }
-
-  protected onAfterAttach(): void {
-    this.node.addEventListener('click', this);
-    this.node.addEventListener('keydown', this);
-    if (this.isVisible) {
-      this._model.active = true;
-      this._render();
-    }
-  }
-
-  protected onBeforeDetach(): void {
-    this.node.removeEventListener('click', this);
-    this.node.removeEventListener('keydown', this);
-    this._model.active = false;
-  }
-
-  protected onAfterShow(): void {
-    this._model.active = true;
-    this._render();
-  }
-
-  protected onAfterHide(): void {
-    this._model.active = false;
-  }
-
-  private _onChanged(): void {
-    // Hidden panels render when shown again (onAfterShow).
-    if (this.isVisible) {
-      this._render();
-    }
+  /** Polls `kernels` and `gpus` only while shown. */
+  protected setShown(shown: boolean): void {
+    this.model.active = shown;
   }
 
   private _onClick(event: MouseEvent): void {
@@ -189,7 +147,7 @@ export class CostPanel extends Widget {
       const table = sort.dataset.table as PanelTable;
       const key = sort.dataset.key;
       if (key && (table === 'notebooks' || table === 'kernels')) {
-        this._model.sortBy(table, key);
+        this.model.sortBy(table, key);
       }
       return;
     }
@@ -199,7 +157,7 @@ export class CostPanel extends Widget {
       if (action === 'shutdown' || action === 'interrupt') {
         const row = button.closest<HTMLElement>('.jp-costguard-kernel-row');
         const id = row?.dataset.kernelId;
-        const kernel = this._model.kernels.find(k => k.kernel_id === id);
+        const kernel = this.model.kernels.find(k => k.kernel_id === id);
         if (kernel && this._onKernelAction) {
           this._onKernelAction(action, kernel);
         }
@@ -327,8 +285,8 @@ export class CostPanel extends Widget {
 
   // ---- rendering ----------------------------------------------------------
 
-  private _render(): void {
-    const model = this._model;
+  protected render(): void {
+    const model = this.model;
     const data = model.data;
     this._simulated.hidden = !model.simulated;
     this.node.dataset.costguardSimulated = model.simulated ? 'true' : 'false';
@@ -388,8 +346,8 @@ export class CostPanel extends Widget {
   }
 
   private _renderInstance(): void {
-    const status = this._model.status;
-    const currency = this._model.currency;
+    const status = this.model.status;
+    const currency = this.model.currency;
     if (!status) {
       this._details(this._instance, [['instance-type', 'Type', '–']]);
       return;
@@ -437,8 +395,8 @@ export class CostPanel extends Widget {
   }
 
   private _renderTotals(): void {
-    const status = this._model.status;
-    const currency = this._model.currency;
+    const status = this.model.status;
+    const currency = this.model.currency;
     const t = status?.totals;
     const money = (v: unknown): string =>
       typeof v === 'number' ? formatMoney(v, currency) : '–';
@@ -457,16 +415,16 @@ export class CostPanel extends Widget {
 
   private _renderGpus(): void {
     const body = this._gpuTable.tBodies[0];
-    const list = this._model.gpus;
+    const list = this.model.gpus;
     const gpus = list?.gpus ?? [];
     if (gpus.length === 0) {
       this._gpuRows = syncRows(body, this._gpuRows, [], () => '', () => el('tr'), () => undefined);
       const text =
-        this._model.state === 'ok'
+        this.model.state === 'ok'
           ? list?.detail
             ? `No GPU (${list.status}: ${list.detail})`
             : 'No GPU visible'
-          : this._model.state === 'offline'
+          : this.model.state === 'offline'
             ? 'costguard: offline'
             : 'Loading…';
       this._emptyRow(body, 5, text);
@@ -519,7 +477,7 @@ export class CostPanel extends Widget {
   }
 
   private _renderSortHeaders(table: HTMLTableElement, name: PanelTable): void {
-    const state = this._model.sortState(name);
+    const state = this.model.sortState(name);
     table.querySelectorAll<HTMLElement>('.jp-costguard-sort').forEach(th => {
       const sorted = th.dataset.key === state.key;
       setAttr(th, 'aria-sort', sorted ? state.direction : 'none');
@@ -532,7 +490,7 @@ export class CostPanel extends Widget {
   }
 
   private _renderNotebooks(): void {
-    const model = this._model;
+    const model = this.model;
     const data = model.data;
     const body = this._notebookTable.tBodies[0];
     const rows = model.notebookRows;
@@ -642,7 +600,7 @@ export class CostPanel extends Widget {
   }
 
   private _renderKernels(): void {
-    const model = this._model;
+    const model = this.model;
     const body = this._kernelTable.tBodies[0];
     const rows = model.kernelRows;
     setText(this._kernelCount, `Kernels (${rows.length})`);
@@ -724,7 +682,6 @@ export class CostPanel extends Widget {
   private _kernelCount!: HTMLElement;
   private _kernelRows = new Map<string, HTMLTableRowElement>();
   private _kernelTable!: HTMLTableElement;
-  private _model: CostPanelModel;
   private _notebookCount!: HTMLElement;
   private _notebookRows = new Map<string, HTMLTableRowElement>();
   private _notebookTable!: HTMLTableElement;

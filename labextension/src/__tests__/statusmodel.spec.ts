@@ -1,4 +1,4 @@
-import { CostStatusModel } from '../model';
+import { CostStatusModel } from '../statusmodel';
 import { FakeServer } from './fakeserver';
 import { alert, notebook, status } from './fixtures';
 

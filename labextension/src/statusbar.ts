@@ -5,7 +5,7 @@
 import { ISignal, Signal } from '@lumino/signaling';
 import { Widget } from '@lumino/widgets';
 
-import type { CostStatusModel } from './model';
+import { el } from './dom';
 import {
   ICON,
   LOADING_TEXT,
@@ -13,6 +13,7 @@ import {
   SEPARATOR,
   summarizeStatus
 } from './format';
+import type { CostStatusModel } from './statusmodel';
 
 /** DOM id of the status-bar item (one per page). */
 export const STATUS_ID = 'jp-costguard-status';
@@ -126,7 +127,7 @@ export class CostStatusWidget extends Widget {
     }
     if (state !== 'ok' || !status) {
       const text = state === 'offline' ? OFFLINE_TEXT : LOADING_TEXT;
-      node.appendChild(span(CostStatusClasses.part, text));
+      node.appendChild(el('span', CostStatusClasses.part, text));
       node.title =
         state === 'offline'
           ? `Costguard server extension unreachable${
@@ -142,13 +143,14 @@ export class CostStatusWidget extends Widget {
       notebook: active,
       alerts: model.activeAlerts
     });
-    node.appendChild(span(CostStatusClasses.icon, ICON));
+    node.appendChild(el('span', CostStatusClasses.icon, ICON));
     summary.parts.forEach((part, index) => {
       node.appendChild(
-        span(CostStatusClasses.separator, index === 0 ? ' ' : SEPARATOR)
+        el('span', CostStatusClasses.separator, index === 0 ? ' ' : SEPARATOR)
       );
       node.appendChild(
-        span(
+        el(
+          'span',
           `${CostStatusClasses.part} ${CostStatusClasses.forPart(part.kind)}`,
           part.text
         )
@@ -156,7 +158,7 @@ export class CostStatusWidget extends Widget {
     });
     const simulated = summary.simulated || model.notebooksSimulated;
     if (simulated) {
-      const badge = span(CostStatusClasses.simulated, 'simulated');
+      const badge = el('span', CostStatusClasses.simulated, 'simulated');
       badge.id = SIMULATED_ID;
       badge.title = 'Numbers come from a replayed trace, not this machine';
       node.appendChild(badge);
@@ -181,11 +183,4 @@ export class CostStatusWidget extends Widget {
 
   private _clicked = new Signal<this, void>(this);
   private _model: CostStatusModel;
-}
-
-function span(className: string, text: string): HTMLSpanElement {
-  const el = document.createElement('span');
-  el.className = className;
-  el.textContent = text;
-  return el;
 }

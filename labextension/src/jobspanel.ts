@@ -13,13 +13,12 @@
  * apply), the log `pre.jp-costguard-job-log` (`hidden` unless expanded),
  * `.jp-costguard-jobs-empty` when there is nothing to list.
  */
-import { Widget } from '@lumino/widgets';
-
 import { el, setAttr, setText } from './dom';
 import { formatElapsed, formatMoney } from './format';
 import { type IJob, waitingReason } from './jobsapi';
 import type { JobsModel } from './jobsmodel';
 import { baseName } from './notebooks';
+import { SidePanel } from './sidepanel';
 
 /** DOM id of the Jobs panel. */
 export const JOBS_PANEL_ID = 'jp-costguard-jobs';
@@ -44,21 +43,15 @@ export namespace JobsPanel {
 }
 
 /** The Jobs side panel. */
-export class JobsPanel extends Widget {
+export class JobsPanel extends SidePanel<JobsModel> {
   constructor(options: JobsPanel.IOptions) {
-    super();
-    this._model = options.model;
+    super(options.model, ['click', 'keydown', 'change']);
     this._onAction = options.onAction;
     this.id = JOBS_PANEL_ID;
     this.addClass('jp-costguard-jobs');
     this.title.caption = 'Costguard: batch jobs';
     this._build();
-    this._model.changed.connect(this._onChanged, this);
-    this._render();
-  }
-
-  get model(): JobsModel {
-    return this._model;
+    this.render();
   }
 
   handleEvent(event: Event): void {
@@ -73,45 +66,11 @@ export class JobsPanel extends Widget {
       }
     } else if (event.type === 'change') {
       if (event.target === this._filter) {
-        this._model.filterToNotebook = this._filter.checked;
+        this.model.filterToNotebook = this._filter.checked;
       }
     }
   }
 
-  dispose(): void {
-    if (this.isDisposed) {
-      return;
-    }
-    this._model.changed.disconnect(this._onChanged, this);
-    this._model.visible = false;
-    super.dispose();
-  }
-
-  protected onAfterAttach(): void {
-    this.node.addEventListener('click', this);
-    this.node.addEventListener('keydown', this);
-    this.node.addEventListener('change', this);
-    if (this.isVisible) {
-      this._model.visible = true;
-      this._render();
-    }
-  }
-
-  protected onBeforeDetach(): void {
-    this.node.removeEventListener('click', this);
-    this.node.removeEventListener('keydown', this);
-    this.node.removeEventListener('change', this);
-    this._model.visible = false;
-  }
-
-  protected onAfterShow(): void {
-    this._model.visible = true;
-    this._render();
-  }
-
-  protected onAfterHide(): void {
-    this._model.visible = false;
-  }
 
   /** Scroll a job's row into view (after `expanded` was set). */
   reveal(id: number): void {
@@ -121,16 +80,15 @@ export class JobsPanel extends Widget {
     }
   }
 
-  private _onChanged(): void {
-    if (this.isVisible) {
-      this._render();
-    }
+  /** Polls fast while shown. */
+  protected setShown(shown: boolean): void {
+    this.model.visible = shown;
   }
 
   private _jobOf(node: Element): IJob | undefined {
     const row = node.closest<HTMLElement>('.jp-costguard-job-row');
     const id = Number(row?.dataset.jobId);
-    return Number.isFinite(id) ? this._model.job(id) : undefined;
+    return Number.isFinite(id) ? this.model.job(id) : undefined;
   }
 
   private _onClick(event: Event): void {
@@ -151,7 +109,7 @@ export class JobsPanel extends Widget {
     if (summary) {
       const job = this._jobOf(summary);
       if (job) {
-        this._model.toggle(job.id);
+        this.model.toggle(job.id);
       }
     }
   }
@@ -215,7 +173,7 @@ export class JobsPanel extends Widget {
   }
 
   private _updateRow(row: HTMLElement, job: IJob): void {
-    const model = this._model;
+    const model = this.model;
     setAttr(row, 'data-state', String(job.state));
     const expanded = model.expanded === job.id;
     row.classList.toggle('jp-mod-expanded', expanded);
@@ -264,7 +222,7 @@ export class JobsPanel extends Widget {
   }
 
   private _updateButtons(actions: HTMLElement, job: IJob): void {
-    const model = this._model;
+    const model = this.model;
     const wanted: JobAction[] = [];
     if (model.canCancel(job)) {
       wanted.push('cancel');
@@ -304,8 +262,8 @@ export class JobsPanel extends Widget {
 
   // ---- rendering ----------------------------------------------------------
 
-  private _render(): void {
-    const model = this._model;
+  protected render(): void {
+    const model = this.model;
     this.node.dataset.costguardState = model.state;
     let stateText = '';
     if (model.state === 'offline') {
@@ -349,7 +307,7 @@ export class JobsPanel extends Widget {
   }
 
   private _emptyText(): string {
-    const model = this._model;
+    const model = this.model;
     if (model.state === 'unavailable') {
       return 'Batch jobs are not available on this server (c.CostGuard.offload_enabled).';
     }
@@ -370,7 +328,6 @@ export class JobsPanel extends Widget {
   private _empty!: HTMLElement;
   private _filter!: HTMLInputElement;
   private _list!: HTMLElement;
-  private _model: JobsModel;
   private _onAction?: (action: JobAction, job: IJob) => void;
   private _rows = new Map<number, HTMLElement>();
   private _stateNode!: HTMLElement;

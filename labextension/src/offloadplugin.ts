@@ -24,7 +24,7 @@ import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
 import type * as nbformat from '@jupyterlab/nbformat';
 import { ISettingRegistry } from '@jupyterlab/settingregistry';
 
-import { CommandIDs } from './commands';
+import { CommandIDs, PALETTE_CATEGORY } from './commands';
 import { runAsJobIcon } from './icons';
 import type { ISlice, ISubmitRequest } from './jobsapi';
 import { samePath } from './notebooks';
@@ -41,12 +41,11 @@ import {
   shouldConfirm,
   ShiftClickTracker
 } from './offloadmodel';
+import { followSettings } from './settings';
 import { ICostguardJobs } from './tokens';
 
+/** Id of the plugin; also the id of its settings (`schema/offload.json`). */
 export const OFFLOAD_PLUGIN_ID = OFFLOAD_SETTINGS_ID;
-
-/** Command palette category. */
-const CATEGORY = 'Costguard';
 
 /** The notebook as the user sees it: cells with unsaved edits, selection, kernel. */
 export function snapshotNotebook(
@@ -200,7 +199,7 @@ export const offloadPlugin: JupyterFrontEndPlugin<void> = {
       }
     });
 
-    palette?.addItem({ command: CommandIDs.runAsJob, category: CATEGORY });
+    palette?.addItem({ command: CommandIDs.runAsJob, category: PALETTE_CATEGORY });
 
     // The toolbar button and menu entry show only for code cells.
     const changed = (): void => app.commands.notifyCommandChanged(CommandIDs.runAsJob);
@@ -208,22 +207,14 @@ export const offloadPlugin: JupyterFrontEndPlugin<void> = {
     tracker.selectionChanged.connect(changed);
 
     if (settingRegistry) {
-      Promise.all([settingRegistry.load(OFFLOAD_SETTINGS_ID), app.restored])
-        .then(([loaded]) => {
-          const apply = (): void => {
-            settings = parseOffloadSettings(
-              loaded.composite as { [key: string]: unknown }
-            );
-          };
-          apply();
-          loaded.changed.connect(apply);
-        })
-        .catch(reason => {
-          console.error(
-            `${OFFLOAD_SETTINGS_ID}: failed to load settings, using defaults`,
-            reason
-          );
-        });
+      void followSettings(
+        settingRegistry,
+        OFFLOAD_SETTINGS_ID,
+        composite => {
+          settings = parseOffloadSettings(composite);
+        },
+        app.restored
+      );
     }
   }
 };

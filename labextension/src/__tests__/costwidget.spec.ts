@@ -4,51 +4,10 @@
  * The cost widget view's wiring: it polls the REST API (never the kernel),
  * renders the stable classes, marks every successful refresh, says when the
  * server is unreachable, and stops polling when removed. `@jupyter-widgets/base`
- * and the REST helper are replaced by small fakes.
+ * (`fakewidgets.ts`) and the REST helper are replaced by small fakes.
  */
 
-type Handler = () => void;
-
-jest.mock('@jupyter-widgets/base', () => {
-  class DOMWidgetModel {
-    static serializers = {};
-    attributes: Record<string, unknown>;
-    widget_manager: unknown = { kernel: { id: 'manager-kernel' } };
-    private _handlers: Record<string, Handler[]> = {};
-    constructor(attributes: Record<string, unknown> = {}) {
-      this.attributes = { ...this.defaults(), ...attributes };
-    }
-    defaults(): Record<string, unknown> {
-      return {};
-    }
-    get(key: string): unknown {
-      return this.attributes[key];
-    }
-    set(key: string, value: unknown): void {
-      this.attributes[key] = value;
-      (this._handlers[`change:${key}`] ?? []).forEach(h => h());
-    }
-    on(event: string, handler: Handler): void {
-      (this._handlers[event] ??= []).push(handler);
-    }
-  }
-  class DOMWidgetView {
-    el: HTMLElement = document.createElement('div');
-    model: DOMWidgetModel;
-    displayed: Promise<unknown> = Promise.resolve();
-    constructor(options: { model: DOMWidgetModel }) {
-      this.model = options.model;
-    }
-    listenTo(model: DOMWidgetModel, events: string, handler: Handler): void {
-      events.split(' ').forEach(e => model.on(e, handler));
-    }
-    remove(): unknown {
-      this.el.remove();
-      return this;
-    }
-  }
-  return { DOMWidgetModel, DOMWidgetView };
-});
+jest.mock('@jupyter-widgets/base', () => jest.requireActual('./fakewidgets'));
 
 jest.mock('@jupyterlab/services', () => ({
   ServerConnection: { makeSettings: () => ({ baseUrl: '/' }) }
@@ -58,6 +17,7 @@ const responses: Record<string, () => unknown> = {};
 const requested: string[] = [];
 
 jest.mock('../api', () => ({
+  ...jest.requireActual('../api'),
   requestAPI: jest.fn(async (endpoint: string) => {
     requested.push(endpoint);
     const key = endpoint.split('?')[0];
@@ -69,7 +29,7 @@ jest.mock('../api', () => ({
   })
 }));
 
-import { CostWidgetModel, CostWidgetView } from '../costwidget-view';
+import { CostWidgetModel, CostWidgetView } from '../costwidget';
 
 const GiB = 1024 ** 3;
 
@@ -168,7 +128,8 @@ describe('CostWidgetView', () => {
     const text = (cls: string) => el.querySelector(`.${cls}`)?.textContent;
     expect(text('jp-costguard-widget-spend')).toBe('spent USD 2.50');
     expect(text('jp-costguard-widget-waste')).toBe('waste USD 1.00 (40%)');
-    expect(text('jp-costguard-widget-gpu')).toBe('GPU 91%, 4.0 GiB');
+    // format.ts's formatBytes, as in the panel: `4 GiB` (was `4.0 GiB`).
+    expect(text('jp-costguard-widget-gpu')).toBe('GPU 91%, 4 GiB');
     expect(text('jp-costguard-widget-idle')).toBe('running');
     expect(text('jp-costguard-widget-rate')).toBe('p4d.24xlarge USD 32.77/h');
     expect(text('jp-costguard-widget-alert')).toBe('⚠ GPU idle');

@@ -5,9 +5,9 @@ import { Signal } from '@lumino/signaling';
 import { Widget } from '@lumino/widgets';
 
 import type { AlertSeverity, IAlert, ICostStatus } from '../api';
-import type { CostStatusModel, CostStatusState } from '../model';
+import type { CostStatusModel, CostStatusState } from '../statusmodel';
 import { DEFAULT_SUMMARY_OPTIONS, IActiveNotebook, ISummaryOptions } from '../format';
-import { CostStatusWidget, STATUS_ID } from '../widget';
+import { CostStatusWidget, STATUS_ID } from '../statusbar';
 import { alert, notebook, status as fixture } from './fixtures';
 
 /** Just enough of CostStatusModel for the widget. */

@@ -9,7 +9,7 @@ import {
   IAlertSource,
   OFFLOAD_UNAVAILABLE_TEXT,
   safeUrl
-} from '../notifier';
+} from '../alertnotifier';
 import { alert } from './fixtures';
 
 /** NotificationManager's semantics (apputils ships ESM only, which jest cannot load). */

@@ -4,9 +4,7 @@
  * which are polled only while the panel is visible. Sorting lives here, so the
  * panel widget only renders rows in the order this model gives.
  */
-import { ServerConnection } from '@jupyterlab/services';
-import { IPoll, Poll } from '@lumino/polling';
-import { ISignal, Signal } from '@lumino/signaling';
+import type { ServerConnection } from '@jupyterlab/services';
 
 import {
   ICostStatus,
@@ -16,10 +14,10 @@ import {
   INotebookDoc,
   requestAPI
 } from './api';
-import type { CostStatusModel } from './model';
-import { MAX_BACKOFF_MS } from './model';
-import { ISortState, SortDirection, sortRows, toggleSort } from './sort';
+import { PolledModel } from './polledmodel';
 import { clampInterval, DEFAULT_REFRESH_SECONDS } from './settings';
+import { ISortState, SortDirection, sortRows, toggleSort } from './sort';
+import type { CostStatusModel } from './statusmodel';
 
 /** A sortable column of one of the panel's tables. */
 export interface IColumn<T> {
@@ -172,19 +170,33 @@ export type PanelTable = 'notebooks' | 'kernels';
 /** Default sort of both tables: most expensive first. */
 export const DEFAULT_SORT: ISortState = { key: 'spend', direction: 'descending' };
 
+/**
+ * Rows sorted on the column of `state.key` (the spend column when there is
+ * none such), ties broken by `id`.
+ */
+function sortTable<T>(
+  rows: ReadonlyArray<T>,
+  state: ISortState,
+  columns: ReadonlyArray<IColumn<T>>,
+  id: (row: T) => string
+): T[] {
+  const column =
+    columns.find(c => c.key === state.key) ??
+    columns.find(c => c.key === DEFAULT_SORT.key)!;
+  return sortRows(
+    rows,
+    { key: column.key, direction: state.direction },
+    row => column.value(row),
+    id
+  );
+}
+
 /** Sort notebooks by a column key (ties by path). */
 export function sortNotebooks(
   notebooks: ReadonlyArray<INotebookDoc>,
   state: ISortState
 ): INotebookDoc[] {
-  const column =
-    NOTEBOOK_COLUMNS.find(c => c.key === state.key) ?? NOTEBOOK_COLUMNS[1];
-  return sortRows(
-    notebooks,
-    { key: column.key, direction: state.direction },
-    row => column.value(row),
-    row => row.path
-  );
+  return sortTable(notebooks, state, NOTEBOOK_COLUMNS, n => n.path);
 }
 
 /** Sort kernels by a column key (ties by kernel id). */
@@ -192,14 +204,7 @@ export function sortKernels(
   kernels: ReadonlyArray<IKernelDoc>,
   state: ISortState
 ): IKernelDoc[] {
-  const column =
-    KERNEL_COLUMNS.find(c => c.key === state.key) ?? KERNEL_COLUMNS[3];
-  return sortRows(
-    kernels,
-    { key: column.key, direction: state.direction },
-    row => column.value(row),
-    row => row.kernel_id
-  );
+  return sortTable(kernels, state, KERNEL_COLUMNS, k => k.kernel_id);
 }
 
 /** Connection state of the panel's own poll. */
@@ -216,33 +221,31 @@ export namespace CostPanelModel {
   }
 }
 
+/** `kernels` and `gpus`, as one refresh fetches them. */
+interface IPanelAnswer {
+  kernels: IKernelList;
+  gpus: IGpuList;
+}
+
 /**
  * The panel's model. `active` (set by the panel while it is visible) starts
  * and stops the `kernels` + `gpus` poll.
  */
-export class CostPanelModel {
+export class CostPanelModel extends PolledModel<IPanelAnswer, PanelState> {
   constructor(options: CostPanelModel.IOptions) {
+    super({
+      name: 'jupyter-costguard:panel',
+      interval: clampInterval(
+        options.refreshInterval ??
+          options.data.refreshInterval ??
+          DEFAULT_REFRESH_SECONDS
+      ),
+      state: 'idle'
+    });
     this._data = options.data;
     this._serverSettings =
       options.serverSettings ?? options.data.serverSettings;
-    this._refreshInterval = clampInterval(
-      options.refreshInterval ??
-        options.data.refreshInterval ??
-        DEFAULT_REFRESH_SECONDS
-    );
-    this._poll = new Poll<void, Error, 'standby'>({
-      auto: false,
-      factory: () => this.refresh(),
-      frequency: this._frequency(),
-      name: 'jupyter-costguard:panel',
-      standby: 'when-hidden'
-    });
-    this._data.changed.connect(this._onDataChanged, this);
-  }
-
-  /** Emitted whenever anything the panel shows changes. */
-  get changed(): ISignal<this, void> {
-    return this._changed;
+    this._data.changed.connect(this.emitChanged, this);
   }
 
   /** The shared model. */
@@ -280,16 +283,6 @@ export class CostPanelModel {
     return this._gpus;
   }
 
-  /** State of the panel's own poll (`idle` until first shown). */
-  get state(): PanelState {
-    return this._state;
-  }
-
-  /** The error of the last failed request, if any. */
-  get error(): Error | null {
-    return this._error;
-  }
-
   /** Sort state of a table. */
   sortState(table: PanelTable): ISortState {
     return table === 'notebooks' ? this._notebookSort : this._kernelSort;
@@ -309,7 +302,7 @@ export class CostPanelModel {
     } else {
       this._kernelSort = next;
     }
-    this._changed.emit();
+    this.emitChanged();
   }
 
   /** Notebooks in display order. */
@@ -331,113 +324,58 @@ export class CostPanelModel {
       return;
     }
     this._highlight = path;
-    this._changed.emit();
+    this.emitChanged();
   }
 
   /** Whether the panel is visible: polls `kernels` and `gpus` only then. */
   get active(): boolean {
-    return this._active;
+    return this.isRunning;
   }
   set active(value: boolean) {
-    if (value === this._active || this._isDisposed) {
-      return;
-    }
-    this._active = value;
     if (value) {
-      if (this._state === 'idle') {
-        this._state = 'loading';
-        this._changed.emit();
-      }
-      void this._poll.start();
+      this.start();
     } else {
-      void this._poll.stop();
+      this.stop();
     }
   }
 
   /** Refresh interval in seconds. */
   get refreshInterval(): number {
-    return this._refreshInterval;
+    return this.interval;
   }
   set refreshInterval(seconds: number) {
-    const value = clampInterval(seconds);
-    if (value === this._refreshInterval) {
-      return;
-    }
-    this._refreshInterval = value;
-    this._poll.frequency = this._frequency();
-  }
-
-  /** The panel's poll (exposed for tests and for forcing a refresh). */
-  get poll(): Poll<void, Error, 'standby'> {
-    return this._poll;
-  }
-
-  get isDisposed(): boolean {
-    return this._isDisposed;
-  }
-
-  /** Fetch `kernels` and `gpus` once; errors are rethrown for the poll's backoff. */
-  async refresh(): Promise<void> {
-    try {
-      const [kernels, gpus] = await Promise.all([
-        requestAPI<IKernelList>('kernels', { method: 'GET' }, this._serverSettings),
-        requestAPI<IGpuList>('gpus', { method: 'GET' }, this._serverSettings)
-      ]);
-      if (this._isDisposed) {
-        return;
-      }
-      this._kernels = Array.isArray(kernels?.kernels) ? kernels.kernels : [];
-      this._kernelsSimulated = kernels?.simulated === true;
-      this._gpus = gpus && Array.isArray(gpus.gpus) ? gpus : null;
-      this._state = 'ok';
-      this._error = null;
-      this._changed.emit();
-    } catch (reason) {
-      if (!this._isDisposed) {
-        this._state = 'offline';
-        this._error =
-          reason instanceof Error ? reason : new Error(String(reason));
-        this._changed.emit();
-      }
-      throw reason;
-    }
+    this.setInterval(clampInterval(seconds));
   }
 
   dispose(): void {
-    if (this._isDisposed) {
-      return;
+    if (!this.isDisposed) {
+      this._data.changed.disconnect(this.emitChanged, this);
     }
-    this._isDisposed = true;
-    this._data.changed.disconnect(this._onDataChanged, this);
-    this._poll.dispose();
-    Signal.clearData(this);
+    super.dispose();
   }
 
-  private _onDataChanged(): void {
-    this._changed.emit();
+  /** `GET kernels` and `GET gpus`, together. */
+  protected async fetch(): Promise<IPanelAnswer> {
+    const [kernels, gpus] = await Promise.all([
+      requestAPI<IKernelList>('kernels', { method: 'GET' }, this._serverSettings),
+      requestAPI<IGpuList>('gpus', { method: 'GET' }, this._serverSettings)
+    ]);
+    return { kernels, gpus };
   }
 
-  private _frequency(): IPoll.Frequency {
-    return {
-      interval: this._refreshInterval * 1000,
-      backoff: true,
-      max: Math.max(MAX_BACKOFF_MS, this._refreshInterval * 1000)
-    };
+  protected apply({ kernels, gpus }: IPanelAnswer): void {
+    this._kernels = Array.isArray(kernels?.kernels) ? kernels.kernels : [];
+    this._kernelsSimulated = kernels?.simulated === true;
+    this._gpus = gpus && Array.isArray(gpus.gpus) ? gpus : null;
+    this.emitChanged();
   }
 
-  private _active = false;
-  private _changed = new Signal<this, void>(this);
   private _data: CostStatusModel;
-  private _error: Error | null = null;
   private _gpus: IGpuList | null = null;
   private _highlight: string | null = null;
-  private _isDisposed = false;
   private _kernels: IKernelDoc[] = [];
   private _kernelsSimulated = false;
   private _kernelSort: ISortState = { ...DEFAULT_SORT };
   private _notebookSort: ISortState = { ...DEFAULT_SORT };
-  private _poll: Poll<void, Error, 'standby'>;
-  private _refreshInterval: number;
   private _serverSettings: ServerConnection.ISettings;
-  private _state: PanelState = 'idle';
 }

@@ -1,13 +1,31 @@
 /**
  * Pure logic of the in-notebook cost widget: which kernel and notebook to
  * show, which alert to surface, what to say when the server cannot be
- * reached, and the text of every part. No DOM, no JupyterLab or ipywidgets
- * imports, so all of it is unit-tested in isolation
- * (`__tests__/costwidget-model.spec.ts`). The view in `costwidget-view.ts`
- * only fetches and renders what this module computes.
+ * reached, and the text of every part, written with format.ts's formatters
+ * (the same figure reads the same in the widget, the panel and the status
+ * bar). No DOM, no JupyterLab or ipywidgets imports: unit-tested in
+ * `__tests__/costwidgetsummary.spec.ts`. `costwidgetfeed.ts` fetches what
+ * this module summarises; `costwidget.ts` renders it.
  */
-import type { ICostStatus } from './api';
-import { formatDuration, formatMoney, formatRate, formatTime } from './format';
+import {
+  errorStatus,
+  IAlert,
+  ICostStatus,
+  IKernelDoc,
+  IKernelList,
+  INotebookDetail
+} from './api';
+import { severityRank } from './alerts';
+import {
+  formatBytes,
+  formatDuration,
+  formatMoney,
+  formatPercent,
+  formatRate,
+  formatTime,
+  isNumber,
+  SEPARATOR
+} from './format';
 
 /** ipywidgets module name of the cost widget (`_model_module` in Python). */
 export const MODULE_NAME = 'jupyter-costguard';
@@ -36,81 +54,6 @@ export const WAITING_TEXT = 'costguard: waiting for the first sample…';
 /** Text shown before the first response. */
 export const WIDGET_LOADING_TEXT = 'costguard: loading…';
 
-/** One kernel of `GET costguard/api/kernels` (see openapi.yaml `Kernel`). */
-export interface ICostKernel {
-  kernel_id: string;
-  name?: string;
-  notebook?: string | null;
-  execution_state?: string;
-  last_activity?: number;
-  idle_seconds?: number;
-  gpus?: string[];
-  gpu_memory_bytes?: number;
-  gpu_utilization_percent?: number | null;
-  attribution?: string;
-  spend?: number;
-  waste?: number;
-  spend_rate_per_hour?: number;
-  [key: string]: unknown;
-}
-
-/** Fields every costguard document carries (openapi.yaml `Common`). */
-export interface ICostCommon {
-  simulated?: boolean;
-  currency?: string;
-  time?: number | null;
-}
-
-/** Response of `GET costguard/api/kernels`. */
-export interface ICostKernelList extends ICostCommon {
-  kernels: ICostKernel[];
-}
-
-/** Response of `GET costguard/api/notebooks/<path>` (`NotebookDetail`). */
-export interface ICostNotebook extends ICostCommon {
-  path: string;
-  spend?: number;
-  waste?: number;
-  gpu_spend?: number;
-  host_spend?: number;
-  first_seen?: number;
-  last_seen?: number;
-  kernel_ids?: string[];
-  kernels_seen?: number;
-  gpu_utilization_percent?: number | null;
-  gpu_memory_bytes?: number;
-  idle_seconds?: number | null;
-  spend_rate_per_hour?: number;
-  [key: string]: unknown;
-}
-
-/** One alert of `GET costguard/api/alerts?notebook=<path>`. */
-export interface ICostAlert {
-  id: string;
-  kind?: string;
-  severity?: string;
-  title?: string;
-  message?: string;
-  notebook?: string | null;
-  kernel_id?: string | null;
-  /** `active`, `dismissed` or `snoozed` (as of the response). */
-  state?: string;
-  /** When the condition ended (epoch seconds); null while it persists. */
-  resolved?: number | boolean | null;
-  created?: number;
-  updated?: number;
-  [key: string]: unknown;
-}
-
-/** Response of `GET costguard/api/alerts`. */
-export interface ICostAlertList extends ICostCommon {
-  alerts: ICostAlert[];
-}
-
-function isNumber(value: unknown): value is number {
-  return typeof value === 'number' && Number.isFinite(value);
-}
-
 /**
  * The kernel to show: the first candidate id that the server lists.
  *
@@ -119,9 +62,9 @@ function isNumber(value: unknown): value is number {
  * talks to (what the server calls it, e.g. behind a gateway).
  */
 export function pickKernel(
-  kernels: readonly ICostKernel[] | null | undefined,
+  kernels: readonly IKernelDoc[] | null | undefined,
   candidates: readonly (string | null | undefined)[]
-): ICostKernel | null {
+): IKernelDoc | null {
   if (!kernels) {
     return null;
   }
@@ -143,7 +86,7 @@ export function pickKernel(
  * (a console or a kernel without a session: the kernel's own figures).
  */
 export function notebookPathFor(
-  kernel: ICostKernel | null,
+  kernel: IKernelDoc | null,
   override?: string | null
 ): string | null {
   const wanted = (override ?? '').trim().replace(/^\/+/, '');
@@ -154,22 +97,8 @@ export function notebookPathFor(
   return typeof path === 'string' && path.length > 0 ? path : null;
 }
 
-/** Severity ranks, most urgent highest. */
-const SEVERITY_RANK: Record<string, number> = {
-  critical: 3,
-  error: 3,
-  warning: 2,
-  warn: 2,
-  info: 1
-};
-
-/** Rank of an alert's severity (unknown severities rank lowest). */
-export function severityRank(severity: string | undefined): number {
-  return SEVERITY_RANK[(severity ?? '').toLowerCase()] ?? 0;
-}
-
 /** When an alert was last raised or changed (epoch seconds), else 0. */
-function alertTime(alert: ICostAlert): number {
+function alertTime(alert: IAlert): number {
   for (const value of [alert.updated, alert.created]) {
     if (isNumber(value)) {
       return value;
@@ -184,9 +113,9 @@ function alertTime(alert: ICostAlert): number {
  * most severe first, then the most recently updated.
  */
 export function pickAlert(
-  alerts: readonly ICostAlert[] | null | undefined,
+  alerts: readonly IAlert[] | null | undefined,
   notebook: string | null
-): ICostAlert | null {
+): IAlert | null {
   if (!alerts || alerts.length === 0) {
     return null;
   }
@@ -197,7 +126,7 @@ export function pickAlert(
     if (typeof alert.state === 'string' && alert.state !== 'active') {
       return false;
     }
-    const resolved = alert.resolved;
+    const resolved: unknown = alert.resolved;
     if (resolved !== undefined && resolved !== null && resolved !== false) {
       return false;
     }
@@ -210,21 +139,16 @@ export function pickAlert(
     }
     return true;
   });
+  const rank = (alert: IAlert): number =>
+    severityRank(String(alert.severity ?? '').toLowerCase());
   relevant.sort((a, b) => {
-    const bySeverity = severityRank(b.severity) - severityRank(a.severity);
+    const bySeverity = rank(b) - rank(a);
     if (bySeverity !== 0) {
       return bySeverity;
     }
     return alertTime(b) - alertTime(a);
   });
   return relevant[0] ?? null;
-}
-
-/** HTTP status of a failed request, if the error carries one. */
-export function errorStatus(error: unknown): number | null {
-  const status = (error as { response?: { status?: unknown } } | null)
-    ?.response?.status;
-  return isNumber(status) ? status : null;
 }
 
 /**
@@ -242,30 +166,6 @@ export function offlineMessage(error: unknown): string {
     return 'costguard: not authorised to read costs on this server';
   }
   return `costguard: the server answered ${status}`;
-}
-
-/** Durations are formatted as everywhere else in the extension. */
-export { formatDuration };
-
-/** Bytes as GiB (one decimal) or MiB below 1 GiB. */
-export function formatBytes(bytes: number): string {
-  if (!isNumber(bytes) || bytes < 0) {
-    return '–';
-  }
-  const GiB = 1024 ** 3;
-  if (bytes >= GiB) {
-    return `${(bytes / GiB).toFixed(1)} GiB`;
-  }
-  return `${Math.round(bytes / 1024 ** 2)} MiB`;
-}
-
-/** A percentage without needless decimals: `2%`, `45%`, `0.5%`. */
-export function formatPercent(value: number): string {
-  const rounded = value >= 10 || value === 0 ? Math.round(value) : value;
-  const text = Number.isInteger(rounded)
-    ? String(rounded)
-    : rounded.toFixed(1).replace(/\.0$/, '');
-  return `${text}%`;
 }
 
 /** Kinds of part, each rendered as `.jp-costguard-widget-<kind>`. */
@@ -300,21 +200,18 @@ export interface ICostWidgetSummary {
 
 /** Everything one refresh fetched. */
 export interface ICostWidgetInput {
-  kernels: ICostKernelList;
+  kernels: IKernelList;
   /** The kernel picked from `kernels` (null: not listed yet). */
-  kernel: ICostKernel | null;
+  kernel: IKernelDoc | null;
   /** The notebook shown, or null when the kernel has none. */
   notebookPath: string | null;
   /** Its detail; null when it has no costs recorded yet (404). */
-  notebook: ICostNotebook | null;
+  notebook: INotebookDetail | null;
   /** Instance status; null when not (yet) read. */
   status: ICostStatus | null;
   /** Alerts for the notebook; null when the server has no alerts (404). */
-  alerts: ICostAlert[] | null;
+  alerts: IAlert[] | null;
 }
-
-/** Separator between parts. */
-export const WIDGET_SEPARATOR = ' · ';
 
 /**
  * Summarise one refresh for display.
@@ -376,7 +273,7 @@ export function summarizeWidget(input: ICostWidgetInput): ICostWidgetSummary {
   if (isNumber(waste)) {
     const share =
       isNumber(spend) && spend > 0
-        ? ` (${Math.round((100 * waste) / spend)}%)`
+        ? ` (${formatPercent((100 * waste) / spend)})`
         : '';
     parts.push({
       kind: 'waste',
@@ -482,7 +379,7 @@ export function summarizeWidget(input: ICostWidgetInput): ICostWidgetSummary {
     simulated,
     kernelId: kernel.kernel_id,
     notebook: notebookPath,
-    text: parts.map(p => p.text).join(WIDGET_SEPARATOR),
+    text: parts.map(p => p.text).join(SEPARATOR),
     title: lines.join('\n')
   };
 }
@@ -493,18 +390,4 @@ export function clampWidgetRefresh(seconds: unknown): number {
     return DEFAULT_WIDGET_REFRESH_SECONDS;
   }
   return Math.max(MIN_WIDGET_REFRESH_SECONDS, seconds);
-}
-
-/** API path of one notebook: its server-relative path, each part encoded. */
-export function notebookEndpoint(path: string): string {
-  const parts = path
-    .split('/')
-    .filter(part => part.length > 0)
-    .map(part => encodeURIComponent(part));
-  return `notebooks/${parts.join('/')}`;
-}
-
-/** API path of the alerts of one notebook. */
-export function alertsEndpoint(path: string): string {
-  return `alerts?notebook=${encodeURIComponent(path)}`;
 }

@@ -4,7 +4,7 @@
 import { Widget } from '@lumino/widgets';
 
 import { requestAPI } from '../api';
-import { JobAction, JOBS_PANEL_ID, JobsPanel } from '../jobs';
+import { JobAction, JOBS_PANEL_ID, JobsPanel } from '../jobspanel';
 import type { IJob } from '../jobsapi';
 import { JobsModel } from '../jobsmodel';
 import { job, results } from './jobfixtures';

@@ -6,9 +6,9 @@ import { Widget } from '@lumino/widgets';
 
 import type { IAlert, ICostStatus, INotebookDoc } from '../api';
 import { requestAPI } from '../api';
-import type { CostStatusModel } from '../model';
-import { CostPanel, PANEL_ID, PANEL_SIMULATED_ID } from '../panel';
-import { CostPanelModel } from '../panelmodel';
+import type { CostStatusModel } from '../statusmodel';
+import { CostPanel, PANEL_ID, PANEL_SIMULATED_ID } from '../costpanel';
+import { CostPanelModel } from '../costpanelmodel';
 import { alert, gpus, kernel, notebook, status } from './fixtures';
 
 jest.mock('../api', () => ({

@@ -1,15 +1,13 @@
 /**
- * The shared state of the frontend: what the server said last, polled with
- * lumino `Poll`s that back off on errors and stand by while the page is
- * hidden. Widgets and controllers listen to the signals and render; they
- * never fetch `status`, `notebooks` or `alerts` themselves.
+ * The shared state of the frontend: what the server said last. Widgets and
+ * controllers listen to `changed` and render; they never fetch `status`,
+ * `notebooks` or `alerts` themselves.
  *
- * Two polls, both at `refreshInterval`:
+ * Two polls (PolledModel's policy), both at `refreshInterval`:
  * - `poll`: `GET status` and `GET notebooks` together (one tick, both requests);
  * - `alertsPoll`: `GET alerts` (a server without that route only loses alerts).
  */
 import { ServerConnection } from '@jupyterlab/services';
-import { IPoll, Poll } from '@lumino/polling';
 import { ISignal, Signal } from '@lumino/signaling';
 
 import {
@@ -32,21 +30,14 @@ import {
   ISummaryOptions
 } from './format';
 import { normalizePath, selectNotebook } from './notebooks';
-import {
-  clampInterval as clampRefresh,
-  DEFAULT_REFRESH_SECONDS
-} from './settings';
-
-export { DEFAULT_REFRESH_SECONDS } from './settings';
+import { ModelPoll, PolledModel } from './polledmodel';
+import { clampInterval, DEFAULT_REFRESH_SECONDS } from './settings';
 
 /** Connection state of the model. */
 export type CostStatusState = 'loading' | 'ok' | 'offline';
 
 /** State of the alerts feed: `unavailable` when the server has no alerts route. */
 export type AlertsState = 'loading' | 'ok' | 'unavailable' | 'error';
-
-/** Longest interval the polls back off to after errors, in milliseconds. */
-export const MAX_BACKOFF_MS = 60 * 1000;
 
 export namespace CostStatusModel {
   export interface IOptions {
@@ -61,41 +52,29 @@ export namespace CostStatusModel {
   }
 }
 
+/** `status` and `notebooks`, as one refresh fetches them. */
+interface IStatusAnswer {
+  status: ICostStatus;
+  notebooks: INotebookList;
+}
+
 /**
  * Holds the latest `status`, `notebooks` and `alerts` documents, the active
  * notebook's path, and the polling machinery.
  */
-export class CostStatusModel {
+export class CostStatusModel extends PolledModel<IStatusAnswer, CostStatusState> {
   constructor(options: CostStatusModel.IOptions = {}) {
+    super({
+      name: 'jupyter-costguard:status',
+      interval: clampInterval(options.refreshInterval ?? DEFAULT_REFRESH_SECONDS),
+      auto: options.autoStart ?? true
+    });
     this._serverSettings =
       options.serverSettings ?? ServerConnection.makeSettings();
     this._summary = { ...DEFAULT_SUMMARY_OPTIONS, ...options.summary };
-    this._refreshInterval = clampRefresh(
-      options.refreshInterval ?? DEFAULT_REFRESH_SECONDS
+    this._alertsPoll = this.addPoll('jupyter-costguard:alerts', () =>
+      this.refreshAlerts()
     );
-    const auto = options.autoStart ?? true;
-    this._poll = new Poll<void, Error, 'standby'>({
-      auto,
-      factory: () => this.refresh(),
-      frequency: this._frequency(),
-      name: 'jupyter-costguard:status',
-      standby: 'when-hidden'
-    });
-    this._alertsPoll = new Poll<void, Error, 'standby'>({
-      auto,
-      factory: () => this.refreshAlerts(),
-      frequency: this._frequency(),
-      name: 'jupyter-costguard:alerts',
-      standby: 'when-hidden'
-    });
-    if (typeof document !== 'undefined') {
-      document.addEventListener('visibilitychange', this._onVisibility);
-    }
-  }
-
-  /** Emitted whenever anything shown changes (data, state, options, active notebook). */
-  get changed(): ISignal<this, void> {
-    return this._changed;
   }
 
   /** Emitted after each successful `GET alerts`, with the active alerts. */
@@ -123,16 +102,6 @@ export class CostStatusModel {
     return this._notebooksSimulated;
   }
 
-  /** Whether the last request succeeded. */
-  get state(): CostStatusState {
-    return this._state;
-  }
-
-  /** The error of the last failed request, if any. */
-  get error(): Error | null {
-    return this._error;
-  }
-
   /** Active alerts of the latest successful `alerts` response. */
   get alerts(): ReadonlyArray<IAlert> {
     return this._alerts;
@@ -158,7 +127,7 @@ export class CostStatusModel {
       return;
     }
     this._activePath = next;
-    this._changed.emit();
+    this.emitChanged();
   }
 
   /** The active notebook and its document (null doc: nothing spent yet). */
@@ -209,77 +178,20 @@ export class CostStatusModel {
       return;
     }
     this._summary = next;
-    this._changed.emit();
+    this.emitChanged();
   }
 
   /** Refresh interval in seconds (both polls). */
   get refreshInterval(): number {
-    return this._refreshInterval;
+    return this.interval;
   }
   set refreshInterval(seconds: number) {
-    const value = clampRefresh(seconds);
-    if (value === this._refreshInterval) {
-      return;
-    }
-    this._refreshInterval = value;
-    this._poll.frequency = this._frequency();
-    this._alertsPoll.frequency = this._frequency();
-  }
-
-  /** The `status` + `notebooks` poll. */
-  get poll(): Poll<void, Error, 'standby'> {
-    return this._poll;
+    this.setInterval(clampInterval(seconds));
   }
 
   /** The `alerts` poll. */
-  get alertsPoll(): Poll<void, Error, 'standby'> {
+  get alertsPoll(): ModelPoll {
     return this._alertsPoll;
-  }
-
-  get isDisposed(): boolean {
-    return this._isDisposed;
-  }
-
-  /** Start both polls (no-op when running). */
-  start(): void {
-    void this._poll.start();
-    void this._alertsPoll.start();
-  }
-
-  /**
-   * Fetch `status` and `notebooks` once. Errors mark the model offline and
-   * are rethrown so that the poll backs off.
-   */
-  async refresh(): Promise<void> {
-    try {
-      const [status, notebooks] = await Promise.all([
-        requestAPI<ICostStatus>('status', { method: 'GET' }, this._serverSettings),
-        requestAPI<INotebookList>(
-          'notebooks',
-          { method: 'GET' },
-          this._serverSettings
-        )
-      ]);
-      if (this._isDisposed) {
-        return;
-      }
-      this._status = status;
-      this._notebooks = Array.isArray(notebooks?.notebooks)
-        ? notebooks.notebooks
-        : [];
-      this._notebooksSimulated = notebooks?.simulated === true;
-      this._state = 'ok';
-      this._error = null;
-      this._changed.emit();
-    } catch (reason) {
-      if (!this._isDisposed) {
-        this._state = 'offline';
-        this._error =
-          reason instanceof Error ? reason : new Error(String(reason));
-        this._changed.emit();
-      }
-      throw reason;
-    }
   }
 
   /** Fetch `alerts` once; errors are rethrown so that the poll backs off. */
@@ -290,7 +202,7 @@ export class CostStatusModel {
         { method: 'GET' },
         this._serverSettings
       );
-      if (this._isDisposed) {
+      if (this.isDisposed) {
         return;
       }
       const alerts = Array.isArray(doc?.alerts) ? doc.alerts : [];
@@ -306,14 +218,14 @@ export class CostStatusModel {
       }
       this._alertsSimulated = doc?.simulated === true;
       this._alertsState = 'ok';
-      this._changed.emit();
+      this.emitChanged();
       this._alertsReceived.emit(this._alerts);
     } catch (reason) {
-      if (!this._isDisposed) {
+      if (!this.isDisposed) {
         const state: AlertsState = isNotFound(reason) ? 'unavailable' : 'error';
         if (state !== this._alertsState) {
           this._alertsState = state;
-          this._changed.emit();
+          this.emitChanged();
         }
       }
       throw reason;
@@ -324,100 +236,66 @@ export class CostStatusModel {
    * Dismiss an alert on the server (`POST alerts/{id}/dismiss`). The alert
    * leaves `alerts` at once; a failure puts it back on the next poll.
    */
-  async dismissAlert(id: string): Promise<void> {
-    this._hideLocally(id);
-    try {
-      await dismissAlert(id, this._serverSettings);
-    } catch (reason) {
-      this._hidden.delete(id);
-      throw reason;
-    } finally {
-      void this._alertsPoll.refresh();
-    }
+  dismissAlert(id: string): Promise<void> {
+    return this._hideWhile(id, () => dismissAlert(id, this._serverSettings));
   }
 
   /** Snooze an alert on the server (`POST alerts/{id}/snooze`, `{"seconds": N}`). */
-  async snoozeAlert(id: string, seconds: number): Promise<void> {
-    this._hideLocally(id);
-    try {
-      await snoozeAlert(id, seconds, this._serverSettings);
-    } catch (reason) {
-      this._hidden.delete(id);
-      throw reason;
-    } finally {
-      void this._alertsPoll.refresh();
-    }
+  snoozeAlert(id: string, seconds: number): Promise<void> {
+    return this._hideWhile(id, () =>
+      snoozeAlert(id, seconds, this._serverSettings)
+    );
   }
 
-  dispose(): void {
-    if (this._isDisposed) {
-      return;
-    }
-    this._isDisposed = true;
-    if (typeof document !== 'undefined') {
-      document.removeEventListener('visibilitychange', this._onVisibility);
-    }
-    this._poll.dispose();
-    this._alertsPoll.dispose();
-    Signal.clearData(this);
+  /** `GET status` and `GET notebooks`, together. */
+  protected async fetch(): Promise<IStatusAnswer> {
+    const [status, notebooks] = await Promise.all([
+      requestAPI<ICostStatus>('status', { method: 'GET' }, this._serverSettings),
+      requestAPI<INotebookList>('notebooks', { method: 'GET' }, this._serverSettings)
+    ]);
+    return { status, notebooks };
   }
 
-  private _hideLocally(id: string): void {
+  protected apply({ status, notebooks }: IStatusAnswer): void {
+    this._status = status;
+    this._notebooks = Array.isArray(notebooks?.notebooks)
+      ? notebooks.notebooks
+      : [];
+    this._notebooksSimulated = notebooks?.simulated === true;
+    this.emitChanged();
+  }
+
+  /** Hide an alert while `request` runs (for good when it succeeds). */
+  private async _hideWhile(
+    id: string,
+    request: () => Promise<unknown>
+  ): Promise<void> {
     this._hidden.add(id);
     const before = this._alerts.length;
     this._alerts = this._alerts.filter(a => a.id !== id);
     if (this._alerts.length !== before) {
-      this._changed.emit();
+      this.emitChanged();
     }
-  }
-
-  private _frequency(): IPoll.Frequency {
-    return {
-      interval: this._refreshInterval * 1000,
-      backoff: true,
-      max: Math.max(MAX_BACKOFF_MS, this._refreshInterval * 1000)
-    };
-  }
-
-  /** Catch up at once when the tab becomes visible again. */
-  private _onVisibility = (): void => {
-    if (this._isDisposed || document.hidden) {
-      return;
-    }
-    if (this._poll.state.phase !== 'constructed' && !this._poll.isDisposed) {
-      void this._poll.refresh();
-    }
-    if (
-      this._alertsPoll.state.phase !== 'constructed' &&
-      !this._alertsPoll.isDisposed
-    ) {
+    try {
+      await request();
+    } catch (reason) {
+      this._hidden.delete(id);
+      throw reason;
+    } finally {
       void this._alertsPoll.refresh();
     }
-  };
+  }
 
   private _activePath: string | null = null;
   private _alerts: IAlert[] = [];
-  private _alertsPoll: Poll<void, Error, 'standby'>;
+  private _alertsPoll: ModelPoll;
   private _alertsReceived = new Signal<this, ReadonlyArray<IAlert>>(this);
   private _alertsSimulated = false;
   private _alertsState: AlertsState = 'loading';
-  private _changed = new Signal<this, void>(this);
-  private _error: Error | null = null;
   private _hidden = new Set<string>();
-  private _isDisposed = false;
   private _notebooks: INotebookDoc[] = [];
   private _notebooksSimulated = false;
-  private _poll: Poll<void, Error, 'standby'>;
-  private _refreshInterval: number;
   private _serverSettings: ServerConnection.ISettings;
-  private _state: CostStatusState = 'loading';
   private _status: ICostStatus | null = null;
   private _summary: ISummaryOptions;
-}
-
-export namespace CostStatusModel {
-  /** Clamp a refresh interval (seconds) to a sane value. */
-  export function clampInterval(seconds: number): number {
-    return clampRefresh(seconds);
-  }
 }

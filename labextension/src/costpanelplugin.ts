@@ -1,0 +1,75 @@
+/**
+ * `jupyter-costguard:panel`: the cost side panel (right sidebar) and
+ * `costguard:open-panel`. The panel polls `kernels` + `gpus` only while it
+ * is visible; its row buttons run the kernel commands.
+ */
+import {
+  ILayoutRestorer,
+  JupyterFrontEnd,
+  JupyterFrontEndPlugin
+} from '@jupyterlab/application';
+import { ICommandPalette } from '@jupyterlab/apputils';
+
+import { CommandIDs, PALETTE_CATEGORY } from './commands';
+import { CostPanel } from './costpanel';
+import { CostPanelModel } from './costpanelmodel';
+import { costguardIcon } from './icons';
+import { ICostguard } from './tokens';
+
+export const PANEL_PLUGIN_ID = 'jupyter-costguard:panel';
+
+export const costPanelPlugin: JupyterFrontEndPlugin<void> = {
+  id: PANEL_PLUGIN_ID,
+  description:
+    'A side panel with the instance, totals, and every notebook and kernel with its spend.',
+  autoStart: true,
+  requires: [ICostguard],
+  optional: [ICommandPalette, ILayoutRestorer],
+  activate: (
+    app: JupyterFrontEnd,
+    costguard: ICostguard,
+    palette: ICommandPalette | null,
+    restorer: ILayoutRestorer | null
+  ): void => {
+    const model = new CostPanelModel({
+      data: costguard.model,
+      refreshInterval: costguard.settings.refreshInterval
+    });
+    costguard.settingsChanged.connect((_, settings) => {
+      model.refreshInterval = settings.refreshInterval;
+    });
+    const panel = new CostPanel({
+      model,
+      onKernelAction: (action, kernel) => {
+        const command =
+          action === 'shutdown'
+            ? CommandIDs.shutdownKernel
+            : CommandIDs.interruptKernel;
+        void app.commands.execute(command, {
+          kernelId: kernel.kernel_id,
+          name: kernel.name,
+          notebook: kernel.notebook ?? ''
+        });
+      },
+      onOpenNotebook: path => {
+        void app.commands.execute('docmanager:open', { path });
+      }
+    });
+    panel.title.icon = costguardIcon;
+    panel.title.caption = 'Costguard: GPU spend';
+    app.shell.add(panel, 'right', { rank: 900 });
+    restorer?.add(panel, PANEL_PLUGIN_ID);
+
+    app.commands.addCommand(CommandIDs.openPanel, {
+      label: 'Costguard: Open cost panel',
+      caption: 'Show the instance, totals, notebooks and kernels with their spend',
+      icon: args => (args.isPalette ? undefined : costguardIcon),
+      execute: args => {
+        const path = typeof args.path === 'string' && args.path ? args.path : null;
+        model.highlightPath = path;
+        app.shell.activateById(panel.id);
+      }
+    });
+    palette?.addItem({ command: CommandIDs.openPanel, category: PALETTE_CATEGORY });
+  }
+};
