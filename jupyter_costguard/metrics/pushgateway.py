@@ -21,7 +21,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 __all__ = [
-    "ENV_URL",
     "GROUP_LABEL",
     "JOB_LABEL",
     "JOB_METRICS",
@@ -32,8 +31,6 @@ __all__ = [
     "push_runner_metrics",
 ]
 
-#: where a job's kernel and runner find the gateway (the server passes it in the job's env)
-ENV_URL = "COSTGUARD_PUSHGATEWAY_URL"
 #: Prometheus's `job` label of every group (with honor_labels it is kept as is)
 JOB_LABEL = "costguard"
 #: the grouping key: the costguard job id

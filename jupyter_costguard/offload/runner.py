@@ -2,15 +2,10 @@
 
 ``python -m jupyter_costguard.offload.runner JOB_DIR`` is started by a backend, detached from
 the Jupyter server (its own session), so a job keeps running while the server restarts. It
-talks to the server only through files in JOB_DIR, written atomically:
-
-- ``spec.json`` (read): the `JobSpec` plus ``id`` and ``checkpoint_dir``;
-- ``inputs.pkl`` (read, optional): variables sent in by value;
-- ``status.json``: state, phase, attempts, kernel pid, phase times, exit reason;
-- ``log.txt``: the cells' streams and errors as they come, and the runner's own lines;
-- ``outputs.json``: the selected cells' outputs (nbformat), after each cell;
-- ``results.pkl`` / ``results.json``: the names brought back, and an index of them;
-- ``env.json``: the kernel's interpreter and package versions.
+talks to the server only through the files of JOB_DIR that `jobdir` names, written
+atomically: it reads the spec and the sent variables, and writes its `jobdir.RunnerStatus`, the
+log (the cells' streams and errors as they come, and its own lines), the selected cells'
+outputs after each cell, the names brought back and the kernel's environment.
 
 Attempts: a failed cell or a dead kernel is retried (``retries`` times, with doubling
 back-off) in a new kernel with the same checkpoint directory, so `checkpoint.latest()`
@@ -20,45 +15,40 @@ status says attempts were made (the previous runner was lost) continues with the
 
 Batch schedulers (the Slurm backend) add three things, all inert for the local backend:
 
-- ``COSTGUARD_RESTART_COUNT`` (set by the batch script from ``SLURM_RESTART_COUNT``): when it
+- `jobdir.ENV_RESTART_COUNT` (set by the batch script from ``SLURM_RESTART_COUNT``): when it
   is set, SIGTERM is the scheduler stopping the job (requeue, preemption, its time limit)
-  unless ``JOB_DIR/cancel`` exists (written by the backend's cancel): the attempt is recorded
-  as ``interrupted`` and the job stays ``running`` (phase ``queued``) for the scheduler to start
-  again or the backend to report how it ended. A runner whose count is above the one in
-  ``status.json`` is that requeued job: it continues the same attempt (a requeue is not the
-  job's fault and uses no retry), resuming from the same checkpoint directory.
+  unless the `jobdir.CANCEL` file exists (written by the backend's cancel): the attempt is
+  recorded as ``interrupted`` and the job stays ``running`` (phase ``queued``) for the
+  scheduler to start again or the backend to report how it ended. A runner whose count is
+  above the one in its status is that requeued job: it continues the same attempt (a requeue
+  is not the job's fault and uses no retry), resuming from the same checkpoint directory.
 - SIGUSR1 (the scheduler's warning before a time limit) is passed on to the kernel only when
-  the kernel asked for it by writing its pid to ``JOB_DIR/signal-ok`` (the checkpoint helper
-  does, with a handler that makes a final save); otherwise it would kill the kernel.
-- ``COSTGUARD_JOB_DIR`` in the kernel's environment, so the kernel side finds that file.
+  the kernel asked for it by writing its pid to the `jobdir.SIGNAL_OK` file (the checkpoint
+  helper does, with a handler that makes a final save); otherwise it would kill the kernel.
+- `jobdir.ENV_JOB_DIR` in the kernel's environment, so the kernel side finds that file.
+
+``--warm`` runs a warm runner instead (`warm`): a kernel that waits for its job.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import os
-import re
-import shutil
 import signal
 import sys
 import time
 import traceback
+from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any
 
-from jupyter_costguard._proc import pid_exists
+from jupyter_costguard.offload import jobdir
+from jupyter_costguard.offload.jobclient import job_client
+from jupyter_costguard.offload.jobdir import RunnerStatus
 from jupyter_costguard.offload.spec import JobSpec
-
-ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
-
-# --- scheduler hooks (see the module docstring; used by the Slurm backend) -------------------
-#: how many times the scheduler requeued this job; set only where SIGTERM may mean "requeued"
-RESTART_ENV = "COSTGUARD_RESTART_COUNT"
-#: written into the job directory by a backend's cancel: SIGTERM is the user's cancel
-CANCEL_FILE = "cancel"
-#: written by the kernel (its pid) when it handles SIGUSR1 (`checkpoint.enable_final_save`)
-SIGNAL_OK_FILE = "signal-ok"
+from jupyter_costguard.offload.warm import warm_main
 
 #: Executed first in the job's kernel: the notebook's directory, the sent variables.
 PREAMBLE = """\
@@ -79,8 +69,8 @@ del _costguard_preamble
 #: ends (no atexit there), so checkpoints still uploading in the background are flushed first.
 FLUSH_CHECKPOINTS = """\
 import sys as _costguard_sys
-if "jupyter_costguard.checkpoint" in _costguard_sys.modules:
-    _costguard_sys.modules["jupyter_costguard.checkpoint"].wait()
+if "jupyter_costguard.kernel.checkpoint" in _costguard_sys.modules:
+    _costguard_sys.modules["jupyter_costguard.kernel.checkpoint"].wait()
 del _costguard_sys
 """
 
@@ -135,80 +125,58 @@ del _costguard_results
 """
 
 
-def write_json(path: Path, doc: Any) -> None:
-    tmp = path.with_name(f"{path.name}.tmp-{os.getpid()}")
-    tmp.write_text(json.dumps(doc))
-    os.replace(tmp, path)
-
-
-def read_json(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-
-
-class Cancelled(Exception):
-    pass
-
-
 class TimeLimit(Exception):
-    pass
+    """The job's time limit ran out during a cell (not retried)."""
 
 
 class Runner:
     def __init__(self, job_dir: Path) -> None:
         self.dir = job_dir
-        doc = json.loads((job_dir / "spec.json").read_text())
+        doc = json.loads((job_dir / jobdir.SPEC).read_text())
         self.job_id = doc["id"]
         self.spec = JobSpec.from_json(doc["spec"])
         self.checkpoint_dir: str = doc["checkpoint_dir"]
         self.environment: dict[str, str] = dict(doc.get("environment", {}))
-        previous = read_json(job_dir / "status.json") or {}
-        self.previous: dict[str, Any] = previous
+        #: what an earlier runner of this job left (lost, or requeued by the scheduler)
+        self.previous = jobdir.read_status(job_dir)
+        previous = self.previous or RunnerStatus(state="running", phase="starting")
         # scheduler hook: None where the backend never requeues (local)
-        restarts = os.environ.get(RESTART_ENV)
+        restarts = os.environ.get(jobdir.ENV_RESTART_COUNT)
         self.restarts: int | None = int(restarts) if restarts and restarts.isdigit() else \
             (0 if restarts is not None else None)
         self.interrupted = False
-        self.status: dict[str, Any] = {
-            "runner_pid": os.getpid(), "state": "running", "phase": "starting",
-            "attempt": int(previous.get("attempt", 0)), "kernel_pid": None,
-            "phase_times": dict(previous.get("phase_times", {})),
-            "attempts": list(previous.get("attempts", [])), "exit_reason": None,
-        }
-        if self.restarts is not None:
-            self.status["restarts"] = self.restarts
+        self.status = RunnerStatus(
+            runner_pid=os.getpid(), state="running", phase="starting",
+            attempt=previous.attempt, kernel_pid=None, phase_times=dict(previous.phase_times),
+            attempts=list(previous.attempts), exit_reason=None, restarts=self.restarts)
         self.deadline: float | None = None
         limit = self.spec.resources.time_limit_seconds
         if limit is not None:
-            first = self.status["phase_times"].get("starting", time.time())
+            first = self.status.phase_times.get("starting", time.time())
             self.deadline = first + limit
-        self.log_file = open(job_dir / "log.txt", "a", buffering=1, encoding="utf-8")
+        self.log_file = open(job_dir / jobdir.LOG, "a", buffering=1, encoding="utf-8")
         self.outputs: dict[str, dict[str, Any]] = {}
         self.cancelled = False
         self._install_signals: Any = lambda: None
-        #: a client whose kernel was started before the job came (see `warm_main`)
+        #: a client whose kernel was started before the job came (see `warm`)
         self.warm: Any = None
 
     # --- reporting -------------------------------------------------------------------
 
     def say(self, text: str) -> None:
-        stamp = time.strftime("%H:%M:%S")
-        self.log_file.write(f"[costguard {stamp}] {text}\n")
+        self.log_file.write(jobdir.log_line(text))
 
     def write(self, text: str) -> None:
         self.log_file.write(text)
 
     def report(self, **changes: Any) -> None:
-        self.status.update(changes)
-        self.status["updated"] = time.time()
-        write_json(self.dir / "status.json", self.status)
+        self.status = dataclasses.replace(self.status, **changes, updated=time.time())
+        jobdir.write_status(self.dir, self.status)
 
     def enter(self, phase: str) -> None:
-        self.status["phase_times"].setdefault(phase, time.time())
+        self.status.phase_times.setdefault(phase, time.time())
         if phase == "running":
-            self.status["phase_times"]["running"] = time.time()
+            self.status.phase_times["running"] = time.time()
         self.report(phase=phase)
 
     # --- the run ---------------------------------------------------------------------
@@ -219,7 +187,7 @@ class Runner:
         assert task is not None
 
         def on_term() -> None:
-            if self.restarts is not None and not (self.dir / CANCEL_FILE).exists():
+            if self.restarts is not None and not (self.dir / jobdir.CANCEL).exists():
                 self.interrupted = True  # the scheduler stops it; it may start it again
             else:
                 self.cancelled = True
@@ -233,23 +201,23 @@ class Runner:
         self._install_signals = install
         self._install_signals()
         if self._requeued():
-            if self.previous.get("state") in ("succeeded", "failed", "cancelled"):
-                self.say(f"requeued after the job ended ({self.previous['state']}); nothing to do")
-                return 0 if self.previous["state"] == "succeeded" else 1
+            ended = self.previous.state if self.previous is not None else None
+            if ended in ("succeeded", "failed", "cancelled"):
+                self.say(f"requeued after the job ended ({ended}); nothing to do")
+                return 0 if ended == "succeeded" else 1
             self._resume_requeued()
         self.enter("starting")
         max_attempts = self.spec.retries + 1
-        if self.status["attempt"] > 0 and not self._requeued():
-            self.say(f"the previous runner was lost during attempt {self.status['attempt']}")
+        if self.status.attempt > 0 and not self._requeued():
+            self.say(f"the previous runner was lost during attempt {self.status.attempt}")
             self._end_attempt("lost", "the runner process vanished")
         try:
             while True:
-                if self.status["attempt"] >= max_attempts:
-                    return self.finish("failed", self.status.get("exit_reason")
-                                       or "no attempts left")
-                self.status["attempt"] += 1
-                attempt = self.status["attempt"]
-                self.status["attempts"].append({"attempt": attempt, "start": time.time()})
+                if self.status.attempt >= max_attempts:
+                    return self.finish("failed", self.status.exit_reason or "no attempts left")
+                self.status.attempt += 1
+                attempt = self.status.attempt
+                self.status.attempts.append({"attempt": attempt, "start": time.time()})
                 self.say(f"attempt {attempt} of {max_attempts}: starting kernel "
                          f"{self.spec.kernel_name!r} in {self.spec.cwd}")
                 self.report()
@@ -262,9 +230,9 @@ class Runner:
                         return self._timed_out()
                     reason = self._reason(e)
                     self._end_attempt("failed", reason)
-                    if self.status["attempt"] >= max_attempts:
+                    if self.status.attempt >= max_attempts:
                         return self.finish("failed", reason)
-                    delay = self.spec.retry_backoff_seconds * 2 ** (self.status["attempt"] - 1)
+                    delay = self.spec.retry_backoff_seconds * 2 ** (self.status.attempt - 1)
                     self.say(f"attempt {attempt} failed ({reason}); retrying in {delay:g} s")
                     self.report(phase="starting", kernel_pid=None)
                     if self.deadline is not None and time.time() + delay >= self.deadline:
@@ -285,19 +253,20 @@ class Runner:
 
     def _requeued(self) -> bool:
         """Whether this runner is a scheduler's restart of the job (not a lost runner)."""
-        return bool(self.restarts) and self.restarts != self.previous.get("restarts", 0)
+        before = self.previous.restarts if self.previous is not None else None
+        return bool(self.restarts) and self.restarts != (before or 0)
 
     def _resume_requeued(self) -> None:
         """Continue the attempt the scheduler interrupted, without counting a new one."""
-        attempt = self.status["attempt"]
-        if self.status["attempts"]:
-            last = self.status["attempts"][-1]
+        attempt = self.status.attempt
+        if self.status.attempts:
+            last = self.status.attempts[-1]
             last.setdefault("end", time.time())
             if last.get("outcome") in (None, "interrupted"):
                 last["outcome"] = "requeued"
                 last["reason"] = "the scheduler requeued the job (preemption or requeue)"
         if attempt > 0:
-            self.status["attempt"] = attempt - 1  # the loop counts it again
+            self.status.attempt = attempt - 1  # the loop counts it again
         self.say(f"the scheduler requeued the job (restart {self.restarts}); "
                  + (f"attempt {attempt} continues from the latest checkpoint, not counted as "
                     "a retry" if attempt > 0 else "starting"))
@@ -311,10 +280,11 @@ class Runner:
 
     def _on_warning(self) -> None:
         """SIGUSR1: the scheduler will stop the job soon. Passed on to the kernel only when
-        it handles the signal (it wrote its pid to ``signal-ok``); otherwise it would die."""
-        kernel = self.status.get("kernel_pid")
+        it handles the signal (it wrote its pid to `jobdir.SIGNAL_OK`); otherwise it would
+        die."""
+        kernel = self.status.kernel_pid
         try:
-            pid = int((self.dir / SIGNAL_OK_FILE).read_text().strip())
+            pid = int((self.dir / jobdir.SIGNAL_OK).read_text().strip())
         except (OSError, ValueError):
             pid = None
         if pid is not None and isinstance(kernel, int) and _in_tree(pid, kernel):
@@ -348,16 +318,16 @@ class Runner:
         return f"{type(e).__name__}: {e}"
 
     def _end_attempt(self, outcome: str, reason: str | None) -> None:
-        if self.status["attempts"]:
-            last = self.status["attempts"][-1]
+        if self.status.attempts:
+            last = self.status.attempts[-1]
             last.setdefault("end", time.time())
             last.setdefault("outcome", outcome)
             last.setdefault("reason", reason)
         self.report()
 
     def finish(self, state: str, reason: str | None) -> int:
-        self.status["phase_times"].setdefault("finishing", time.time())
-        self.status["phase_times"]["done"] = time.time()
+        self.status.phase_times.setdefault("finishing", time.time())
+        self.status.phase_times["done"] = time.time()
         self.say(f"job {state}" + (f": {reason}" if reason else ""))
         self.report(state=state, phase="done", exit_reason=reason, kernel_pid=None)
         self._push_metrics()
@@ -366,10 +336,11 @@ class Runner:
     def _push_metrics(self) -> None:
         """Duration, attempts and outcome to the job's Pushgateway, if it has one; after the
         final status is written, so nothing waits on it. Never fails the job."""
-        from jupyter_costguard.metrics.pushgateway import ENV_URL, push_runner_metrics
+        from jupyter_costguard.metrics.pushgateway import push_runner_metrics
 
-        url = self.job_environment().get(ENV_URL) or os.environ.get(ENV_URL)
-        if url and push_runner_metrics(url, self.job_id, self.status,
+        env = jobdir.ENV_PUSHGATEWAY_URL
+        url = self.job_environment().get(env) or os.environ.get(env)
+        if url and push_runner_metrics(url, self.job_id, self.status.to_json(),
                                        notebook=self.spec.notebook, backend=self.spec.backend):
             self.say(f"metrics pushed to {url}")
         elif url:
@@ -377,17 +348,17 @@ class Runner:
 
     def job_environment(self) -> dict[str, str]:
         env = dict(self.environment)
-        env.update({"COSTGUARD_JOB_ID": str(self.job_id),
-                    "COSTGUARD_JOB_DIR": str(self.dir),
-                    "COSTGUARD_JOB_ATTEMPT": str(self.status["attempt"]),
-                    "COSTGUARD_CHECKPOINT_DIR": self.checkpoint_dir})
+        env.update({jobdir.ENV_JOB_ID: str(self.job_id),
+                    jobdir.ENV_JOB_DIR: str(self.dir),
+                    jobdir.ENV_ATTEMPT: str(self.status.attempt),
+                    jobdir.ENV_CHECKPOINT_DIR: self.checkpoint_dir})
         return env
 
     def notebook(self) -> Any:
         import nbformat
 
         cells = [nbformat.v4.new_code_cell(PREAMBLE.format(
-            cwd=self.spec.cwd, inputs=str(self.dir / "inputs.pkl"),
+            cwd=self.spec.cwd, inputs=str(self.dir / jobdir.INPUTS),
             environ=self.job_environment()))]
         for c in self.spec.cells:
             cell = nbformat.v4.new_code_cell(c.source)
@@ -396,7 +367,7 @@ class Runner:
         return nbformat.v4.new_notebook(cells=cells)
 
     async def attempt(self) -> None:
-        (self.dir / SIGNAL_OK_FILE).unlink(missing_ok=True)  # a pid of an earlier kernel
+        (self.dir / jobdir.SIGNAL_OK).unlink(missing_ok=True)  # a pid of an earlier kernel
         nb = self.notebook()
         warm, self.warm = self.warm, None
         if warm is not None:  # the first attempt runs in the kernel started ahead of time
@@ -436,8 +407,8 @@ class Runner:
         await self._record_environment(client)
         if self.spec.bring_back:
             results = nbformat.v4.new_code_cell(RESULTS.format(
-                names=list(self.spec.bring_back), path=str(self.dir / "results.pkl"),
-                index=str(self.dir / "results.json")))
+                names=list(self.spec.bring_back), path=str(self.dir / jobdir.RESULTS),
+                index=str(self.dir / jobdir.RESULTS_INDEX)))
             await self._extra(client, results)
 
     async def _extra(self, client: Any, cell: Any) -> None:
@@ -466,7 +437,8 @@ class Runner:
     async def _record_environment(self, client: Any) -> None:
         import nbformat
 
-        cell = nbformat.v4.new_code_cell(ENVIRONMENT.format(path=str(self.dir / "env.json")))
+        cell = nbformat.v4.new_code_cell(ENVIRONMENT.format(
+            path=str(self.dir / jobdir.ENVIRONMENT)))
         try:
             await self._extra(client, cell)
         except (TimeLimit, asyncio.CancelledError):
@@ -482,94 +454,25 @@ class Runner:
             "cell_id": meta["cell_id"], "execution_count": cell.get("execution_count"),
             "outputs": [dict(o) for o in cell.outputs],
         }
-        write_json(self.dir / "outputs.json", list(self.outputs.values()))
+        jobdir.write_json(self.dir / jobdir.OUTPUTS, list(self.outputs.values()))
 
 
-def _client_class() -> Any:
-    from nbclient import NotebookClient
-
-    class Client(NotebookClient):
-        """Streams each output into the job's log as it arrives."""
-
-        def __init__(self, runner: Runner | None, nb: Any, **kw: Any) -> None:
-            super().__init__(nb, **kw)
-            self.runner = runner
-
-        def output(self, outs: Any, msg: dict[str, Any], display_id: Any,
-                   cell_index: int) -> Any:
-            out = super().output(outs, msg, display_id, cell_index)
-            if self.runner is None:
-                return out
-            content = msg.get("content", {})
-            kind = msg.get("msg_type")
-            if kind == "stream":
-                self.runner.write(content.get("text", ""))
-            elif kind == "error":
-                self.runner.write(ANSI.sub("", "\n".join(content.get("traceback", []))) + "\n")
-            elif kind in ("execute_result", "display_data"):
-                text = content.get("data", {}).get("text/plain")
-                if text:
-                    self.runner.write(f"{text}\n")
-            return out
-
-    return Client
+async def run_assigned(job_dir: Path, client: Any) -> int:
+    """Run the job in `job_dir` in a warm runner's `client` (its kernel already started)."""
+    runner = Runner(job_dir)
+    runner.warm = client
+    client.runner = runner
+    return await _run(runner, runner.run())
 
 
-def job_client(runner: Runner | None, nb: Any, kernel_name: str) -> Any:
-    return _client_class()(runner, nb, kernel_name=kernel_name, timeout=None,
-                           startup_timeout=120, shutdown_kernel="immediate")
-
-
-async def warm_main(warm_dir: Path, kernel_name: str, server_pid: int) -> int:
-    """Start a kernel, then wait for a job: the server writes ``assign.json`` (the job's
-    directory) into `warm_dir`. Exits, shutting the kernel down, when the server is gone
-    or on SIGTERM."""
+async def _run(runner: Runner, run: Coroutine[Any, Any, int]) -> int:
+    """The run's exit code; a failure of the runner itself still ends the job, with why."""
     try:
-        return await _warm_wait(warm_dir, kernel_name, server_pid)
-    finally:
-        shutil.rmtree(warm_dir, ignore_errors=True)
-
-
-async def _warm_wait(warm_dir: Path, kernel_name: str, server_pid: int) -> int:
-    import nbformat
-
-    loop = asyncio.get_running_loop()
-    stop = asyncio.Event()
-    status: dict[str, Any] = {"pid": os.getpid(), "kernel_name": kernel_name,
-                              "state": "starting", "kernel_pid": None}
-    write_json(warm_dir / "status.json", status)
-    client = job_client(None, nbformat.v4.new_notebook(), kernel_name)
-    async with client.async_setup_kernel(env=dict(os.environ), cwd=str(warm_dir)):
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
-        pid = getattr(getattr(client.km, "provisioner", None), "pid", None)
-        status.update(state="ready", kernel_pid=pid, ready=time.time())
-        write_json(warm_dir / "status.json", status)
-        assignment = warm_dir / "assign.json"
-        checked = time.monotonic()
-        while not stop.is_set():
-            doc = read_json(assignment)
-            if doc is not None:
-                break
-            if time.monotonic() - checked > 1.0:
-                checked = time.monotonic()
-                if not pid_exists(server_pid) or not await client.km.is_alive():
-                    return 0
-            try:
-                await asyncio.wait_for(stop.wait(), 0.01)
-            except asyncio.TimeoutError:
-                pass
-        else:
-            return 0
-        runner = Runner(Path(doc["job_dir"]))
-        runner.warm = client
-        client.runner = runner
-        try:
-            return await runner.run()
-        except Exception:
-            runner.say("runner error:\n" + traceback.format_exc())
-            runner.finish("failed", "the job runner itself failed; see the log")
-            return 1
+        return await run
+    except Exception:
+        runner.say("runner error:\n" + traceback.format_exc())
+        runner.finish("failed", "the job runner itself failed; see the log")
+        return 1
 
 
 def _in_tree(pid: int, root: int) -> bool:
@@ -589,12 +492,12 @@ def _in_tree(pid: int, root: int) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
-    if len(args) == 4 and args[0] == "--warm":
-        return asyncio.run(warm_main(Path(args[1]), args[2], int(args[3])))
+    if len(args) == 4 and args[0] == jobdir.WARM_FLAG:
+        return asyncio.run(warm_main(Path(args[1]), args[2], int(args[3]), run_assigned))
     if len(args) != 1:
-        print("usage: python -m jupyter_costguard.offload.runner JOB_DIR\n"
-              "       python -m jupyter_costguard.offload.runner --warm DIR KERNEL SERVER_PID",
-              file=sys.stderr)
+        print(f"usage: python -m {jobdir.RUNNER_MODULE} JOB_DIR\n"
+              f"       python -m {jobdir.RUNNER_MODULE} {jobdir.WARM_FLAG} DIR KERNEL "
+              "SERVER_PID", file=sys.stderr)
         return 2
     job_dir = Path(args[0])
     try:
@@ -602,12 +505,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception:
         traceback.print_exc()
         return 2
-    try:
-        return asyncio.run(runner.run())
-    except Exception:
-        runner.say("runner error:\n" + traceback.format_exc())
-        runner.finish("failed", "the job runner itself failed; see the log")
-        return 1
+    return asyncio.run(_run(runner, runner.run()))
 
 
 if __name__ == "__main__":

@@ -205,6 +205,14 @@ class Job:
     def elapsed(self, now: float) -> float:
         return max(0.0, (self.ended if self.ended is not None else now) - self.created)
 
+    def ended_as(self, state: str, reason: str, now: float) -> Job:
+        """The job ended `state` for `reason` as the server says it (its runner could not):
+        phase done, since `now` unless the runner already said when."""
+        phase_times = dict(self.phase_times)
+        phase_times.setdefault("done", now)
+        return dataclasses.replace(self, state=state, phase="done", exit_reason=reason,
+                                   phase_times=phase_times)
+
     def timeline(self) -> list[Phase]:
         """The phases the job went through, each with its duration and spend."""
         seen = [(p, self.phase_times[p]) for p in PHASES if p in self.phase_times]

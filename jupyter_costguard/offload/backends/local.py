@@ -1,8 +1,8 @@
-"""The interface every place a job can run implements (local here; Slurm and Kubernetes next).
+"""The local backend: the runner as a detached process on the server's machine.
 
-A backend starts the job runner for a prepared job directory, says whether it is still alive,
-and stops it. Everything else (state, log, outputs, results) the runner writes into the job
-directory, which the server reads whatever the backend.
+Each runner has a session of its own, so it survives a restart of the server and is stopped as
+a process group. A pool of warm runners (a started kernel each, waiting for a job) lets a job
+start without waiting for its kernel.
 """
 
 from __future__ import annotations
@@ -10,47 +10,20 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Protocol
 
-from jupyter_costguard.offload.runner import read_json, write_json
+from jupyter_costguard.offload import jobdir
+from jupyter_costguard.offload.backends.base import Backend
 from jupyter_costguard.offload.spec import Job
 
 #: seconds between SIGTERM (the runner shuts its kernel down) and SIGKILL on cancel
 CANCEL_GRACE_SECONDS = 5.0
 
 
-class Backend(Protocol):
-    name: str
-
-    def launch(self, job: Job, job_dir: Path, environment: Mapping[str, str] = {}) -> str | None:
-        """Start the runner; returns what the backend knows the job by (`Job.backend_ref`).
-        `environment` is what the job's kernel needs set before it starts (e.g.
-        CUDA_VISIBLE_DEVICES)."""
-        ...
-
-    def alive(self, job: Job, job_dir: Path) -> bool:
-        """Whether the job's runner may still write to its directory."""
-        ...
-
-    def cancel(self, job: Job, job_dir: Path, force: bool = False) -> None:
-        """Ask the runner to stop (SIGTERM-like); `force` kills what is left."""
-        ...
-
-
-RUNNER_MODULE = "jupyter_costguard.offload.runner"
-
-
-def runner_command(job_dir: Path) -> list[str]:
-    return [sys.executable, "-m", RUNNER_MODULE, str(job_dir)]
-
-
-class LocalBackend:
-    """Runs the runner as a detached process on this machine (its own session), so it
-    survives a restart of the server and is stopped as a process group.
+class LocalBackend(Backend):
+    """Runs the runner as a detached process on this machine.
 
     With `warm_kernels` > 0 it keeps that many runners with a started `warm_kernel_name`
     kernel waiting (in `warm_dir`), and hands a job to one of them: the job starts without
@@ -59,6 +32,7 @@ class LocalBackend:
     """
 
     name = "local"
+    local = True
 
     def __init__(self, environ: Mapping[str, str] | None = None, warm_dir: Path | None = None,
                  warm_kernels: int = 0, warm_kernel_name: str = "python3") -> None:
@@ -85,9 +59,19 @@ class LocalBackend:
             pid = self._take_warm(job_dir)
             if pid is not None:
                 return str(pid)
-        return str(self._spawn(runner_command(job_dir), job_dir, job_dir / "runner.out"))
+        return str(self._spawn(jobdir.runner_command(job_dir), job_dir,
+                               job_dir / jobdir.RUNNER_OUT))
 
     # --- warm runners -----------------------------------------------------------------
+
+    def start(self) -> None:
+        self.fill_warm()
+
+    def close(self) -> None:
+        for pid, d in self._warm:
+            if self._alive(pid, str(d)):
+                _killpg(pid, signal.SIGTERM)
+        self._warm = []
 
     def fill_warm(self) -> None:
         """Start warm runners until there are `warm_kernels` (worker thread)."""
@@ -97,27 +81,21 @@ class LocalBackend:
         while len(self._warm) < self.warm_kernels:
             d = self.warm_dir / f"warm-{uuid.uuid4().hex[:12]}"
             d.mkdir(parents=True)
-            pid = self._spawn([*runner_command(d)[:-1], "--warm", str(d), self.warm_kernel_name,
-                               str(os.getpid())], d, d / "runner.out")
+            pid = self._spawn(jobdir.warm_command(d, self.warm_kernel_name, os.getpid()),
+                              d, d / jobdir.RUNNER_OUT)
             self._warm.append((pid, d))
 
     def _take_warm(self, job_dir: Path) -> int | None:
         for i, (pid, d) in enumerate(self._warm):
-            status = read_status(d)
-            if status.get("state") != "ready" or not self._alive(pid, str(d)):
+            status = jobdir.read_object(d / jobdir.STATUS)
+            if status.get("state") != jobdir.WARM_READY or not self._alive(pid, str(d)):
                 continue
             del self._warm[i]
-            write_json(d / "assign.json", {"job_dir": str(job_dir)})
+            jobdir.write_json(d / jobdir.WARM_ASSIGNMENT, {"job_dir": str(job_dir)})
             self.fill_warm()
             return pid
         self.fill_warm()
         return None
-
-    def stop_warm(self) -> None:
-        for pid, d in self._warm:
-            if self._alive(pid, str(d)):
-                _killpg(pid, signal.SIGTERM)
-        self._warm = []
 
     # --- following and stopping ------------------------------------------------------------
 
@@ -132,12 +110,12 @@ class LocalBackend:
 
     def alive(self, job: Job, job_dir: Path) -> bool:
         pid = _pid(job.backend_ref)
-        return pid is not None and self._alive(pid, RUNNER_MODULE)
+        return pid is not None and self._alive(pid, jobdir.RUNNER_MODULE)
 
     def cancel(self, job: Job, job_dir: Path, force: bool = False) -> None:
         sig = signal.SIGKILL if force else signal.SIGTERM
         pid = _pid(job.backend_ref)
-        if pid is not None and self._alive(pid, RUNNER_MODULE):
+        if pid is not None and self._alive(pid, jobdir.RUNNER_MODULE):
             _killpg(pid, sig)
         if force and job.kernel_pid is not None and pid_runs(job.kernel_pid, "kernel"):
             _killpg(job.kernel_pid, sig)  # the kernel has a session of its own
@@ -145,11 +123,6 @@ class LocalBackend:
 
 def _pid(ref: str | None) -> int | None:
     return int(ref) if ref is not None and ref.isdigit() else None
-
-
-def read_status(d: Path) -> dict[str, Any]:
-    doc = read_json(d / "status.json")
-    return doc if isinstance(doc, dict) else {}
 
 
 def pid_runs(pid: int, marker: str) -> bool:

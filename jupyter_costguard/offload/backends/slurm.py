@@ -1,18 +1,18 @@
 """The Slurm backend: a job is a batch job that runs the same runner as the local backend.
 
-It writes ``job.sbatch`` into the job's directory (resources from the spec, partition, account
-and extra arguments from settings, ``--requeue`` and a warning signal ahead of the time limit),
-submits it with ``sbatch``, follows it with ``squeue`` (then ``scontrol show job`` and
-``sacct`` once it has left the queue) and cancels it with ``scancel``. The batch script runs
-``python -m jupyter_costguard.offload.runner JOB_DIR``, so status, log, outputs, results and
-checkpoints travel through the job's directory exactly as they do locally: **the job
-directory and the notebook's directory must be on a filesystem the login node (the Jupyter
-server) and the compute nodes share**, the usual HPC setup, and the interpreter given as
-``python`` must exist on the nodes with this package installed.
+It writes a batch script (`jobdir.SLURM_SCRIPT`) into the job's directory (resources from the
+spec, partition, account and extra arguments from settings, ``--requeue`` and a warning signal
+ahead of the time limit), submits it with ``sbatch``, follows it with ``squeue`` (then
+``scontrol show job`` and ``sacct`` once it has left the queue) and cancels it with
+``scancel``. The batch script runs the runner (`jobdir.runner_command`), so status, log,
+outputs, results and checkpoints travel through the job's directory exactly as they do
+locally: **the job directory and the notebook's directory must be on a filesystem the login
+node (the Jupyter server) and the compute nodes share**, the usual HPC setup, and the
+interpreter given as ``python`` must exist on the nodes with this package installed.
 
 What Slurm knows and the runner cannot say (a bad partition, a job killed at Slurm's time
 limit, out of memory, a node failure, an interpreter missing on the node) becomes the job's
-``exit_reason``, and the end of Slurm's own output file (``slurm-<id>.out``) is added to the
+``exit_reason``, and the end of Slurm's own output file (`jobdir.SLURM_OUTPUT`) is added to the
 job's log. A requeued job (preemption, ``scontrol requeue``, a node failure) runs the runner
 again in the same directory; it continues the interrupted attempt from the latest checkpoint
 without using a retry (see runner.py's scheduler hooks).
@@ -24,7 +24,7 @@ many jobs does not hammer the controller.
 
 from __future__ import annotations
 
-import json
+import dataclasses
 import math
 import os
 import re
@@ -38,9 +38,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from jupyter_costguard.offload.backends.local import RUNNER_MODULE, read_status
-from jupyter_costguard.offload.runner import CANCEL_FILE, RESTART_ENV, write_json
-from jupyter_costguard.offload.service import JobError
+from jupyter_costguard.offload import jobdir
+from jupyter_costguard.offload.backends.base import Backend
+from jupyter_costguard.offload.errors import JobError
+from jupyter_costguard.offload.jobdir import RunnerStatus
 from jupyter_costguard.offload.spec import TERMINAL, Job
 
 #: Slurm job states in which the job may still run (or run again, once requeued)
@@ -128,7 +129,7 @@ def time_minutes(seconds: float) -> int:
     return max(1, math.ceil(seconds / 60))
 
 
-class SlurmBackend:
+class SlurmBackend(Backend):
     """Runs jobs as Slurm batch jobs; the job's directory must be on a filesystem the
     compute nodes share (see the module docstring)."""
 
@@ -167,7 +168,7 @@ class SlurmBackend:
             f"# costguard job {job.id} from {job.spec.notebook!r}: written and submitted by "
             "the Slurm backend",
             f"#SBATCH --job-name=costguard-{job.id}",
-            f"#SBATCH --output={_directive(str(job_dir / 'slurm-%j.out'))}",
+            f"#SBATCH --output={_directive(str(job_dir / jobdir.SLURM_OUTPUT))}",
             "#SBATCH --open-mode=append",
             f"#SBATCH --chdir={_directive(job.spec.cwd)}",
             "#SBATCH --nodes=1",
@@ -194,8 +195,8 @@ class SlurmBackend:
         lines += [
             "",
             "# a requeued job runs this again in the same directory; the runner resumes",
-            f'export {RESTART_ENV}="${{SLURM_RESTART_COUNT:-0}}"',
-            f"exec {shlex.quote(self.python)} -m {RUNNER_MODULE} {shlex.quote(str(job_dir))}",
+            f'export {jobdir.ENV_RESTART_COUNT}="${{SLURM_RESTART_COUNT:-0}}"',
+            f"exec {shlex.join(jobdir.runner_command(job_dir, self.python))}",
             "",
         ]
         return "\n".join(lines)
@@ -212,10 +213,10 @@ class SlurmBackend:
         except SlurmError as e:
             self._fail(job_dir, f"the job cannot be written as a Slurm batch script: {e}")
             return None
-        path = job_dir / "job.sbatch"
+        path = job_dir / jobdir.SLURM_SCRIPT
         path.write_text(text)
         path.chmod(0o755)
-        (job_dir / CANCEL_FILE).unlink(missing_ok=True)  # left by a cancel of an earlier launch
+        (job_dir / jobdir.CANCEL).unlink(missing_ok=True)  # left by a cancel of an earlier launch
         try:
             out = self._command(["sbatch", "--parsable", *self.extra_args, str(path)])
         except SlurmError as e:
@@ -227,7 +228,7 @@ class SlurmBackend:
             return None
         where = ", ".join(f"{k} {v}" for k, v in (("partition", self.partition),
                                                  ("account", self.account)) if v)
-        _log(job_dir, f"submitted to Slurm as job {ref}" + (f" ({where})" if where else ""))
+        jobdir.say(job_dir, f"submitted to Slurm as job {ref}" + (f" ({where})" if where else ""))
         with self._lock:
             self._asked[ref] = time.monotonic()
         return ref
@@ -251,10 +252,10 @@ class SlurmBackend:
             with self._lock:
                 self._ended_at.pop(ref, None)
             return True
-        status = read_status(job_dir)
-        if status.get("state") in TERMINAL:
+        status = jobdir.read_status(job_dir)
+        if status is not None and status.state in TERMINAL:
             return False
-        if (job_dir / CANCEL_FILE).exists():
+        if (job_dir / jobdir.CANCEL).exists():
             self._ended(job_dir, ref, info, "cancelled by the user", state="cancelled")
             return False
         with self._lock:
@@ -263,18 +264,19 @@ class SlurmBackend:
             info.exit_signal in (0, None) and info.exit_code in (0, 1, None)
         if reported and now - first < self.settle_seconds:
             return True  # the runner wrote how it ended; wait until that can be read
-        attempt, max_attempts = int(status.get("attempt", 0)), job.spec.retries + 1
+        attempt, max_attempts = status.attempt if status else 0, job.spec.retries + 1
         if reported and attempt == 0:  # e.g. the package is missing on the node
             self._ended(job_dir, ref, info, "the job runner did not start on the node; see "
                         "the log")
             return False
         if reported:
-            _log(job_dir, f"Slurm job {ref} ended ({info.state}) but the runner's final "
-                 "status never arrived")
+            jobdir.say(job_dir, f"Slurm job {ref} ended ({info.state}) but the runner's final "
+                       "status never arrived")
             self._append_slurm_output(job_dir, ref)
             return False  # the job service decides: run it again or call it lost
         if info.state in RETRYABLE and 0 < attempt < max_attempts:
-            _log(job_dir, f"Slurm job {ref} ended {info.state}: {ENDED_REASONS[info.state]}")
+            jobdir.say(job_dir, f"Slurm job {ref} ended {info.state}: "
+                       f"{ENDED_REASONS[info.state]}")
             self._append_slurm_output(job_dir, ref)
             return False  # the job service runs it again
         if info.state == "CANCELLED":
@@ -296,7 +298,7 @@ class SlurmBackend:
         """``scancel``: Slurm sends SIGTERM, and the runner (seeing the ``cancel`` file, so
         it knows this is no requeue) shuts its kernel down and ends ``cancelled``. `force`
         sends SIGKILL to everything the job runs, then cancels it."""
-        write_json(job_dir / CANCEL_FILE, {"at": time.time(), "force": force})
+        jobdir.write_json(job_dir / jobdir.CANCEL, {"at": time.time(), "force": force})
         ref = job.backend_ref
         if not ref:
             return
@@ -420,7 +422,7 @@ class SlurmBackend:
 
     def _append_slurm_output(self, job_dir: Path, ref: str) -> None:
         """The end of Slurm's own output file (its errors, the runner's stderr)."""
-        path = job_dir / f"slurm-{ref}.out"
+        path = job_dir / jobdir.slurm_output(ref)
         try:
             with open(path, "rb") as f:
                 f.seek(0, os.SEEK_END)
@@ -429,43 +431,35 @@ class SlurmBackend:
         except OSError:
             return
         if tail:
-            _log(job_dir, f"the end of {path.name}:\n{tail}")
+            jobdir.say(job_dir, f"the end of {path.name}:\n{tail}")
 
     def _fail(self, job_dir: Path, reason: str, state: str = "failed") -> None:
-        """End the job in its ``status.json`` (as the runner would), keeping its attempts."""
-        status = read_status(job_dir)
-        if status.get("state") in TERMINAL:
+        """End the job in its status (as the runner would), keeping its attempts."""
+        status = jobdir.read_status(job_dir)
+        if status is not None and status.state in TERMINAL:
             return
+        status = status or RunnerStatus(state=state, phase="done")
         now = time.time()
-        times = dict(status.get("phase_times") or {})
+        times = dict(status.phase_times)
         times["done"] = now
-        attempts = list(status.get("attempts") or [])
+        attempts = list(status.attempts)
         if attempts and "end" not in attempts[-1]:
             attempts[-1] = {**attempts[-1], "end": now, "outcome": state, "reason": reason}
-        status.update(state=state, phase="done", exit_reason=reason, kernel_pid=None,
-                      phase_times=times, attempts=attempts, updated=now)
-        status.setdefault("attempt", 0)
-        _log(job_dir, f"job {state}: {reason}")
-        write_json(job_dir / "status.json", status)
-
-
-def _log(job_dir: Path, text: str) -> None:
-    """A line in the job's log, as the runner writes its own."""
-    try:
-        with open(job_dir / "log.txt", "a", encoding="utf-8") as f:
-            f.write(f"[costguard {time.strftime('%H:%M:%S')}] {text}\n")
-    except OSError:
-        pass
+        status = dataclasses.replace(status, state=state, phase="done", exit_reason=reason,
+                                     kernel_pid=None, phase_times=times, attempts=attempts,
+                                     updated=now)
+        jobdir.say(job_dir, f"job {state}: {reason}")
+        jobdir.write_status(job_dir, status)
 
 
 def _drop_server_gpus(job_dir: Path) -> None:
     """The job service picks GPUs of the server's machine for the local backend; on a
     cluster node Slurm sets CUDA_VISIBLE_DEVICES from --gres, so the pick must not reach the
-    kernel (the runner applies spec.json's environment)."""
-    path = job_dir / "spec.json"
+    kernel (the runner applies the spec's environment)."""
+    path = job_dir / jobdir.SPEC
     try:
-        doc = json.loads(path.read_text())
+        doc = jobdir.read_json(path)
         doc.get("environment", {}).pop("CUDA_VISIBLE_DEVICES", None)
-    except (OSError, ValueError, AttributeError):
+    except AttributeError:  # not there, or not a spec
         return
-    write_json(path, doc)
+    jobdir.write_json(path, doc)

@@ -1,12 +1,12 @@
 """The Kubernetes objects one offloaded job becomes: a ConfigMap with its input and a Job.
 
 Plain dicts, built without the Kubernetes client (so they can be built, inspected and tested
-anywhere); `kubernetes.py` sends them through the official client, and the tests hold them to
+anywhere); `backend` sends them through the official client, and the tests hold them to
 the API schema shipped with that client. Targets Kubernetes >= 1.26 (`podFailurePolicy` is beta
 and on by default from 1.26, GA in 1.31).
 
-The pod shares no filesystem with the server, so the runner's input (``spec.json`` and the
-pickled ``inputs.pkl``) travels in a ConfigMap mounted read-only at `KubernetesSettings.job_mount`
+The pod shares no filesystem with the server, so the runner's input (the spec and the
+pickled sent variables) travels in a ConfigMap mounted read-only at `KubernetesSettings.job_mount`
 and is copied into a writable emptyDir (`work_dir`), where the runner runs as it does locally.
 The notebook's directory does not exist in the pod: the job's working directory is `work_dir`,
 and data must come from the image, object storage or a volume the admin mounts.
@@ -25,12 +25,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from jupyter_costguard.offload import jobdir
 from jupyter_costguard.offload.spec import Job
 
 MANAGED_BY = "jupyter-costguard"
 CONTAINER = "runner"
 #: the pod-side entry point (copies the input, runs the runner, streams its log to stdout)
-POD_MODULE = "jupyter_costguard.offload.backends.kubernetes.backend"
+POD_MODULE = "jupyter_costguard.offload.backends.kubernetes.pod"
 #: what a ConfigMap may carry in total (the API server refuses more than 1 MiB; keep headroom
 #: for the object's metadata)
 MAX_CONFIGMAP_BYTES = 1_000_000
@@ -106,6 +107,11 @@ def storage_prefix(settings: KubernetesSettings, job: Job) -> str | None:
     return f"{settings.storage_url.rstrip('/')}/job-{job.id}"
 
 
+def outputs_url(prefix: str, name: str) -> str:
+    """Where the pod puts the job's output files (`jobdir.OUTPUT_FILES`) for the server."""
+    return f"{prefix}/{name}/out"
+
+
 def labels(job: Job, settings: KubernetesSettings) -> dict[str, str]:
     doc = {str(k): str(v) for k, v in settings.labels.items()}
     doc.update({
@@ -132,7 +138,7 @@ def annotations_of(job: Job, settings: KubernetesSettings) -> dict[str, str]:
 
 def pod_spec_doc(spec_doc: Mapping[str, Any], job: Job, settings: KubernetesSettings,
                  name: str) -> dict[str, Any]:
-    """The pod's copy of ``spec.json``: paths the pod has, one attempt per pod (Kubernetes
+    """The pod's copy of the job's spec file: paths the pod has, one attempt per pod (Kubernetes
     retries pods: ``backoffLimit``), and no GPU selection made on the server's GPUs."""
     doc = json.loads(json.dumps(spec_doc))
     spec = doc["spec"]
@@ -144,11 +150,11 @@ def pod_spec_doc(spec_doc: Mapping[str, Any], job: Job, settings: KubernetesSett
     if job.spec.checkpoint_location:
         doc["checkpoint_dir"] = job.spec.checkpoint_location
     elif prefix:
-        doc["checkpoint_dir"] = f"{prefix}/checkpoints"
+        doc["checkpoint_dir"] = f"{prefix}/{jobdir.CHECKPOINTS}"
     else:  # lives as long as the pod: a retry in a new pod starts over
-        doc["checkpoint_dir"] = f"{settings.work_dir}/checkpoints"
+        doc["checkpoint_dir"] = f"{settings.work_dir}/{jobdir.CHECKPOINTS}"
     doc["kubernetes"] = {"job": name,
-                         "outputs_url": f"{prefix}/{name}/out" if prefix else None,
+                         "outputs_url": outputs_url(prefix, name) if prefix else None,
                          "inputs_url": None}
     return doc
 
@@ -170,10 +176,10 @@ def configmap(job: Job, settings: KubernetesSettings, name: str, pod_doc: Mappin
                      "labels": labels(job, settings),
                      "annotations": annotations_of(job, settings)},
         "immutable": True,
-        "data": {"spec.json": text},
+        "data": {jobdir.SPEC: text},
     }
     if inputs is not None:
-        doc["binaryData"] = {"inputs.pkl": base64.b64encode(inputs).decode("ascii")}
+        doc["binaryData"] = {jobdir.INPUTS: base64.b64encode(inputs).decode("ascii")}
     return doc
 
 
@@ -224,7 +230,7 @@ def job_manifest(job: Job, settings: KubernetesSettings, name: str,
     env += [{"name": k, "value": v} for k, v in environment.items()
             if k not in DROPPED_ENVIRONMENT]
     env += [{"name": "PYTHONUNBUFFERED", "value": "1"},
-            {"name": "COSTGUARD_JOB_ID", "value": str(job.id)}]
+            {"name": jobdir.ENV_JOB_ID, "value": str(job.id)}]
     container: dict[str, Any] = {
         "name": CONTAINER,
         "image": settings.image,

@@ -1,0 +1,58 @@
+"""What a backend is to the job service: every hook the service calls, in one class.
+
+A backend starts the job runner for a prepared job directory, says whether it is still
+alive, and stops it. Everything else (state, log, outputs, results) the runner writes into the
+job directory, which the server reads whatever the backend. The other hooks have do-nothing
+defaults: a backend overrides the ones it needs, and the service calls them all without asking.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from jupyter_costguard.offload.spec import Job
+
+
+class Backend(ABC):
+    """One place jobs can run. Hooks run on the job service's worker thread."""
+
+    name: str = ""
+    #: its jobs run on this machine: the server picks their GPUs, samples their kernels (their
+    #: spend comes from the ledger) and queues them against the local capacity. A cluster's
+    #: jobs get its own GPUs and are charged by allocation.
+    local: bool = False
+
+    @abstractmethod
+    def launch(self, job: Job, job_dir: Path, environment: Mapping[str, str] = {}) -> str | None:
+        """Start the runner; returns what the backend knows the job by (`Job.backend_ref`).
+        `environment` is what the job's kernel needs set before it starts (e.g.
+        CUDA_VISIBLE_DEVICES)."""
+
+    @abstractmethod
+    def alive(self, job: Job, job_dir: Path) -> bool:
+        """Whether the job's runner may still write to its directory."""
+
+    @abstractmethod
+    def cancel(self, job: Job, job_dir: Path, force: bool = False) -> None:
+        """Ask the runner to stop (SIGTERM-like); `force` kills what is left."""
+
+    def sync(self, job: Job, job_dir: Path) -> None:
+        """Bring the job directory up to date before the follower reads it (for a runner that
+        cannot write there itself)."""
+        return None
+
+    def describe(self, job: Job, job_dir: Path) -> Mapping[str, Any] | None:
+        """What the backend says about a job that has not ended (why it waits, where it
+        runs), for the API; None: nothing to add."""
+        return None
+
+    def start(self) -> None:
+        """The service begins following jobs (e.g. start warm kernels)."""
+        return None
+
+    def close(self) -> None:
+        """The service stops: stop what `start` left running."""
+        return None

@@ -1,0 +1,136 @@
+"""What the API answers about a job: its document, a chunk of its log, its results, read from
+the stored job and the files its runner wrote. Built on the service's worker thread."""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from jupyter_costguard.offload import jobdir
+from jupyter_costguard.offload.accounting import Accounting
+from jupyter_costguard.offload.backends.base import Backend
+from jupyter_costguard.offload.spec import Job, label
+from jupyter_costguard.offload.state import load_code
+
+log = logging.getLogger("jupyter_costguard")
+
+#: ended jobs whose log tail is kept in memory (a job list holds at most 500)
+MAX_CACHED_TAILS = 1000
+
+
+@dataclass
+class JobDocuments:
+    backends: Mapping[str, Backend]
+    job_dir: Callable[[int], Path]
+    accounting: Accounting
+    currency: Callable[[], str]
+    clock: Callable[[], float]
+    #: job -> its log's last lines, once it has ended
+    _final_tails: dict[int, str] = field(default_factory=dict, init=False)
+
+    def doc(self, job: Job, detail: bool = False) -> dict[str, Any]:
+        now = self.clock()
+        spec = job.spec
+        doc: dict[str, Any] = {
+            "id": job.id, "notebook": spec.notebook, "backend": spec.backend,
+            "state": job.state, "phase": job.phase, "created": job.created,
+            "started": job.started, "ended": job.ended,
+            "elapsed_seconds": round(job.elapsed(now), 3), "attempts": job.attempts,
+            "max_attempts": spec.retries + 1, "exit_reason": job.exit_reason,
+            "spend": round(job.spend, 6), "currency": self.currency(),
+            "resources": spec.resources.to_json(), "selected": list(spec.selected),
+            "label": label(job, now, self.currency()),
+            "log_tail": self._log_tail(job),
+            "timeline": [p.to_json(now) for p in job.timeline()],
+            "backend_detail": self._backend_detail(job, detail),
+            "gpu_utilization_percent": self.accounting.gpu_mean(job),
+        }
+        if detail:
+            doc["slice"] = dict(job.slice_doc)
+            doc["spec"] = spec.to_json()
+            doc["record"] = dict(job.record)
+        return doc
+
+    def _backend_detail(self, job: Job, detail: bool) -> dict[str, Any] | None:
+        """What a cluster says about a job that has not ended (why it waits, where it runs):
+        in the job's own document, and in lists while it waits."""
+        backend = self.backends.get(job.spec.backend)
+        if backend is None or job.terminal or not (detail or job.phase in ("queued",
+                                                                           "starting")):
+            return None
+        try:
+            found = backend.describe(job, self.job_dir(job.id))
+        except Exception as e:  # a cluster that does not answer must not break the API
+            log.debug("costguard: job %d: describe failed: %s", job.id, e)
+            return None
+        return dict(found) if found else None
+
+    def _log_tail(self, job: Job) -> str:
+        """The last lines of the log. An ended job's log no longer changes: it is read once,
+        not on every poll of the job list."""
+        tail = self._final_tails.get(job.id)
+        if tail is None:
+            tail = self._read_tail(job.id)
+            if job.terminal:
+                self._final_tails[job.id] = tail
+                if len(self._final_tails) > MAX_CACHED_TAILS:  # the oldest read first
+                    del self._final_tails[next(iter(self._final_tails))]
+        return tail
+
+    def _read_tail(self, job_id: int, lines: int = 20, max_bytes: int = 8192) -> str:
+        path = self.job_dir(job_id) / jobdir.LOG
+        try:
+            with open(path, "rb") as f:
+                f.seek(0, os.SEEK_END)
+                size = f.tell()
+                f.seek(max(0, size - max_bytes))
+                text = f.read().decode("utf-8", "replace")
+        except OSError:
+            return ""
+        return "\n".join(text.splitlines()[-lines:])
+
+    def log(self, job: Job, offset: int, limit: int) -> dict[str, Any]:
+        """Up to `limit` bytes of the log from byte `offset` (poll on with ``next_offset``)."""
+        path = self.job_dir(job.id) / jobdir.LOG
+        try:
+            with open(path, "rb") as f:
+                size = os.fstat(f.fileno()).st_size
+                f.seek(min(offset, size))
+                data = f.read(limit)
+        except FileNotFoundError:
+            size, data = 0, b""
+        # never split a UTF-8 character: hold back an incomplete tail
+        text = data.decode("utf-8", "ignore") if len(data) < limit else _complete_utf8(data)
+        end = min(offset, size) + len(text.encode("utf-8"))
+        return {"offset": min(offset, size), "next_offset": end, "size": size,
+                "text": text, "complete": job.terminal and end >= size}
+
+    def results(self, job: Job) -> dict[str, Any]:
+        """The selected cells' outputs and the names the job brought back."""
+        d = self.job_dir(job.id)
+        outputs = jobdir.read_json(d / jobdir.OUTPUTS) or []
+        index = jobdir.read_json(d / jobdir.RESULTS_INDEX) or {}
+        pickled = d / jobdir.RESULTS
+        has = pickled.exists() and bool(index.get("results"))
+        return {
+            "job": job.id, "state": job.state,
+            "label": label(job, self.clock(), self.currency()),
+            "cells": outputs, "results": index.get("results", []),
+            "skipped": index.get("skipped", {}),
+            "results_path": str(pickled) if has else None,
+            "load_code": load_code(job.id, str(pickled)) if has else None,
+        }
+
+
+def _complete_utf8(data: bytes) -> str:
+    """Decode, leaving out a multi-byte character cut at the end."""
+    for cut in range(0, 4):
+        try:
+            return data[:len(data) - cut].decode("utf-8")
+        except UnicodeDecodeError:
+            continue
+    return data.decode("utf-8", "replace")

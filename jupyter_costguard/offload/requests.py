@@ -1,0 +1,158 @@
+"""A submit (or slice preview) request, checked and read: which notebook, which cells, which
+kernel, and the options a job is asked for. Every refusal is a `JobError` that says what to
+change."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from jupyter_costguard.offload.errors import JobError
+from jupyter_costguard.offload.settings import JobSettings
+from jupyter_costguard.offload.slicing import Slice, SliceError, slice_cells
+from jupyter_costguard.offload.spec import (
+    JobSpec,
+    Resources,
+    SpecCell,
+    SpecError,
+    parse_names,
+    parse_retries,
+)
+
+REQUEST_FIELDS = frozenset({"notebook", "cells", "selected", "kernel_id", "kernel_name",
+                            "resources", "retries", "send", "bring_back", "inputs", "backend"})
+MAX_CELLS = 5000
+
+
+def check_request(body: Any) -> dict[str, Any]:
+    """The body as a request object: a JSON object of known fields only."""
+    if not isinstance(body, dict):
+        raise JobError("the request body must be a JSON object")
+    unknown = sorted(set(body) - REQUEST_FIELDS)
+    if unknown:
+        raise JobError(f"unknown field(s): {', '.join(unknown)}")
+    return body
+
+
+@dataclass(frozen=True)
+class SubmitOptions:
+    """What the request asks of the job, defaults applied."""
+
+    resources: Resources
+    retries: int
+    send: tuple[str, ...]
+    #: None: what the selected cells define (`Slice.defines`)
+    bring_back: tuple[str, ...] | None
+    inputs: tuple[str, ...]
+    backend: str
+    #: the kernel the `send` variables live in
+    kernel_id: str | None
+
+
+def parse_options(body: Mapping[str, Any], settings: JobSettings,
+                  backends: Collection[str]) -> SubmitOptions:
+    try:
+        resources = Resources.parse(body.get("resources"))
+        if body.get("resources") is None:
+            resources = settings.resources
+        retries = parse_retries(body.get("retries", settings.retries))
+        send = parse_names(body.get("send"), "send")
+        bring_back = parse_names(body.get("bring_back"), "bring_back", 200) \
+            if body.get("bring_back") is not None else None
+        inputs = body.get("inputs") or []
+        if not isinstance(inputs, list) or not all(isinstance(i, str) for i in inputs) \
+                or len(inputs) > 100:
+            raise SpecError("inputs must be a list of at most 100 file paths")
+    except SpecError as e:
+        raise JobError(str(e)) from None
+    backend = body.get("backend") or settings.backend
+    if backend not in backends:
+        raise JobError(f"unknown backend {backend!r}; configured: "
+                       f"{', '.join(sorted(backends))}")
+    kernel_id = body.get("kernel_id")
+    if kernel_id is not None and not isinstance(kernel_id, str):
+        raise JobError("kernel_id must be a string")
+    if send and kernel_id is None:
+        raise JobError("send needs kernel_id: the kernel the variables live in")
+    return SubmitOptions(resources, retries, send, bring_back, tuple(inputs), backend,
+                         kernel_id)
+
+
+def notebook_file(root: Path, path: Any) -> Path:
+    """The notebook's file: `path` relative to the server's `root`, and inside it."""
+    if not isinstance(path, str) or not path.strip():
+        raise JobError("notebook must be the notebook's path relative to the server root")
+    full = (root / path.lstrip("/")).resolve()
+    if not full.is_relative_to(root):
+        raise JobError("notebook path is outside the server's root directory")
+    if not full.is_file():
+        raise JobError(f"notebook not found: {path}", 404)
+    return full
+
+
+def read_cells(body: Mapping[str, Any], file: Path) -> list[Any]:
+    """The cells sent (the UI's, unsaved edits included), else the saved notebook's."""
+    cells = body.get("cells")
+    if cells is None:  # not sent: the saved notebook
+        try:
+            cells = json.loads(file.read_text()).get("cells", [])
+        except (OSError, ValueError, AttributeError) as e:
+            raise JobError(f"cannot read the notebook {body['notebook']}: {e}") from None
+    if not isinstance(cells, list) or not all(isinstance(c, dict) for c in cells):
+        raise JobError("cells must be a list of notebook cells")
+    if len(cells) > MAX_CELLS:
+        raise JobError(f"a notebook of more than {MAX_CELLS} cells")
+    return cells
+
+
+def slice_request(body: Mapping[str, Any], file: Path) -> tuple[list[Any], Slice]:
+    """The notebook's cells, and the slice the selected ones need."""
+    cells = read_cells(body, file)
+    selected = body.get("selected")
+    if not isinstance(selected, list) or not all(isinstance(s, str) for s in selected):
+        raise JobError("selected must be a list of cell ids")
+    given = parse_names(body.get("send"), "send")
+    try:
+        return cells, slice_cells(cells, selected, given=given)
+    except SliceError as e:
+        raise JobError(str(e)) from None
+
+
+def kernel_name(body: Mapping[str, Any], file: Path, kernel_manager: Any,
+                known: Callable[[], set[str]]) -> str:
+    """The kernelspec the job runs in: asked for, else the one of the notebook's kernel,
+    else the notebook's metadata, else python3; it must be one the server has."""
+    name = body.get("kernel_name")
+    if name is None and isinstance(body.get("kernel_id"), str) and kernel_manager:
+        try:
+            name = kernel_manager.get_kernel(body["kernel_id"]).kernel_name
+        except KeyError:
+            name = None
+    if name is None:
+        try:
+            meta = json.loads(file.read_text()).get("metadata", {})
+            name = meta.get("kernelspec", {}).get("name")
+        except (OSError, ValueError, AttributeError):
+            name = None
+    name = name or "python3"
+    if not isinstance(name, str) or name not in known():
+        raise JobError(f"unknown kernel {name!r}; known: {', '.join(sorted(known()))}")
+    return name
+
+
+def job_spec(options: SubmitOptions, notebook: str, cwd: Path, kernel: str, sl: Slice,
+             settings: JobSettings) -> JobSpec:
+    """The spec of the job the request asked for."""
+    return JobSpec(
+        notebook=notebook, cwd=str(cwd), kernel_name=kernel,
+        cells=tuple(SpecCell(c.cell_id, c.index, c.selected, c.code, c.source,
+                             c.provides, c.reason) for c in sl.cells),
+        resources=options.resources, retries=options.retries,
+        retry_backoff_seconds=settings.retry_backoff_seconds, backend=options.backend,
+        send=options.send,
+        bring_back=options.bring_back if options.bring_back is not None else sl.defines,
+        inputs=options.inputs,
+    )
