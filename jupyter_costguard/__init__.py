@@ -24,10 +24,7 @@ def _jupyter_server_extension_points() -> list[dict[str, Any]]:
 
 # The cost widget (ipywidgets) is imported lazily: the server extension and the CLI don't need
 # ipywidgets. The view polls the costguard REST API from the page (frontend polling), so it
-# updates while a cell runs and never sends a kernel message; see `jupyter_costguard/widget.py`.
-# Note: importing the `widget` submodule rebinds this package's `widget` attribute to the
-# module, which is made callable with the same signature, so `jupyter_costguard.widget()`
-# works either way.
+# updates while a cell runs and never sends a kernel message; see `kernel/widget.py`.
 
 
 def widget(
@@ -47,10 +44,11 @@ def widget(
 
 def load_ipython_extension(ipython: Any) -> None:
     """`%load_ext jupyter_costguard`: show the cost widget and register `%costguard`."""
-    from jupyter_costguard.kernel.widget import load_ipython_extension as load
+    from jupyter_costguard.kernel.magics import load_ipython_extension as load
 
     load(ipython)
 
 
 def unload_ipython_extension(ipython: Any) -> None:
-    """`%unload_ext jupyter_costguard`: nothing to undo."""
+    """`%unload_ext jupyter_costguard`: nothing to undo (the views stop polling when their
+    outputs are cleared)."""

@@ -24,11 +24,11 @@ import threading
 import time
 from typing import Any
 
+from jupyter_costguard.offload.jobdir import ENV_JOB_ID, ENV_PUSHGATEWAY_URL
+
 __all__ = ["PREFIX", "record", "values"]
 
 PREFIX = "costguard_user_"
-ENV_URL = "COSTGUARD_PUSHGATEWAY_URL"  # == offload.pushgateway.ENV_URL (kept import-light)
-ENV_JOB_ID = "COSTGUARD_JOB_ID"
 RETRY_AFTER_SECONDS = 60.0
 
 log = logging.getLogger(__name__)
@@ -77,12 +77,13 @@ def record(name: str, value: float, **labels: Any) -> bool:
         log.warning("costguard: jobmetrics.record(%r) ignored: %s: %s", name,
                     type(e).__name__, e)
         return False
-    url = os.environ.get(ENV_URL, "").strip()
+    url = os.environ.get(ENV_PUSHGATEWAY_URL, "").strip()
     job_id = os.environ.get(ENV_JOB_ID, "").strip()
     if not url or not job_id:
         if not _said_not_configured:
             _said_not_configured = True
-            missing = " and ".join(n for n, v in ((ENV_JOB_ID, job_id), (ENV_URL, url)) if not v)
+            missing = " and ".join(n for n, v in ((ENV_JOB_ID, job_id), (ENV_PUSHGATEWAY_URL, url))
+                                   if not v)
             log.warning("costguard: jobmetrics: %s not set (not in a job, or no Pushgateway "
                         "configured); values are kept here, not pushed", missing)
         return False

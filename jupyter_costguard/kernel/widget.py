@@ -1,13 +1,13 @@
 """The in-notebook cost widget (ipywidgets 8).
 
-``%load_ext jupyter_costguard`` displays one under the cell, ``%costguard`` displays another,
-and ``jupyter_costguard.widget()`` returns a fresh one. It shows this notebook's spend and
-waste, this kernel's GPU utilisation and memory, idle time, the instance rate, the active
-alert for the notebook, and a "simulated" label when the figures are replayed.
+``%load_ext jupyter_costguard`` displays one under the cell, ``%costguard`` displays another
+(both in `kernel.magics`), and ``jupyter_costguard.widget()`` returns a fresh one. It shows this
+notebook's spend and waste, this kernel's GPU utilisation and memory, idle time, the instance
+rate, the active alert for the notebook, and a "simulated" label when the figures are replayed.
 
 Mechanism: frontend polling. This class only creates the widget model and syncs a few traits
 (``kernel_id``, ``refresh_seconds``, ``notebook``). The view in the page
-(``labextension/src/costwidget-view.ts``, module ``jupyter-costguard``) polls the costguard
+(``labextension/src/costwidget.ts``, module ``jupyter-costguard``) polls the costguard
 REST API itself through the Jupyter server (``ServerConnection.makeRequest`` on a lumino
 ``Poll``), every ``refresh_seconds``. So:
 
@@ -25,8 +25,6 @@ from __future__ import annotations
 
 import os
 import re
-import sys
-import types
 from typing import Any
 
 from ipywidgets import DOMWidget
@@ -109,115 +107,3 @@ def widget(
     if kernel_id:
         kwargs["kernel_id"] = kernel_id
     return CostWidget(**kwargs)
-
-
-def fetch_results(job: str, jobs_dir: str | None = None) -> dict[str, Any]:
-    """A batch job's results (the names it brought back), read from its job directory:
-    `jobs_dir`, else $COSTGUARD_JOBS_DIR, else the default next to the ledger."""
-    import os
-    import pickle
-
-    from jupyter_core.paths import jupyter_data_dir
-
-    if not job.isdigit():
-        raise ValueError(f"a job id is a number, not {job!r}")
-    base = jobs_dir or os.environ.get("COSTGUARD_JOBS_DIR") or os.path.join(
-        jupyter_data_dir(), "costguard", "jobs")
-    path = os.path.join(base, job, "results.pkl")
-    if not os.path.exists(path):
-        raise FileNotFoundError(f"job {job} has no results in {base} (not finished, brought "
-                                "nothing back, or another jobs directory: --dir DIR)")
-    with open(path, "rb") as f:
-        values: dict[str, Any] = pickle.load(f)
-    return values
-
-
-def _fetch_magic(args: list[str]) -> None:
-    from IPython import get_ipython
-
-    usage = "usage: %costguard fetch JOB [--dir JOBS_DIR]"
-    jobs_dir = None
-    if len(args) == 3 and args[1] == "--dir":
-        jobs_dir = args[2]
-    elif len(args) != 1:
-        print(usage, file=sys.stderr)
-        return
-    try:
-        values = fetch_results(args[0], jobs_dir)
-    except (ValueError, OSError) as e:
-        print(f"%costguard fetch: {e}", file=sys.stderr)
-        return
-    get_ipython().user_ns.update(values)
-    print(f"costguard: loaded {', '.join(sorted(values)) or 'nothing'} from job {args[0]}")
-
-
-def _costguard_magic(line: str = "") -> None:
-    """%costguard [--refresh SECONDS] [--notebook PATH]: show the cost widget here.
-    %costguard fetch JOB [--dir JOBS_DIR]: load what batch job JOB brought back."""
-    import shlex
-
-    from IPython.display import display
-
-    args = shlex.split(line or "")
-    if args and args[0] == "fetch":
-        _fetch_magic(args[1:])
-        return
-    options: dict[str, Any] = {}
-    usage = "usage: %costguard [--refresh SECONDS] [--notebook PATH]"
-    while args:
-        arg = args.pop(0)
-        name, eq, value = arg.partition("=")
-        if name in ("--refresh", "--notebook"):
-            if not eq:
-                if not args:
-                    print(usage, file=sys.stderr)
-                    return
-                value = args.pop(0)
-            if name == "--refresh":
-                try:
-                    options["refresh_seconds"] = float(value)
-                except ValueError:
-                    print(f"%costguard: --refresh needs seconds, not {value!r}", file=sys.stderr)
-                    return
-            else:
-                options["notebook"] = value
-        else:
-            print(usage, file=sys.stderr)
-            return
-    try:
-        w = widget(**options)
-    except TraitError as e:
-        print(f"%costguard: {e}", file=sys.stderr)
-        return
-    display(w)
-
-
-def load_ipython_extension(ipython: Any) -> None:
-    """``%load_ext jupyter_costguard``: show the widget and register ``%costguard``."""
-    from IPython.display import display
-
-    ipython.register_magic_function(_costguard_magic, magic_kind="line", magic_name="costguard")
-    display(widget())
-
-
-def unload_ipython_extension(ipython: Any) -> None:
-    """Nothing to undo: the views stop polling when their outputs are cleared."""
-
-
-class _CallableModule(types.ModuleType):
-    """``jupyter_costguard.kernel.widget`` is both this module and a function in the package.
-
-    Importing a submodule rebinds the package attribute of the same name to the module, so
-    whichever wins, ``jupyter_costguard.widget()`` must still return a fresh widget.
-    """
-
-    def __call__(
-        self,
-        notebook: str | None = None,
-        refresh_seconds: float = 2.0,
-        kernel_id: str | None = None,
-    ) -> CostWidget:
-        return widget(notebook=notebook, refresh_seconds=refresh_seconds, kernel_id=kernel_id)
-
-
-sys.modules[__name__].__class__ = _CallableModule

@@ -1,0 +1,103 @@
+"""The ``%costguard`` line magic and ``%load_ext jupyter_costguard``.
+
+``%costguard [--refresh SECONDS] [--notebook PATH]`` shows a cost widget under the cell;
+``%costguard fetch JOB [--dir JOBS_DIR]`` loads what a batch job brought back into the user's
+namespace, read from the job's directory in the server's jobs directory.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import shlex
+import sys
+from typing import Any
+
+from traitlets import TraitError
+
+from jupyter_costguard.kernel.widget import widget
+from jupyter_costguard.offload.jobdir import ENV_JOBS_DIR, RESULTS
+
+
+def fetch_results(job: str, jobs_dir: str | None = None) -> dict[str, Any]:
+    """A batch job's results (the names it brought back), read from its job directory:
+    `jobs_dir`, else $COSTGUARD_JOBS_DIR, else the default next to the ledger."""
+    from jupyter_core.paths import jupyter_data_dir
+
+    if not job.isdigit():
+        raise ValueError(f"a job id is a number, not {job!r}")
+    base = jobs_dir or os.environ.get(ENV_JOBS_DIR) or os.path.join(
+        jupyter_data_dir(), "costguard", "jobs")
+    path = os.path.join(base, job, RESULTS)
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"job {job} has no results in {base} (not finished, brought "
+                                "nothing back, or another jobs directory: --dir DIR)")
+    with open(path, "rb") as f:
+        values: dict[str, Any] = pickle.load(f)
+    return values
+
+
+def _fetch_magic(args: list[str]) -> None:
+    from IPython import get_ipython
+
+    usage = "usage: %costguard fetch JOB [--dir JOBS_DIR]"
+    jobs_dir = None
+    if len(args) == 3 and args[1] == "--dir":
+        jobs_dir = args[2]
+    elif len(args) != 1:
+        print(usage, file=sys.stderr)
+        return
+    try:
+        values = fetch_results(args[0], jobs_dir)
+    except (ValueError, OSError) as e:
+        print(f"%costguard fetch: {e}", file=sys.stderr)
+        return
+    get_ipython().user_ns.update(values)
+    print(f"costguard: loaded {', '.join(sorted(values)) or 'nothing'} from job {args[0]}")
+
+
+def _costguard_magic(line: str = "") -> None:
+    """%costguard [--refresh SECONDS] [--notebook PATH]: show the cost widget here.
+    %costguard fetch JOB [--dir JOBS_DIR]: load what batch job JOB brought back."""
+    from IPython.display import display
+
+    args = shlex.split(line or "")
+    if args and args[0] == "fetch":
+        _fetch_magic(args[1:])
+        return
+    options: dict[str, Any] = {}
+    usage = "usage: %costguard [--refresh SECONDS] [--notebook PATH]"
+    while args:
+        arg = args.pop(0)
+        name, eq, value = arg.partition("=")
+        if name in ("--refresh", "--notebook"):
+            if not eq:
+                if not args:
+                    print(usage, file=sys.stderr)
+                    return
+                value = args.pop(0)
+            if name == "--refresh":
+                try:
+                    options["refresh_seconds"] = float(value)
+                except ValueError:
+                    print(f"%costguard: --refresh needs seconds, not {value!r}", file=sys.stderr)
+                    return
+            else:
+                options["notebook"] = value
+        else:
+            print(usage, file=sys.stderr)
+            return
+    try:
+        w = widget(**options)
+    except TraitError as e:
+        print(f"%costguard: {e}", file=sys.stderr)
+        return
+    display(w)
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    """``%load_ext jupyter_costguard``: show the widget and register ``%costguard``."""
+    from IPython.display import display
+
+    ipython.register_magic_function(_costguard_magic, magic_kind="line", magic_name="costguard")
+    display(widget())
