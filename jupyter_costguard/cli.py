@@ -7,9 +7,10 @@ import sqlite3
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
+from jupyter_costguard.cost.catalog import Catalog, CatalogError
 from jupyter_costguard.cost.ledger import default_db_path
-from jupyter_costguard.cost.pricing import Catalog, CatalogError
 
 
 def _catalog(args: argparse.Namespace) -> int:
@@ -53,11 +54,19 @@ def _report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _own_options(app: Any) -> dict[str, Any]:
+    """The options costguard adds (those the parts mix into CostGuard), not ExtensionApp's."""
+    from jupyter_server.extension.application import ExtensionApp
+
+    inherited = ExtensionApp.class_traits(config=True)
+    return {n: t for n, t in app.class_traits(config=True).items() if n not in inherited}
+
+
 def _help_all(_: argparse.Namespace) -> int:
     from jupyter_costguard.app import CostGuard
 
     print("c.CostGuard options (set them in jupyter_server_config.py):\n")
-    for _name, trait in sorted(CostGuard.class_own_traits(config=True).items()):
+    for _name, trait in sorted(_own_options(CostGuard).items()):
         print(CostGuard.class_get_trait_help(trait))
     return 0
 

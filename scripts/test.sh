@@ -11,7 +11,7 @@ command -v prometheus >/dev/null || need+=(prometheus)
 command -v prometheus-pushgateway >/dev/null || need+=(prometheus-pushgateway)
 command -v gcc >/dev/null || need+=(gcc)
 command -v chromium >/dev/null || need+=(chromium)
-# a single-node Slurm on localhost (tests/slurm_cluster.py); the daemons live in /usr/sbin
+# a single-node Slurm on localhost (tests/support/slurm_cluster.py); the daemons live in /usr/sbin
 { command -v sbatch && [ -x /usr/sbin/slurmctld ] && [ -x /usr/sbin/slurmd ] && [ -x /usr/sbin/munged ]; } \
   >/dev/null || need+=(slurmctld slurmd slurm-client munge)
 if [ ${#need[@]} -gt 0 ]; then
@@ -31,5 +31,6 @@ rm -rf "$ext" && ln -s "$PWD/jupyter_costguard/labextension" "$ext"
 
 .venv/bin/ruff check .
 .venv/bin/mypy
+.venv/bin/lint-imports --no-cache  # the layering (pyproject.toml [tool.importlinter])
 (cd labextension && npm test --silent)
 exec .venv/bin/pytest "$@"

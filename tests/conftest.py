@@ -2,40 +2,17 @@
 
 from __future__ import annotations
 
-import asyncio
-import json
-import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.support.processes import kill_runners_under
+from tests.support.traces import write_trace
+from tests.support.units import GiB
+
 pytest_plugins = ["pytest_jupyter.jupyter_server"]
-
-GiB = 1 << 30
-TOKEN_HEADER = "Authorization"
-
-
-def write_trace(path: Path, frames: list[dict[str, Any]], gpus: int = 2,
-                instance_type: str | None = None, duration: float | None = None) -> Path:
-    """A replay trace; in `frames`, processes name kernels by start order."""
-    doc: dict[str, Any] = {
-        "format": "costguard-trace/1",
-        "description": "test trace",
-        "gpus": [
-            {"uuid": f"GPU-test-{i}", "name": "NVIDIA A100-SXM4-80GB",
-             "memory_total_bytes": 80 * GiB}
-            for i in range(gpus)
-        ],
-        "frames": frames,
-    }
-    if instance_type:
-        doc["instance_type"] = instance_type
-    if duration:
-        doc["duration"] = duration
-    path.write_text(json.dumps(doc))
-    return path
 
 
 @pytest.fixture
@@ -73,28 +50,9 @@ def jp_server_config(costguard_config: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-Fetch = Callable[..., Awaitable[Any]]
-
-
-async def get_json(jp_fetch: Fetch, *parts: str, **kw: Any) -> Any:
-    resp = await jp_fetch(*parts, **kw)
-    return json.loads(resp.body)
-
-
-async def wait_for(jp_fetch: Fetch, predicate: Callable[[dict[str, Any]], bool],
-                   endpoint: str = "status", timeout: float = 30.0) -> dict[str, Any]:
-    """Poll a costguard document until `predicate` holds (samples arrive asynchronously)."""
-    deadline = time.monotonic() + timeout
-    doc: dict[str, Any] = {}
-    while time.monotonic() < deadline:
-        doc = await get_json(jp_fetch, "costguard", "api", endpoint)
-        if predicate(doc):
-            return doc
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"condition not met within {timeout}s; last {endpoint}: {doc}")
-
-
-async def start_session(jp_fetch: Fetch, path: str, kernel: str = "python3") -> dict[str, Any]:
-    body = json.dumps({"path": path, "type": "notebook", "name": "",
-                       "kernel": {"name": kernel}})
-    return await get_json(jp_fetch, "api", "sessions", method="POST", body=body)
+@pytest.fixture
+def no_leftover_jobs(tmp_path: Path) -> Iterator[None]:
+    """Jobs outlive their server by design; a test's must not outlive the test (modules that
+    start jobs use it through `pytest.mark.usefixtures`)."""
+    yield
+    kill_runners_under(tmp_path)

@@ -16,20 +16,19 @@ import pytest
 from jsonschema import ValidationError
 from tornado.httpclient import HTTPClientError
 
+from jupyter_costguard.alerts.requests import parse_raise_request
 from jupyter_costguard.alerts.store import (
     MAX_BODY_BYTES,
     RETENTION_SECONDS,
     AlertError,
     AlertStore,
-    parse_raise_request,
 )
 from jupyter_costguard.cost.ledger import Ledger
-
-from .conftest import get_json, start_session, wait_for
-from .openapi_check import validate, validate_request
-from .server_proc import ServerProcess
-from .services import require_binary
-from .test_prometheus import costguard_lines, samples
+from tests.support.exposition import costguard_lines, samples
+from tests.support.openapi_check import validate, validate_request
+from tests.support.rest import get_json, start_session, wait_for
+from tests.support.server_proc import ServerProcess
+from tests.support.services import require_binary
 
 DAY = 86400.0
 

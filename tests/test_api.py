@@ -10,8 +10,9 @@ import pytest
 from openapi_spec_validator import validate as validate_spec
 from tornado.httpclient import HTTPClientError
 
-from .conftest import GiB, get_json, start_session, wait_for
-from .openapi_check import documented_get_paths, spec, validate
+from tests.support.openapi_check import documented_get_paths, spec, validate
+from tests.support.rest import get_json, start_session, wait_for
+from tests.support.units import GiB
 
 
 def test_openapi_document_is_valid():

@@ -30,10 +30,10 @@ from typing import Any
 import pytest
 
 from jupyter_costguard import checkpoint
-
-from .server_proc import free_port
-from .services import stop
-from .test_checkpoint import run_until_final_save
+from jupyter_costguard.kernel.checkpoint import signals, stores, upload
+from tests.support.final_save import run_until_final_save
+from tests.support.server_proc import free_port
+from tests.support.services import stop
 
 ROOT = Path(__file__).resolve().parent.parent
 MiB = 1 << 20
@@ -90,11 +90,11 @@ def s3(s3_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> Any:
     monkeypatch.setenv("AWS_ENDPOINT_URL", s3_endpoint)
     for name in (checkpoint.ENV_DIR, checkpoint.ENV_KEEP, checkpoint.ENV_JOB_DIR):
         monkeypatch.delenv(name, raising=False)
-    monkeypatch.setattr(checkpoint, "_newest", {})
-    monkeypatch.setattr(checkpoint, "_calls", {})
+    monkeypatch.setattr(signals, "_newest", {})
+    monkeypatch.setattr(signals, "_calls", {})
     s3fs.S3FileSystem.clear_instance_cache()  # made under other settings, maybe
-    if checkpoint._UPLOADER is not None:
-        checkpoint._UPLOADER.errors.clear()
+    if upload._UPLOADER is not None:
+        upload._UPLOADER.errors.clear()
     return boto3.client("s3", endpoint_url=s3_endpoint, **{
         "aws_access_key_id": "testing", "aws_secret_access_key": "testing",
         "region_name": "us-east-1"})
@@ -173,9 +173,9 @@ def test_save_does_not_wait_for_the_upload(s3: Any, bucket: str, tmp_path: Path,
     url = f"s3://{bucket}/run"
     staging = tmp_path / "staging"
     monkeypatch.setenv(checkpoint.ENV_STAGING, str(staging))
-    monkeypatch.setattr(checkpoint, "_staging_dir", None)
+    monkeypatch.setattr(upload, "_staging_dir", None)
     gate, started = threading.Event(), threading.Event()
-    put = checkpoint._FsspecStore.put
+    put = stores.FsspecStore.put
     uploaded: list[str] = []
 
     def held_put(self: Any, name: str, local_path: str) -> None:
@@ -184,7 +184,7 @@ def test_save_does_not_wait_for_the_upload(s3: Any, bucket: str, tmp_path: Path,
         put(self, name, local_path)
         uploaded.append(name)
 
-    monkeypatch.setattr(checkpoint._FsspecStore, "put", held_put)
+    monkeypatch.setattr(stores.FsspecStore, "put", held_put)
     try:
         saved = checkpoint.save({"step": 1}, 1, location=url)
         assert saved.status == "uploading"
@@ -223,7 +223,7 @@ def test_failed_upload_is_logged_not_raised(s3: Any, monkeypatch: pytest.MonkeyP
     """Nothing listens at the endpoint: the save still returns, the failure is a log line."""
     import s3fs
 
-    monkeypatch.setattr(checkpoint, "UPLOAD_TRIES", 1)
+    monkeypatch.setattr(upload, "UPLOAD_TRIES", 1)
     monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{free_port()}")
     monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")
     s3fs.S3FileSystem.clear_instance_cache()
@@ -234,7 +234,7 @@ def test_failed_upload_is_logged_not_raised(s3: Any, monkeypatch: pytest.MonkeyP
         assert checkpoint.wait(60) is False
     assert "could not be uploaded" in caplog.text
     assert checkpoint.pending(url) == []
-    checkpoint._uploader().errors.clear()
+    upload._uploader().errors.clear()
     s3fs.S3FileSystem.clear_instance_cache()
 
 
@@ -407,7 +407,7 @@ def test_upload_killed_midway_leaves_the_previous_checkpoint(s3: Any, bucket: st
 
 
 def test_sigusr1_final_save_reaches_the_bucket(s3: Any, bucket: str, tmp_path: Path) -> None:
-    from .test_checkpoint import FINAL
+    from tests.support.final_save import FINAL
 
     url = f"s3://{bucket}/run"
     script = tmp_path / "final.py"

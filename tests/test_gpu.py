@@ -1,6 +1,6 @@
 """jupyter_costguard.sampling.nvml against the real pynvml bindings and the fake libnvidia-ml.so.1.
 
-Most tests load the stub into this process (see tests/nvmlstub.py); the ones about a missing
+Most tests load the stub into this process (see tests/support/nvmlstub.py); the ones about a missing
 library, an old driver or the environment a server gets run a child interpreter.
 """
 
@@ -23,9 +23,9 @@ import pytest
 
 from jupyter_costguard.sampling.nvml import NvmlReader, parse_visible_devices
 from jupyter_costguard.sampling.records import GpuProcess, GpuReading
-
-from . import nvmlstub
-from .nvmlstub import GiB, Gpu, Mig, Proc, Scenario
+from tests.support import nvmlstub
+from tests.support.nvmlstub import Gpu, Mig, Proc, Scenario
+from tests.support.units import GiB
 
 REPO = Path(__file__).resolve().parents[1]
 

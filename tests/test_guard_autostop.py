@@ -12,125 +12,63 @@ import logging
 import sys
 import time
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import pytest
 
-from jupyter_costguard.alerts.store import Alert, AlertStore
-from jupyter_costguard.cost.service import Published
-from jupyter_costguard.guard import Act, Guard, GuardConfig
+from jupyter_costguard.guard import Act
 from jupyter_costguard.guard.autostop import AutoStopRule, span, terminal_activity
-from jupyter_costguard.sampling.records import (
-    GpuReading,
-    GpuSample,
-    HostSample,
-    KernelInfo,
-    KernelSample,
-    Sample,
-)
-
-from .conftest import GiB, write_trace
-from .server_proc import ServerProcess
+from tests.support.guard_harness import ActivityHarness
+from tests.support.server_proc import ServerProcess
+from tests.support.traces import write_trace
 
 KIND, KEY = "auto-stop", "server"
 
 # --- unit: synthetic samples through the Guard -----------------------------------------
 
 
-class Box:
-    """A guard with only the auto-stop rule, a clock the test moves, and collected acts."""
-
-    def __init__(self, server_activity: Any = None, **config: Any) -> None:
-        self.t = 10_000.0
-        self.alerts = AlertStore(None, clock=lambda: self.t)
-        self.config = GuardConfig(**config)
-        self.rule = AutoStopRule(self.config, server_activity=server_activity)
-        self.acts: list[Act] = []
-        self.guard = Guard(self.config, [self.rule], self.alerts, cast(Any, None),
-                           cast(Any, None), dispatch=self.acts.append)
-        self.jobs = 0
-        self.guard.running_jobs = lambda: self.jobs
-        #: kernel id -> (execution state, last activity)
-        self.kernels: dict[str, tuple[str, float]] = {}
-        self.gpu_util: float | None = None
-        self.started = False
-
-    def touch(self, kid: str = "k1", state: str = "idle") -> None:
-        """Kernel activity now."""
-        self.kernels[kid] = (state, self.t)
-
-    def tick(self, dt: float = 10.0) -> list[Act]:
-        acts: list[Act] = []
-        if not self.started:  # the server starts at the test's starting time
-            self.started = True
-            acts += self._sample(0.0)
-        self.t += dt
-        return acts + self._sample(dt)
-
-    def _sample(self, dt: float) -> list[Act]:
-        kernels = tuple(
-            KernelSample(KernelInfo(kid, "python3", None, state, last, 1, f"{kid}.ipynb"),
-                         (), 0.0, 0)
-            for kid, (state, last) in self.kernels.items())
-        gpus = () if self.gpu_util is None else (
-            GpuSample(0, "GPU-0", "NVIDIA A100-SXM4-80GB", 80 * GiB, GiB, self.gpu_util, 60.0),)
-        sample = Sample(self.t, dt, GpuReading("ok" if gpus else "no-gpu", gpus=gpus),
-                        HostSample(8, 1.0, 64 * GiB, 4 * GiB), kernels)
-        return self.guard.evaluate(Published(sample=sample, cost=None, pricing=cast(Any, None),
-                                             views=cast(Any, None)))
-
-    def run(self, seconds: float, dt: float = 10.0) -> list[Act]:
-        acts: list[Act] = []
-        end = self.t + seconds
-        while self.t < end - 1e-9:
-            acts += self.tick(dt)
-        return acts
-
-    def alert(self) -> Alert | None:
-        return self.alerts.find(KIND, KEY)
-
-    def shown(self) -> Alert | None:
-        """The countdown as the UI sees it (active, not dismissed)."""
-        a = self.alert()
-        return a if a is not None and a.is_active(self.t) else None
+def auto_stop(server_activity: Any = None, **config: Any) -> ActivityHarness:
+    """A guard with only the auto-stop rule."""
+    return ActivityHarness(lambda c: [AutoStopRule(c, server_activity=server_activity)],
+                           **config)
 
 
 def test_off_by_default():
-    box = Box()
+    box = auto_stop()
     box.tick()
     assert box.run(7 * 86400, dt=600) == []
-    assert box.alert() is None and box.acts == []
+    assert box.alert(KIND, KEY) is None and box.acts == []
 
 
 def test_no_countdown_before_the_idle_time_then_countdown_then_one_act():
-    box = Box(auto_stop_idle_seconds=600, auto_stop_countdown_seconds=300)
+    box = auto_stop(auto_stop_idle_seconds=600, auto_stop_countdown_seconds=300)
     box.touch()
     assert box.run(590) == []
-    assert box.alert() is None, "no countdown before the idle time"
+    assert box.alert(KIND, KEY) is None, "no countdown before the idle time"
     box.tick()  # 600 s idle
-    a = box.shown()
+    a = box.shown(KIND, KEY)
     assert a is not None
     assert a.severity == "critical"
     assert a.title == "Stopping this Jupyter server in 5 min: nothing has run for 10 min"
     assert {"id": "dismiss", "label": "Cancel auto-stop"} in a.actions
     assert any(x["id"] == "open-panel" for x in a.actions)
     assert a.details["phase"] == "countdown" and a.details["action"] == "stop-server"
-    assert a.details["deadline"] == pytest.approx(box.t + 300)
+    assert a.details["deadline"] == pytest.approx(box.now + 300)
     first_id = a.id
 
     assert box.run(120) == []
-    a = box.shown()
+    a = box.shown(KIND, KEY)
     assert a is not None and a.id == first_id, "refreshed, not a new alert"
     assert a.title == "Stopping this Jupyter server in 3 min: nothing has run for 12 min"
     assert box.run(150) == []
-    a = box.shown()
+    a = box.shown(KIND, KEY)
     assert a is not None
     assert a.title.startswith("Stopping this Jupyter server in 30 s:")
 
     acts = box.run(30)  # the countdown ends
     assert [x.action for x in acts] == ["stop-server"]
     assert "nothing has run for 15 min" in acts[0].reason
-    assert box.alert() is None, "the countdown alert is resolved once it acted"
+    assert box.alert(KIND, KEY) is None, "the countdown alert is resolved once it acted"
     # never again, whatever happens next
     box.touch()
     box.run(3600)
@@ -139,9 +77,9 @@ def test_no_countdown_before_the_idle_time_then_countdown_then_one_act():
 
 def test_shutdown_command_is_run_instead_of_stopping_the_server():
     cmd = ("sudo", "shutdown", "-h", "now")
-    box = Box(auto_stop_idle_seconds=60, auto_stop_countdown_seconds=60, shutdown_command=cmd)
+    box = auto_stop(auto_stop_idle_seconds=60, auto_stop_countdown_seconds=60, shutdown_command=cmd)
     box.run(60)
-    a = box.shown()
+    a = box.shown(KIND, KEY)
     assert a is not None and a.title.startswith("Stopping the instance in 60 s:")
     assert a.details["action"] == "run-command"
     assert "sudo" not in json.dumps(a.details) + a.message, "the command is not shown to users"
@@ -152,36 +90,36 @@ def test_shutdown_command_is_run_instead_of_stopping_the_server():
 
 
 def test_cancelled_by_dismissing_the_alert():
-    box = Box(auto_stop_idle_seconds=60, auto_stop_countdown_seconds=120)
+    box = auto_stop(auto_stop_idle_seconds=60, auto_stop_countdown_seconds=120)
     box.run(60)
-    a = box.shown()
+    a = box.shown(KIND, KEY)
     assert a is not None
     box.alerts.dismiss(a.id)  # "Cancel auto-stop"
     assert box.run(3 * 3600) == [], "no act after a cancellation, however long it stays idle"
-    held = box.alert()
+    held = box.alert(KIND, KEY)
     assert held is not None and held.id == a.id and held.state == "dismissed"
-    assert box.shown() is None
+    assert box.shown(KIND, KEY) is None
     assert held.title == "Auto-stop cancelled" and held.details["phase"] == "cancelled"
 
     # new activity re-arms it (and retires the cancelled alert) ...
     box.touch()
     box.tick()
-    assert box.alert() is None
+    assert box.alert(KIND, KEY) is None
     assert box.alerts.get(a.id).resolved is not None
     # ... and another whole idle period starts a new countdown, which acts
     box.run(50)
-    assert box.alert() is None
+    assert box.alert(KIND, KEY) is None
     box.run(10)
-    b = box.shown()
+    b = box.shown(KIND, KEY)
     assert b is not None and b.id != a.id and b.severity == "critical"
     box.run(120)
     assert [x.action for x in box.acts] == ["stop-server"]
 
 
 def test_snoozing_cancels_too():
-    box = Box(auto_stop_idle_seconds=60, auto_stop_countdown_seconds=120)
+    box = auto_stop(auto_stop_idle_seconds=60, auto_stop_countdown_seconds=120)
     box.run(60)
-    a = box.shown()
+    a = box.shown(KIND, KEY)
     assert a is not None
     box.alerts.snooze(a.id, 60)
     assert box.run(600) == [], "a snoozed countdown never acts unseen"
@@ -189,26 +127,26 @@ def test_snoozing_cancels_too():
 
 @pytest.mark.parametrize("busy", ["kernel", "job", "gpu", "starting"])
 def test_never_while_something_runs(busy: str):
-    box = Box(auto_stop_idle_seconds=60, auto_stop_countdown_seconds=60)
+    box = auto_stop(auto_stop_idle_seconds=60, auto_stop_countdown_seconds=60)
     box.touch()
-    box.kernels["k1"] = ("idle", box.t - 3600)  # its last activity long ago
+    box.kernels["k1"] = ("idle", box.now - 3600)  # its last activity long ago
     if busy == "kernel":
-        box.kernels["k1"] = ("busy", box.t - 3600)  # a long cell prints nothing
+        box.kernels["k1"] = ("busy", box.now - 3600)  # a long cell prints nothing
     elif busy == "starting":
-        box.kernels["k1"] = ("starting", box.t - 3600)
+        box.kernels["k1"] = ("starting", box.now - 3600)
     elif busy == "job":
         box.jobs = 1
     else:
         box.gpu_util = 85.0  # e.g. a training script started from a terminal
     box.tick()
     assert box.run(4 * 3600) == []
-    assert box.alert() is None
+    assert box.alert(KIND, KEY) is None
     # once it finishes, the idle period starts from then
-    box.kernels["k1"], box.jobs, box.gpu_util = ("idle", box.t - 3600), 0, 1.0
+    box.kernels["k1"], box.jobs, box.gpu_util = ("idle", box.now - 3600), 0, 1.0
     box.run(50)
-    assert box.alert() is None
+    assert box.alert(KIND, KEY) is None
     box.run(20)
-    assert box.shown() is not None
+    assert box.shown(KIND, KEY) is not None
     box.run(60)
     assert len(box.acts) == 1
 
@@ -217,11 +155,11 @@ def test_never_while_something_runs(busy: str):
                                   "kernel-stopped", "gpu", "terminal"])
 def test_activity_during_the_countdown_cancels_it(what: str):
     terminal: list[float | None] = [None]
-    box = Box(server_activity=lambda: terminal[0],
-              auto_stop_idle_seconds=60, auto_stop_countdown_seconds=120)
-    box.kernels["k1"] = ("idle", box.t)
+    box = auto_stop(server_activity=lambda: terminal[0],
+                   auto_stop_idle_seconds=60, auto_stop_countdown_seconds=120)
+    box.kernels["k1"] = ("idle", box.now)
     box.run(60)
-    a = box.shown()
+    a = box.shown(KIND, KEY)
     assert a is not None
     box.run(30)
     if what == "activity":
@@ -231,41 +169,41 @@ def test_activity_during_the_countdown_cancels_it(what: str):
     elif what == "job":
         box.jobs = 1
     elif what == "kernel-started":
-        box.kernels["k2"] = ("idle", box.t - 100)
+        box.kernels["k2"] = ("idle", box.now - 100)
     elif what == "kernel-stopped":
         del box.kernels["k1"]
     elif what == "gpu":
         box.gpu_util = 40.0
     else:
-        terminal[0] = box.t
+        terminal[0] = box.now
     box.tick()
-    assert box.alert() is None, "the countdown is cancelled and its alert resolved"
+    assert box.alert(KIND, KEY) is None, "the countdown is cancelled and its alert resolved"
     assert box.alerts.get(a.id).resolved is not None
     box.kernels = {k: ("idle", v[1]) for k, v in box.kernels.items()}
     box.jobs, box.gpu_util = 0, None
     assert box.run(40) == []
-    assert box.alert() is None, "no new countdown before another whole idle period"
+    assert box.alert(KIND, KEY) is None, "no new countdown before another whole idle period"
     box.run(3600)
     assert len(box.acts) == 1
 
 
 def test_an_old_dismissed_alert_from_an_earlier_run_does_not_cancel(tmp_path: Path):
     """Alerts persist: a countdown dismissed before a restart must not cancel this run's."""
-    box = Box(auto_stop_idle_seconds=60, auto_stop_countdown_seconds=60)
+    box = auto_stop(auto_stop_idle_seconds=60, auto_stop_countdown_seconds=60)
     old = box.alerts.raise_alert(KIND, KEY, "critical", "Stopping in 1 min", "old")
     box.alerts.dismiss(old.id)
     box.tick()
     box.tick()
     assert box.alerts.get(old.id).resolved is not None, "the stale countdown is cleared"
     box.run(60)
-    a = box.shown()
+    a = box.shown(KIND, KEY)
     assert a is not None and a.id != old.id
     box.run(60)
     assert len(box.acts) == 1
 
 
 def test_no_countdown_configured_acts_at_the_idle_time():
-    box = Box(auto_stop_idle_seconds=60, auto_stop_countdown_seconds=0)
+    box = auto_stop(auto_stop_idle_seconds=60, auto_stop_countdown_seconds=0)
     assert box.run(50) == []
     acts = box.run(10)
     assert [a.action for a in acts] == ["stop-server"]
@@ -275,8 +213,8 @@ def test_a_broken_activity_source_does_not_break_the_rule(caplog):
     def broken() -> float:
         raise OSError("nope")
 
-    box = Box(server_activity=broken, auto_stop_idle_seconds=60,
-              auto_stop_countdown_seconds=60)
+    box = auto_stop(server_activity=broken, auto_stop_idle_seconds=60,
+                   auto_stop_countdown_seconds=60)
     with caplog.at_level(logging.WARNING, logger="jupyter_costguard"):
         box.run(120)
     assert len(box.acts) == 1
@@ -284,10 +222,10 @@ def test_a_broken_activity_source_does_not_break_the_rule(caplog):
 
 
 def test_steps_are_logged(caplog):
-    box = Box(auto_stop_idle_seconds=60, auto_stop_countdown_seconds=60)
+    box = auto_stop(auto_stop_idle_seconds=60, auto_stop_countdown_seconds=60)
     with caplog.at_level(logging.INFO, logger="jupyter_costguard"):
         box.run(60)
-        box.alerts.dismiss(box.shown().id)  # type: ignore[union-attr]
+        box.alerts.dismiss(box.shown(KIND, KEY).id)  # type: ignore[union-attr]
         box.tick()
         box.touch()
         box.tick()

@@ -16,26 +16,26 @@ import pytest
 from jupyter_client import BlockingKernelClient
 
 from jupyter_costguard.guard.budget import BudgetRule, NotebookBudgets
-
-from .conftest import get_json, start_session
-from .openapi_check import validate
-from .server_proc import ServerProcess
-from .test_guard_idle import T0, GiB, Harness, K
+from tests.support.guard_harness import GPU_SHARE, HOURLY_RATE, T0, K, SpendHarness
+from tests.support.openapi_check import validate
+from tests.support.rest import get_json, start_session
+from tests.support.server_proc import ServerProcess
+from tests.support.units import GiB
 
 KIND = "budget"
 NB = "notebook:train.ipynb"
 # 36/h, 90% for 2 GPUs: a kernel holding one GPU (and no CPU) spends 0.0045 per second
-PER_SECOND = 36.0 * 0.9 / 2 / 3600
+PER_SECOND = HOURLY_RATE * GPU_SHARE / 2 / 3600
 
 
-def budget_harness(tmp_path: Path, **config: Any) -> tuple[Harness, BudgetRule]:
-    h = Harness(tmp_path, rules=[], **config)
-    rule = BudgetRule(h.config)
-    h.guard.rules.append(rule)
+def budget_harness(tmp_path: Path, **config: Any) -> tuple[SpendHarness, BudgetRule]:
+    h = SpendHarness(tmp_path, lambda c: [BudgetRule(c)], **config)
+    rule = h.rules[0]
+    assert isinstance(rule, BudgetRule)
     return h, rule
 
 
-def spend(h: Harness, path: str) -> float:
+def spend(h: SpendHarness, path: str) -> float:
     t = h.ledger.notebooks.get(path)
     return t.spend if t is not None else 0.0
 

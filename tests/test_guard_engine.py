@@ -14,17 +14,17 @@ from typing import Any, cast
 import pytest
 
 from jupyter_costguard.alerts.store import AlertStore
-from jupyter_costguard.cost.service import Published
+from jupyter_costguard.cost.published import Published
 from jupyter_costguard.guard import Act, Finding, Guard, GuardConfig, GuardContext, RuleResult
 from jupyter_costguard.guard.actions import Actor
-from jupyter_costguard.sampling.records import GpuReading, HostSample, Sample
+from tests.support.guard_harness import GuardHarness, host_sample, publish, sample
+from tests.support.processes import alive
 
 # --- the engine -------------------------------------------------------------------------
 
 
 def published(t: float) -> Published:
-    sample = Sample(t, 1.0, GpuReading("no-gpu"), HostSample(8, 1.0, 1 << 34, 1 << 30), ())
-    return Published(sample=sample, cost=None, pricing=cast(Any, None), views=cast(Any, None))
+    return publish(sample(t, 1.0, host=host_sample(total=1 << 34), status="no-gpu"))
 
 
 class Scripted:
@@ -51,11 +51,9 @@ class Scripted:
 
 
 def make_guard(*rules: Scripted) -> tuple[Guard, AlertStore, list[Act]]:
-    alerts = AlertStore(None, clock=lambda: 1000.0)
-    dispatched: list[Act] = []
-    guard = Guard(GuardConfig(), list(rules), alerts, cast(Any, None), cast(Any, None),
-                  dispatch=dispatched.append)
-    return guard, alerts, dispatched
+    """A guard running `rules` whose alert clock stays at 1000."""
+    h = GuardHarness(lambda _: rules, now=1000.0)
+    return h.guard, h.alerts, h.acts
 
 
 def test_findings_become_alerts_and_disappearing_ones_are_resolved():
@@ -268,17 +266,9 @@ def test_hanging_command_is_killed_after_the_timeout(tmp_path: Path, caplog):
     if os.name == "posix":
         child = int(pidfile.read_text())
         deadline = time.monotonic() + 5
-        while time.monotonic() < deadline and _alive(child):
+        while time.monotonic() < deadline and alive(child):
             time.sleep(0.05)
-        assert not _alive(child), "what the command started is killed with it"
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(")")[-1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
+        assert not alive(child), "what the command started is killed with it"
 
 
 def test_dispatch_from_another_thread_runs_on_the_loop(tmp_path: Path):

@@ -6,115 +6,23 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from jupyter_costguard.alerts.store import Alert, AlertStore
-from jupyter_costguard.cost.ledger import Ledger
-from jupyter_costguard.cost.pricing import Catalog, Pricing
-from jupyter_costguard.cost.service import Published
-from jupyter_costguard.cost.spend import split_interval
-from jupyter_costguard.guard import Act, Guard, GuardConfig, Rule
+from jupyter_costguard.guard import Act
 from jupyter_costguard.guard.idle import IdleKernelRule, clock_time
-from jupyter_costguard.sampling.records import (
-    GpuReading,
-    GpuSample,
-    HostSample,
-    KernelInfo,
-    KernelSample,
-    Sample,
-)
+from tests.support.guard_harness import T0, K, SpendHarness
+from tests.support.openapi_check import validate
+from tests.support.rest import get_json, start_session
+from tests.support.units import GiB
 
-from .conftest import get_json, start_session
-from .openapi_check import validate
-
-GiB = 1 << 30
-T0 = 1_700_000_000.0
 KIND = "idle-gpu-kernel"
 
 
-# --- a harness: synthetic samples, real spend model, ledger, guard and alert store -------
-
-
-@dataclass
-class K:
-    """A kernel as the test wants it to look in the next sample."""
-
-    kernel_id: str
-    path: str | None = None
-    state: str = "idle"
-    last_activity: float = T0
-    gpu: dict[str, int] = field(default_factory=lambda: {"GPU-a": 4 * GiB})
-    cpu_seconds: float = 0.0
-    name: str = "python3"
-
-
-class Harness:
-    """Drives `Guard.evaluate` with samples built here; time only moves when told."""
-
-    def __init__(self, tmp_path: Path, rules: list[Rule] | None = None, rate: float = 36.0,
-                 gpu_share: float = 0.9, **config: Any) -> None:
-        self.now = T0
-        self.rate = rate
-        self.gpu_share = gpu_share
-        self.config = GuardConfig(**config)
-        self.ledger = Ledger(tmp_path / "ledger.sqlite", now=T0)
-        self.alerts = AlertStore(None, clock=lambda: self.now)
-        self.pricing = Pricing(instance=None, rate_per_hour=rate, currency="USD",
-                               market="on-demand", source="hourly_rate", detail="test",
-                               gpu_share=gpu_share)
-        self.rules = rules if rules is not None else [IdleKernelRule(self.config)]
-        self.acts: list[Act] = []
-        self.guard = Guard(self.config, self.rules, self.alerts, self.ledger, Catalog.load(),
-                           dispatch=self.acts.append)
-
-    def step(self, dt: float, kernels: list[K]) -> list[Act]:
-        """One sample `dt` seconds after the last; returns the acts it dispatched."""
-        self.now += dt
-        gpus = tuple(
-            GpuSample(index=i, uuid=uuid, name="NVIDIA A100-SXM4-80GB",
-                      memory_total_bytes=80 * GiB,
-                      memory_used_bytes=sum(k.gpu.get(uuid, 0) for k in kernels),
-                      utilization_percent=0.0, power_watts=None)
-            for i, uuid in enumerate(("GPU-a", "GPU-b")))
-        samples = tuple(
-            KernelSample(
-                info=KernelInfo(kernel_id=k.kernel_id, name=k.name, pid=1000 + i,
-                                execution_state=k.state, last_activity=k.last_activity,
-                                connections=0, path=k.path),
-                pids=(1000 + i,), cpu_seconds=k.cpu_seconds, rss_bytes=GiB,
-                gpu_memory_bytes=dict(k.gpu))
-            for i, k in enumerate(kernels))
-        sample = Sample(time=self.now, interval=dt, gpu=GpuReading(status="ok", gpus=gpus),
-                        host=HostSample(cpu_count=8, cpu_percent=1.0,
-                                        memory_total_bytes=64 * GiB, memory_used_bytes=GiB),
-                        kernels=samples)
-        cost = split_interval(sample, self.rate, self.gpu_share)
-        self.ledger.record(self.now, dt, cost,
-                           paths={k.kernel_id: k.path for k in kernels},
-                           names={k.kernel_id: k.name for k in kernels})
-        published = Published(sample=sample, cost=cost, pricing=self.pricing,
-                               views=None)  # type: ignore[arg-type]  # the rules don't read it
-        return self.guard.evaluate(published)
-
-    def run(self, until: float, dt: float, kernels: list[K]) -> list[Act]:
-        """Step until `self.now >= until`; all the acts dispatched on the way."""
-        acts: list[Act] = []
-        while self.now < until:
-            acts += self.step(min(dt, until - self.now), kernels)
-        return acts
-
-    def alert(self, kind: str, key: str) -> Alert | None:
-        """The open (unresolved) alert for `(kind, key)`."""
-        a = self.alerts.find(kind, key)
-        return a if a is not None and a.resolved is None else None
-
-
-def idle_harness(tmp_path: Path, **config: Any) -> Harness:
-    return Harness(tmp_path, **config)
+def idle_harness(tmp_path: Path, **config: Any) -> SpendHarness:
+    return SpendHarness(tmp_path, lambda c: [IdleKernelRule(c)], **config)
 
 
 # --- the rule, in simulated time -----------------------------------------------------------
@@ -408,8 +316,9 @@ async def test_idle_gpu_kernel_survives_without_cull(jp_fetch: Any, cull: bool):
 def test_the_api_counts_idle_time_as_the_idle_rule_does(tmp_path, state, idle):
     """A kernel started without a client stays "starting": idle to the rule, and so to the
     kernels document (it used to say 0)."""
+    from jupyter_costguard.cost.catalog import Catalog
     from jupyter_costguard.cost.ledger import Ledger
-    from jupyter_costguard.cost.pricing import Catalog, resolve_pricing
+    from jupyter_costguard.cost.pricing import resolve_pricing
     from jupyter_costguard.cost.views import build_views
     from jupyter_costguard.sampling.records import (
         GpuReading,

@@ -16,15 +16,16 @@ from jupyter_client import BlockingKernelClient
 
 from jupyter_costguard.guard import GuardConfig
 from jupyter_costguard.guard.starved import StarvedGpuRule
-
-from .conftest import GiB, get_json, start_session, write_trace
-from .test_guard_training import Rig, gpu, kernel
+from tests.support.guard_harness import InstanceHarness, gpu, kernel
+from tests.support.rest import get_json, start_session
+from tests.support.traces import write_trace
+from tests.support.units import GiB
 
 KIND = "starved-gpu"
 
 
-def starved_rig(tmp_path: Path, config: GuardConfig | None = None, **kw: Any) -> Rig:
-    return Rig(tmp_path, config=config, rules=lambda c: [StarvedGpuRule(c)], **kw)
+def starved_rig(tmp_path: Path, **kw: Any) -> InstanceHarness:
+    return InstanceHarness(tmp_path, lambda c: [StarvedGpuRule(c)], **kw)
 
 
 def loading(util: float = 5.0, busy: bool = True, held: int = 10 * GiB) -> tuple[list, list]:
@@ -37,9 +38,9 @@ def test_busy_kernel_on_an_idle_gpu_is_starved(tmp_path: Path):
     rig = starved_rig(tmp_path)
     gpus, kernels = loading()
     rig.run(100, gpus, kernels)
-    assert rig.alert("k0", KIND) is None, "not before 120 s of busy GPU time"
+    assert rig.alert(KIND, "k0") is None, "not before 120 s of busy GPU time"
     rig.run(60, gpus, kernels)
-    alert = rig.alert("k0", KIND)
+    alert = rig.alert(KIND, "k0")
     assert alert is not None
     assert alert.severity == "info" and alert.kernel_id == "k0"
     assert alert.notebook == "train.ipynb" and alert.title == "GPU starved of data"
@@ -64,14 +65,14 @@ def test_busy_gpu_is_not_starved(tmp_path: Path):
     rig = starved_rig(tmp_path)
     gpus, kernels = loading(util=90.0)
     rig.run(600, gpus, kernels)
-    assert rig.alert("k0", KIND) is None
+    assert rig.alert(KIND, "k0") is None
 
 
 def test_cpu_only_busy_kernel_is_not_starved(tmp_path: Path):
     rig = starved_rig(tmp_path)
     gpus, kernels = loading(held=0)
     rig.run(600, gpus, kernels)
-    assert rig.alert("k0", KIND) is None
+    assert rig.alert(KIND, "k0") is None
 
 
 def test_idle_kernel_is_not_starved(tmp_path: Path):
@@ -79,7 +80,7 @@ def test_idle_kernel_is_not_starved(tmp_path: Path):
     rig = starved_rig(tmp_path)
     gpus, kernels = loading(busy=False)
     rig.run(600, gpus, kernels)
-    assert rig.alert("k0", KIND) is None
+    assert rig.alert(KIND, "k0") is None
 
 
 def test_mostly_busy_gpu_is_not_starved(tmp_path: Path):
@@ -90,9 +91,9 @@ def test_mostly_busy_gpu_is_not_starved(tmp_path: Path):
     for _ in range(5):
         rig.run(40, idle, kernels)
         rig.run(60, busy, kernels)
-    assert rig.alert("k0", KIND) is None
+    assert rig.alert(KIND, "k0") is None
     rig.run(300, idle, kernels)  # now 300 of 600 s waited
-    assert rig.alert("k0", KIND) is not None
+    assert rig.alert(KIND, "k0") is not None
 
 
 def test_resolves_when_the_gpu_gets_fed(tmp_path: Path):
@@ -100,10 +101,10 @@ def test_resolves_when_the_gpu_gets_fed(tmp_path: Path):
     idle, kernels = loading()
     busy, _ = loading(util=95.0)
     rig.run(300, idle, kernels)
-    first = rig.alert("k0", KIND)
+    first = rig.alert(KIND, "k0")
     assert first is not None
     rig.run(310, busy, kernels)  # 300 s waiting, 310 s working, in the 600 s window
-    assert rig.alert("k0", KIND) is None
+    assert rig.alert(KIND, "k0") is None
     gone = rig.alerts.get(first.id)
     assert gone is not None and gone.resolved is not None
 
@@ -112,9 +113,9 @@ def test_resolves_when_the_kernel_is_gone(tmp_path: Path):
     rig = starved_rig(tmp_path)
     gpus, kernels = loading()
     rig.run(300, gpus, kernels)
-    assert rig.alert("k0", KIND) is not None
+    assert rig.alert(KIND, "k0") is not None
     rig.step(gpus, [])
-    assert rig.alert("k0", KIND) is None
+    assert rig.alert(KIND, "k0") is None
 
 
 def test_cost_follows_the_memory_split_of_a_shared_gpu(tmp_path: Path):
@@ -123,7 +124,7 @@ def test_cost_follows_the_memory_split_of_a_shared_gpu(tmp_path: Path):
     kernels = [kernel("a", "a.ipynb", {"GPU-0": 6 * GiB}, busy=True),
                kernel("b", "b.ipynb", {"GPU-0": 2 * GiB}, busy=True)]
     rig.run(360, gpus, kernels)
-    a, b = rig.alert("a", KIND), rig.alert("b", KIND)
+    a, b = rig.alert(KIND, "a"), rig.alert(KIND, "b")
     assert a is not None and b is not None
     gpu_rate = rig.pricing.gpu_rate_per_hour
     assert gpu_rate is not None
@@ -136,7 +137,7 @@ def test_unpriced_server_names_no_cost(tmp_path: Path):
     rig = starved_rig(tmp_path, instance_type=None)
     gpus, kernels = loading()
     rig.run(300, gpus, kernels)
-    alert = rig.alert("k0", KIND)
+    alert = rig.alert(KIND, "k0")
     assert alert is not None
     assert alert.details["waiting_cost"] is None and "cost" not in alert.message.split(".")[1]
 
@@ -147,7 +148,7 @@ def test_thresholds_come_from_the_config(tmp_path: Path):
     rig = starved_rig(tmp_path, config=config)
     gpus, kernels = loading(util=40.0)  # below 50%
     rig.run(30, gpus, kernels)
-    alert = rig.alert("k0", KIND)
+    alert = rig.alert(KIND, "k0")
     assert alert is not None and alert.details["window_seconds"] == 60
 
 
@@ -175,7 +176,8 @@ def costguard_config(tmp_path: Path) -> dict[str, Any]:
 
 async def test_real_kernel_waiting_on_its_gpu_is_flagged(jp_fetch: Any, jp_serverapp: Any):
     service = jp_serverapp.web_app.settings["costguard_service"]
-    rule = next(r for r in service.guard.rules if isinstance(r, StarvedGpuRule))
+    guard = jp_serverapp.web_app.settings["costguard_guard"]
+    rule = next(r for r in guard.rules if isinstance(r, StarvedGpuRule))
     assert rule.config.starved_window_seconds == 4.0  # the trait reached the rule
     # starved_min_busy_seconds has no server option: shrink it to fit the 4 s window
     rule.config = dataclasses.replace(rule.config, starved_min_busy_seconds=1.5)

@@ -8,54 +8,32 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from jupyter_costguard.alerts.store import Alert, AlertStore
-from jupyter_costguard.cost.ledger import Ledger
-from jupyter_costguard.cost.pricing import Catalog, InstanceType, resolve_pricing
-from jupyter_costguard.cost.service import Published
-from jupyter_costguard.cost.views import Views
-from jupyter_costguard.guard import Guard, GuardConfig, Rule
+from jupyter_costguard.cost.catalog import Catalog, InstanceType
+from jupyter_costguard.guard import GuardConfig
 from jupyter_costguard.guard.training import HEADROOM, TrainingSizedRule
 from jupyter_costguard.sampling.records import (
-    GpuReading,
     GpuSample,
-    HostSample,
-    KernelInfo,
     KernelSample,
-    Sample,
 )
-
-from .conftest import GiB, get_json, start_session, write_trace
+from tests.support.guard_harness import A100_40, InstanceHarness, gpu, kernel
+from tests.support.rest import get_json, start_session
+from tests.support.traces import write_trace
+from tests.support.units import GiB
 
 KIND = "training-sized-interactive"
-A100 = "NVIDIA A100-SXM4-40GB"
 T4 = "Tesla T4"
 
 
 # --- synthetic samples ---------------------------------------------------------------------
 
 
-def gpu(i: int, util: float | None, used: int = 0, total: int = 40 * GiB,
-        name: str = A100) -> GpuSample:
-    return GpuSample(index=i, uuid=f"GPU-{i}", name=name, memory_total_bytes=total,
-                     memory_used_bytes=used, utilization_percent=util, power_watts=None)
-
-
-def kernel(kid: str, path: str | None, held: dict[str, int] | None = None,
-           busy: bool = False) -> KernelSample:
-    info = KernelInfo(kernel_id=kid, name="python3", pid=1000, execution_state=(
-        "busy" if busy else "idle"), last_activity=0.0, connections=1, path=path)
-    return KernelSample(info=info, pids=(1000,), cpu_seconds=0.0, rss_bytes=0,
-                        gpu_memory_bytes=dict(held or {}))
-
-
 def exploring(util: float | None = 2.0, used: int = 6 * GiB, gpus: int = 8,
-              name: str = A100, total: int = 40 * GiB) -> tuple[list[GpuSample],
+              name: str = A100_40, total: int = 40 * GiB) -> tuple[list[GpuSample],
                                                               list[KernelSample]]:
     """Kernel k0 (explore.ipynb) holds `used` on GPU 0 at `util`; the other GPUs are free."""
     devices = [gpu(0, util, used, total, name)] + [gpu(i, 0.0, 0, total, name)
@@ -63,43 +41,8 @@ def exploring(util: float | None = 2.0, used: int = 6 * GiB, gpus: int = 8,
     return devices, [kernel("k0", "explore.ipynb", {"GPU-0": used})]
 
 
-class Rig:
-    """A Guard with real alert store, ledger and catalog, fed synthetic samples."""
-
-    def __init__(self, tmp_path: Path, instance_type: str | None = "p4d.24xlarge",
-                 hourly_rate: float | None = None, config: GuardConfig | None = None,
-                 rules: Callable[[GuardConfig], Sequence[Rule]] | None = None,
-                 market: str = "on-demand") -> None:
-        self.catalog = Catalog.load()
-        self.pricing = resolve_pricing(self.catalog, instance_type=instance_type, environ={},
-                                       gpu=None, host=None, hourly_rate=hourly_rate,
-                                       market=market)
-        self.config = config or GuardConfig()
-        self.t = 1_700_000_000.0
-        self.alerts = AlertStore(None, clock=lambda: self.t)
-        self.ledger = Ledger(tmp_path / "ledger.sqlite", now=self.t)
-        chosen = rules(self.config) if rules else [TrainingSizedRule(self.config)]
-        self.guard = Guard(self.config, chosen, self.alerts, self.ledger, self.catalog)
-
-    def step(self, gpus: Sequence[GpuSample], kernels: Sequence[KernelSample],
-             dt: float = 2.0, cpu_percent: float = 3.0, cpu_count: int = 96,
-             memory_used: int = 12 * GiB) -> None:
-        self.t += dt
-        sample = Sample(
-            time=self.t, interval=dt, gpu=GpuReading(status="ok", gpus=tuple(gpus)),
-            host=HostSample(cpu_count=cpu_count, cpu_percent=cpu_percent,
-                            memory_total_bytes=1152 * GiB, memory_used_bytes=memory_used),
-            kernels=tuple(kernels), simulated=True)
-        self.guard.evaluate(Published(sample=sample, cost=None, pricing=self.pricing,
-                                      views=Views(time=self.t)))
-
-    def run(self, seconds: float, gpus: Sequence[GpuSample], kernels: Sequence[KernelSample],
-            dt: float = 5.0, **host: Any) -> None:
-        for _ in range(round(seconds / dt)):
-            self.step(gpus, kernels, dt, **host)
-
-    def alert(self, key: str = "instance", kind: str = KIND) -> Alert | None:
-        return self.alerts.find(kind, key)
+def training_rig(tmp_path: Path, **kw: Any) -> InstanceHarness:
+    return InstanceHarness(tmp_path, lambda c: [TrainingSizedRule(c)], **kw)
 
 
 def cheapest_by_hand(catalog: Catalog, mem_gib: float, gpus: int, vcpus: float,
@@ -175,10 +118,10 @@ def test_cheapest_fitting_is_stable_on_ties():
 
 
 def test_exploration_on_p4d_warns_with_the_cheapest_fitting_instance(tmp_path: Path):
-    rig = Rig(tmp_path)
+    rig = training_rig(tmp_path)
     gpus, kernels = exploring()
     rig.run(1800, gpus, kernels)
-    alert = rig.alert()
+    alert = rig.alert(KIND, "instance")
     assert alert is not None and alert.severity == "warning"
     assert alert.notebook == "explore.ipynb"
     assert alert.title == "Training-sized instance used interactively"
@@ -209,21 +152,21 @@ def test_exploration_on_p4d_warns_with_the_cheapest_fitting_instance(tmp_path: P
 
 
 def test_suggestion_follows_the_peak_gpu_memory(tmp_path: Path):
-    rig = Rig(tmp_path)
+    rig = training_rig(tmp_path)
     gpus, kernels = exploring(used=20 * GiB)
     rig.run(1000, gpus, kernels)
-    alert = rig.alert()
+    alert = rig.alert(KIND, "instance")
     assert alert is not None
     assert alert.details["suggestion"]["instance_type"] == "g6.xlarge"  # 24 GB L4 < A10G
 
 
 def test_two_gpus_held_need_two_gpus(tmp_path: Path):
-    rig = Rig(tmp_path)
+    rig = training_rig(tmp_path)
     gpus = [gpu(0, 3.0, 30 * GiB), gpu(1, 1.0, 30 * GiB)] + [gpu(i, 0.0) for i in range(2, 8)]
     kernels = [kernel("k0", "a.ipynb", {"GPU-0": 30 * GiB}),
                kernel("k1", "b.ipynb", {"GPU-1": 30 * GiB})]
     rig.run(1000, gpus, kernels, cpu_percent=10.0)
-    alert = rig.alert()
+    alert = rig.alert(KIND, "instance")
     assert alert is not None
     d = alert.details
     assert d["gpus_held"] == 2 and d["peak_cpu_cores"] == pytest.approx(9.6)
@@ -234,54 +177,54 @@ def test_two_gpus_held_need_two_gpus(tmp_path: Path):
 
 
 def test_busy_gpus_are_not_interactive(tmp_path: Path):
-    rig = Rig(tmp_path)
+    rig = training_rig(tmp_path)
     gpus, kernels = exploring(util=90.0)
     rig.run(1800, gpus, kernels)
-    assert rig.alert() is None
+    assert rig.alert(KIND, "instance") is None
 
 
 def test_one_gpu_training_on_a_big_box_is_not_interactive(tmp_path: Path):
     """Only the GPUs kernels hold are judged: 90% on the one held GPU is busy."""
-    rig = Rig(tmp_path)
+    rig = training_rig(tmp_path)
     gpus, kernels = exploring(util=90.0, used=30 * GiB)
     rig.run(1800, gpus, kernels)
-    assert rig.alert() is None
+    assert rig.alert(KIND, "instance") is None
 
 
 def test_small_instance_is_not_training_sized(tmp_path: Path):
-    rig = Rig(tmp_path, instance_type="g4dn.xlarge")
+    rig = training_rig(tmp_path, instance_type="g4dn.xlarge")
     gpus, kernels = exploring(gpus=1, name=T4, total=16 * GiB)
     rig.run(1800, gpus, kernels)
-    assert rig.alert() is None
+    assert rig.alert(KIND, "instance") is None
 
 
 def test_nothing_before_the_window_is_covered(tmp_path: Path):
-    rig = Rig(tmp_path)  # 1800 s window, speaks at 50% coverage
+    rig = training_rig(tmp_path)  # 1800 s window, speaks at 50% coverage
     gpus, kernels = exploring()
     rig.run(880, gpus, kernels)
-    assert rig.alert() is None
+    assert rig.alert(KIND, "instance") is None
     rig.run(30, gpus, kernels)
-    assert rig.alert() is not None
+    assert rig.alert(KIND, "instance") is not None
 
 
 def test_nothing_while_no_kernel_holds_a_gpu(tmp_path: Path):
-    rig = Rig(tmp_path)
+    rig = training_rig(tmp_path)
     gpus, _ = exploring(used=0)
     rig.run(1800, gpus, [kernel("k0", "explore.ipynb")])
-    assert rig.alert() is None
+    assert rig.alert(KIND, "instance") is None
 
 
 def test_resolves_when_utilisation_rises(tmp_path: Path):
-    rig = Rig(tmp_path, config=GuardConfig(interactive_window_seconds=600))
+    rig = training_rig(tmp_path, config=GuardConfig(interactive_window_seconds=600))
     gpus, kernels = exploring()
     rig.run(600, gpus, kernels)
-    first = rig.alert()
+    first = rig.alert(KIND, "instance")
     assert first is not None
     busy, _ = exploring(util=90.0)
     rig.run(60, busy, kernels)  # (60×90 + 540×2)/600 ≈ 11%: still interactive
-    assert rig.alert() is not None
+    assert rig.alert(KIND, "instance") is not None
     rig.run(120, busy, kernels)  # ≈ 29%: working
-    assert rig.alert() is None
+    assert rig.alert(KIND, "instance") is None
     resolved = rig.alerts.get(first.id)
     assert resolved is not None and resolved.resolved is not None
 
@@ -289,20 +232,20 @@ def test_resolves_when_utilisation_rises(tmp_path: Path):
 def test_no_gpu_memory_used_suggests_a_cpu_instance(tmp_path: Path):
     """A kernel that holds a GPU context but no memory (e.g. attributed by mapping libcuda
     with nothing to share) needs no GPU at all."""
-    rig = Rig(tmp_path)
+    rig = training_rig(tmp_path)
     gpus = [gpu(i, 0.0) for i in range(8)]
     rig.run(1000, gpus, [kernel("k0", "explore.ipynb", {"GPU-0": 0})])
-    alert = rig.alert()
+    alert = rig.alert(KIND, "instance")
     assert alert is not None
     s = alert.details["suggestion"]
     assert s["instance_type"] == "m5.xlarge" and s["gpu_count"] == 0 and s["gpu_model"] is None
 
 
 def test_any_provider_when_not_restricted(tmp_path: Path):
-    rig = Rig(tmp_path, config=GuardConfig(suggest_same_provider=False))
+    rig = training_rig(tmp_path, config=GuardConfig(suggest_same_provider=False))
     gpus, kernels = exploring()
     rig.run(1000, gpus, kernels)
-    alert = rig.alert()
+    alert = rig.alert(KIND, "instance")
     assert alert is not None
     best = cheapest_by_hand(rig.catalog, 6 * HEADROOM, 1, 3, 12 * HEADROOM)
     s = alert.details["suggestion"]
@@ -312,20 +255,20 @@ def test_any_provider_when_not_restricted(tmp_path: Path):
 
 def test_no_cheaper_instance_fits(tmp_path: Path):
     """Everything the box has is in use on the host: nothing smaller fits, no suggestion."""
-    rig = Rig(tmp_path)
+    rig = training_rig(tmp_path)
     gpus, kernels = exploring()
     rig.run(1000, gpus, kernels, cpu_percent=100.0, memory_used=1000 * GiB)
-    alert = rig.alert()
+    alert = rig.alert(KIND, "instance")
     assert alert is not None and alert.details["suggestion"] is None
     assert "No cheaper aws instance in the catalog fits" in alert.message
 
 
 def test_unpriced_server_seen_with_eight_big_gpus(tmp_path: Path):
-    rig = Rig(tmp_path, instance_type=None)
+    rig = training_rig(tmp_path, instance_type=None)
     assert rig.pricing.rate_per_hour is None
     gpus, kernels = exploring()
     rig.run(1000, gpus, kernels)
-    alert = rig.alert()
+    alert = rig.alert(KIND, "instance")
     assert alert is not None
     d = alert.details
     assert d["instance_type"] is None and d["rate_per_hour"] is None
@@ -337,25 +280,25 @@ def test_unpriced_server_seen_with_eight_big_gpus(tmp_path: Path):
 
 def test_rate_alone_makes_an_instance_training_sized(tmp_path: Path):
     gpus, kernels = exploring(gpus=2, name=T4, total=16 * GiB)
-    cheap = Rig(tmp_path / "a", instance_type=None, hourly_rate=4.0)
+    cheap = training_rig(tmp_path / "a", instance_type=None, hourly_rate=4.0)
     cheap.run(1000, gpus, kernels)
-    assert cheap.alert() is None
-    dear = Rig(tmp_path / "b", instance_type=None, hourly_rate=12.0)
+    assert cheap.alert(KIND, "instance") is None
+    dear = training_rig(tmp_path / "b", instance_type=None, hourly_rate=12.0)
     dear.run(1000, gpus, kernels)
-    alert = dear.alert()
+    alert = dear.alert(KIND, "instance")
     assert alert is not None and alert.details["rate_per_hour"] == 12.0
     # ... and a rule without a rate floor ignores the rate
-    off = Rig(tmp_path / "c", instance_type=None, hourly_rate=12.0,
-              config=GuardConfig(training_min_rate_per_hour=None))
+    off = training_rig(tmp_path / "c", instance_type=None, hourly_rate=12.0,
+                       config=GuardConfig(training_min_rate_per_hour=None))
     off.run(1000, gpus, kernels)
-    assert off.alert() is None
+    assert off.alert(KIND, "instance") is None
 
 
 def test_unknown_utilisation_is_not_judged(tmp_path: Path):
-    rig = Rig(tmp_path)
+    rig = training_rig(tmp_path)
     gpus, kernels = exploring(util=None)
     rig.run(1000, gpus, kernels)
-    assert rig.alert() is None
+    assert rig.alert(KIND, "instance") is None
 
 
 # --- a real server and a real kernel -------------------------------------------------------

@@ -3,7 +3,7 @@
 Manifests are held to the Kubernetes API schema that ships with the official client (its
 models: a field they do not know would be dropped by the API server). Submit, status, logs
 and cancel go through the official client to a loopback stand-in of the API server
-(`tests/k8s_standin.py`) that checks what it receives; the tests play the cluster by editing
+(`tests/support/k8s_standin.py`) that checks what it receives; the tests play the cluster by editing
 its objects. The pod side runs for real: the container's command, run on this machine on the
 ConfigMap the stand-in received, runs the job runner in a real kernel.
 """
@@ -27,18 +27,13 @@ from typing import Any
 import pytest
 
 from jupyter_costguard.offload.backends.kubernetes import manifest
-from jupyter_costguard.offload.backends.kubernetes.backend import (
-    KubernetesBackend,
-    derive,
-    new_log_lines,
-    unknown_fields,
-)
+from jupyter_costguard.offload.backends.kubernetes.backend import KubernetesBackend, unknown_fields
 from jupyter_costguard.offload.backends.kubernetes.manifest import KubernetesSettings
-from jupyter_costguard.offload.runner import read_json, write_json
-from jupyter_costguard.offload.service import JobError
+from jupyter_costguard.offload.backends.kubernetes.status import derive, new_log_lines
+from jupyter_costguard.offload.errors import JobError
+from jupyter_costguard.offload.jobdir import read_json, write_json
 from jupyter_costguard.offload.spec import Job, JobSpec, Resources, SpecCell
-
-from .k8s_standin import TOKEN, Failure, StandIn, nano_rfc3339, run_locally
+from tests.support.k8s_standin import TOKEN, Failure, StandIn, nano_rfc3339, run_locally
 
 kubernetes = pytest.importorskip("kubernetes")
 
@@ -204,7 +199,7 @@ def test_manifests_are_kubernetes_objects_the_client_schema_knows_field_by_field
     (container,) = pod["containers"]
     assert container["image"] == IMAGE and container["workingDir"] == "/costguard/work"
     assert container["command"] == ["python", "-m",
-                                    "jupyter_costguard.offload.backends.kubernetes.backend", "pod",
+                                    "jupyter_costguard.offload.backends.kubernetes.pod", "pod",
                                     "/costguard/job", "/costguard/work"]
     assert container["resources"] == {
         "requests": {"cpu": "7500m", "memory": "61440Mi"},
@@ -443,7 +438,7 @@ def test_a_failed_job_says_the_runners_reason_or_kubernetes(tmp_path, standin, c
     pod = standin.add_pod(ref)
     standin.schedule(pod)
     standin.end(pod, 1, "/usr/bin/python: Error while finding module specification for "
-                "'jupyter_costguard.offload.backends.kubernetes.backend' "
+                "'jupyter_costguard.offload.backends.kubernetes.pod' "
                 "(ModuleNotFoundError: No module named "
                 "'jupyter_costguard')")
     standin.finish_job(ref, ok=False, reason="BackoffLimitExceeded")
@@ -632,7 +627,7 @@ def test_the_pods_command_refuses_a_missing_input(tmp_path):
     env = {**os.environ, "COSTGUARD_TERMINATION_LOG": str(tmp_path / "msg")}
     (tmp_path / "empty").mkdir()
     done = subprocess.run([sys.executable, "-m",
-                           "jupyter_costguard.offload.backends.kubernetes.backend", "pod",
+                           "jupyter_costguard.offload.backends.kubernetes.pod", "pod",
                            str(tmp_path / "empty"), str(tmp_path / "work")],
                           env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == manifest.EXIT_USAGE  # FailJob: retrying cannot help
@@ -657,7 +652,8 @@ async def _wait(predicate: Any, timeout: float = 60.0) -> None:
 
 async def test_jobs_api_runs_follows_and_cancels_kubernetes_jobs(
         jp_fetch, jp_serverapp, jp_root_dir, tmp_path, standin, configuration):
-    from .test_offload_api import code, full_log, job, submit, wait_job, write_notebook
+    from tests.support.jobs import full_log, job, submit, wait_job
+    from tests.support.notebooks import code, write_notebook
 
     service = jp_serverapp.web_app.settings["costguard_jobs"]
     store = tmp_path / "store"

@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 from jupyter_client import BlockingKernelClient
 
-from .nvmlstub import Gpu, Proc, Scenario, subprocess_env
-from .server_proc import ServerProcess
+from tests.support.nvmlstub import Gpu, Proc, Scenario, subprocess_env
+from tests.support.server_proc import ServerProcess
+from tests.support.units import GiB
 
-GiB = 1 << 30
 pytestmark = pytest.mark.timeout(240)
 
 A100 = "NVIDIA A100-SXM4-40GB"

@@ -18,30 +18,15 @@ import pytest
 from tornado.httpclient import HTTPClientError
 
 from jupyter_costguard import checkpoint
+from jupyter_costguard.offload.backends.base import Backend
+from tests.support.jobs import full_log, job, post, submit, wait_job
+from tests.support.notebooks import code, markdown, write_notebook
+from tests.support.openapi_check import validate
+from tests.support.processes import alive
+from tests.support.rest import get_json, start_session
 
-from .conftest import Fetch, get_json, start_session
-from .openapi_check import validate
-
-
-def code(cell_id: str, source: str) -> dict[str, Any]:
-    return {"id": cell_id, "cell_type": "code", "source": source, "metadata": {},
-            "outputs": [], "execution_count": None}
-
-
-def markdown(cell_id: str, source: str) -> dict[str, Any]:
-    return {"id": cell_id, "cell_type": "markdown", "source": source, "metadata": {}}
-
-
-def write_notebook(root: Path, name: str, cells: list[dict[str, Any]]) -> Path:
-    path = root / name
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({
-        "nbformat": 4, "nbformat_minor": 5, "cells": cells,
-        "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3",
-                                    "language": "python"}},
-    }))
-    return path
-
+# jobs outlive their server by design; a test's must not outlive the test
+pytestmark = pytest.mark.usefixtures("no_leftover_jobs")
 
 PRODUCT = [
     code("a", "a = 6"),
@@ -56,81 +41,6 @@ PRODUCT = [
 def costguard_config(costguard_config: dict[str, Any], tmp_path: Path) -> dict[str, Any]:
     return {**costguard_config, "jobs_dir": str(tmp_path / "jobs"),
             "offload_poll_interval": 0.1, "offload_retry_backoff_seconds": 0.2}
-
-
-@pytest.fixture(autouse=True)
-def no_leftover_jobs(tmp_path: Path):
-    """Jobs outlive their server by design; a test's must not outlive the test."""
-    yield
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            cmdline = (proc / "cmdline").read_bytes()
-        except OSError:
-            continue
-        if b"jupyter_costguard.offload.runner" in cmdline and str(tmp_path).encode() in cmdline:
-            try:
-                os.killpg(int(proc.name), signal.SIGKILL)
-            except OSError:
-                pass
-
-
-async def post(jp_fetch: Fetch, *parts: str, body: Any = None, code: int = 200) -> Any:
-    resp = await jp_fetch("costguard", "api", *parts, method="POST",
-                          body=json.dumps(body) if body is not None else "")
-    assert resp.code == code
-    doc = json.loads(resp.body)
-    validate("/" + "/".join(parts), code, doc, method="post")
-    return doc
-
-
-async def submit(jp_fetch: Fetch, notebook: str, selected: list[str], **extra: Any) -> Any:
-    return await post(jp_fetch, "jobs", body={"notebook": notebook, "selected": selected,
-                                              **extra}, code=201)
-
-
-async def job(jp_fetch: Fetch, job_id: int) -> Any:
-    doc = await get_json(jp_fetch, "costguard", "api", "jobs", str(job_id))
-    validate(f"/jobs/{job_id}", 200, doc)
-    return doc
-
-
-async def wait_job(jp_fetch: Fetch, job_id: int, predicate: Any = None,
-                   timeout: float = 90.0) -> Any:
-    predicate = predicate or (lambda d: d["state"] in ("succeeded", "failed", "cancelled",
-                                                        "lost"))
-    deadline = time.monotonic() + timeout
-    doc: Any = None
-    while time.monotonic() < deadline:
-        doc = await job(jp_fetch, job_id)
-        if predicate(doc):
-            return doc
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"job {job_id}: condition not met in {timeout}s; last: {doc}")
-
-
-async def full_log(jp_fetch: Fetch, job_id: int) -> str:
-    text, offset = "", 0
-    while True:
-        chunk = await get_json(jp_fetch, "costguard", "api", "jobs", str(job_id), "log",
-                               params={"offset": str(offset), "limit": "7"})
-        validate(f"/jobs/{job_id}/log", 200, chunk)
-        text += chunk["text"]
-        if chunk["next_offset"] == offset:
-            return text
-        offset = chunk["next_offset"]
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 async def test_selected_cell_runs_with_exactly_the_cells_it_needs(jp_fetch, jp_root_dir,
@@ -171,7 +81,7 @@ async def test_selected_cell_runs_with_exactly_the_cells_it_needs(jp_fetch, jp_r
     # ... and what `%costguard fetch N` does in an IPython shell
     from IPython.core.interactiveshell import InteractiveShell
 
-    from jupyter_costguard.kernel.widget import _costguard_magic
+    from jupyter_costguard.kernel.magics import _costguard_magic
 
     shell = InteractiveShell.instance()
     shell.register_magic_function(_costguard_magic, magic_kind="line", magic_name="costguard")
@@ -594,7 +504,7 @@ async def test_deleting_job_metrics_needs_a_pushgateway(jp_fetch, jp_root_dir):
 
 async def test_a_backend_that_cannot_start_a_job_fails_it_with_the_reason(jp_fetch, jp_root_dir,
                                                                           jp_serverapp):
-    class Broken:
+    class Broken(Backend):
         name = "broken"
 
         def launch(self, job, job_dir, environment):

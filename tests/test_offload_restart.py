@@ -6,10 +6,13 @@ import json
 import time
 from pathlib import Path
 
-from .server_proc import ServerProcess
-from .test_offload_api import alive, code, no_leftover_jobs, write_notebook
+import pytest
 
-__all__ = ["no_leftover_jobs"]  # the fixture, used here too
+from tests.support.notebooks import code, write_notebook
+from tests.support.processes import alive
+from tests.support.server_proc import ServerProcess
+
+pytestmark = pytest.mark.usefixtures("no_leftover_jobs")
 
 STEPS = ("import time\nfor i in range(10):\n    print('step', i, flush=True)\n"
          "    time.sleep(0.5)\nfinished = True")

@@ -9,9 +9,9 @@ import pytest
 
 from jupyter_costguard.cost.ledger import HISTORY_BUCKET_SECONDS, Ledger
 from jupyter_costguard.cost.spend import IntervalCost, Share
-
-from .conftest import GiB, write_trace
-from .server_proc import ServerProcess
+from tests.support.server_proc import ServerProcess
+from tests.support.traces import write_trace
+from tests.support.units import GiB
 
 
 def _cost(total: float, **shares: float) -> IntervalCost:

@@ -9,17 +9,19 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_costguard.cost.pricing import (
-    ENV_INSTANCE_TYPE,
+from jupyter_costguard.cost.catalog import (
     HOST_PER_GIB_HOUR,
     HOST_PER_VCPU_HOUR,
-    HOURLY_RATE_GPU_SHARE,
     Catalog,
     CatalogError,
     InstanceType,
-    Pricing,
     default_gpu_share,
     normalize_gpu_name,
+)
+from jupyter_costguard.cost.pricing import (
+    ENV_INSTANCE_TYPE,
+    HOURLY_RATE_GPU_SHARE,
+    Pricing,
     provider_from_dmi,
     resolve_pricing,
 )

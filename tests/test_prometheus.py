@@ -20,31 +20,17 @@ from typing import Any
 
 import prometheus_client
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 from tornado.httpclient import HTTPClientError
 
-from .conftest import GiB, wait_for, write_trace
-from .server_proc import ServerProcess, free_port
-from .services import require_binary, stop
+from tests.support.exposition import costguard_lines, samples
+from tests.support.rest import wait_for
+from tests.support.server_proc import ServerProcess, free_port
+from tests.support.services import require_binary, stop
+from tests.support.traces import write_trace
+from tests.support.units import GiB
 
 HOURLY_RATE = 36.0
 NOTEBOOK = "nb.ipynb"
-
-
-def costguard_lines(exposition: str) -> str:
-    """Only costguard's families (HELP, TYPE and samples) out of a whole exposition."""
-    keep = [line for line in exposition.splitlines()
-            if line.startswith(("costguard_", "# HELP costguard_", "# TYPE costguard_"))]
-    return "\n".join(keep) + "\n"
-
-
-def samples(exposition: str) -> dict[str, list[tuple[dict[str, str], float]]]:
-    """Sample name -> [(labels, value)] for costguard's families."""
-    out: dict[str, list[tuple[dict[str, str], float]]] = {}
-    for family in text_string_to_metric_families(costguard_lines(exposition)):
-        for s in family.samples:
-            out.setdefault(s.name, []).append((s.labels, s.value))
-    return out
 
 
 # --- a real server process, shared by the tests that scrape it -------------------------

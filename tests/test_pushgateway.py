@@ -32,10 +32,10 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from jupyter_costguard import jobmetrics
 from jupyter_costguard.metrics import pushgateway
+from jupyter_costguard.offload import jobdir
 from jupyter_costguard.offload.spec import Job, JobSpec, Resources, SpecCell
-
-from .server_proc import free_port
-from .services import require_binary, stop
+from tests.support.server_proc import free_port
+from tests.support.services import require_binary, stop
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
@@ -115,7 +115,7 @@ def run_job(tmp_path: Path, job_id: int, code: str, environment: dict[str, str]
         "id": job_id, "spec": spec.to_json(), "checkpoint_dir": str(job_dir / "checkpoints"),
         "environment": environment}))
     env = child_env()
-    env.pop(pushgateway.ENV_URL, None)  # only what the job's environment says
+    env.pop(jobdir.ENV_PUSHGATEWAY_URL, None)  # only what the job's environment says
     proc = subprocess.run([sys.executable, "-m", "jupyter_costguard.offload.runner",
                            str(job_dir)], env=env, cwd=ROOT, capture_output=True, text=True,
                           timeout=180)
@@ -166,7 +166,7 @@ def test_a_jobs_runner_code_and_server_push_to_one_group(gateway: str, tmp_path:
             assert jobmetrics.record("epoch_seconds", seconds, epoch=epoch)
         assert jobmetrics.record("final_loss", 0.25)
     """)
-    rc, log = run_job(tmp_path, 77, code, {pushgateway.ENV_URL: gateway})
+    rc, log = run_job(tmp_path, 77, code, {jobdir.ENV_PUSHGATEWAY_URL: gateway})
     assert rc == 0, log
     assert f"metrics pushed to {gateway}" in log
 
@@ -222,7 +222,7 @@ def test_jobmetrics_keeps_every_label_set(gateway: str) -> None:
         assert not jobmetrics.record("bad name", 1.0)
         assert not jobmetrics.record("loss", "many", split="x")
         print(sorted(jobmetrics.values()["costguard_user_loss"].items()))
-    """)], env=child_env(**{pushgateway.ENV_URL: gateway, "COSTGUARD_JOB_ID": "5"}),
+    """)], env=child_env(**{jobdir.ENV_PUSHGATEWAY_URL: gateway, "COSTGUARD_JOB_ID": "5"}),
         capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stderr.count("ignored") == 3, out.stderr
@@ -284,7 +284,7 @@ def test_a_job_with_an_unreachable_gateway_succeeds(tmp_path: Path) -> None:
         assert jobmetrics.record("epoch_seconds", 2.0, epoch=2) is False  # quiet for a while
         print("trained")
     """)
-    rc, log = run_job(tmp_path, 9, code, {pushgateway.ENV_URL: closed})
+    rc, log = run_job(tmp_path, 9, code, {jobdir.ENV_PUSHGATEWAY_URL: closed})
     assert rc == 0, log
     assert "trained" in log and "job succeeded" in log
     assert f"could not push metrics to {closed}" in log  # the runner's own push
@@ -294,7 +294,7 @@ def test_a_job_with_an_unreachable_gateway_succeeds(tmp_path: Path) -> None:
 
 def test_jobmetrics_outside_a_job_says_so_once(monkeypatch: pytest.MonkeyPatch,
                                                caplog: pytest.LogCaptureFixture) -> None:
-    monkeypatch.delenv(pushgateway.ENV_URL, raising=False)
+    monkeypatch.delenv(jobdir.ENV_PUSHGATEWAY_URL, raising=False)
     monkeypatch.delenv("COSTGUARD_JOB_ID", raising=False)
     monkeypatch.setattr(jobmetrics, "_said_not_configured", False)
     monkeypatch.setattr(jobmetrics, "_values", {})
@@ -447,7 +447,8 @@ class TestThroughTheServer:
 
     async def test_submit_push_and_delete(self, jp_fetch: Any, jp_root_dir: Path,
                                           gateway: str) -> None:
-        from .test_offload_api import code, submit, wait_job, write_notebook
+        from tests.support.jobs import submit, wait_job
+        from tests.support.notebooks import code, write_notebook
 
         # long enough for the server to sample the job's kernel (0.25 s samples) a few times
         write_notebook(jp_root_dir, "pushed.ipynb", [code(

@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from jupyter_costguard.cost.ledger import Ledger
-from jupyter_costguard.cost.service import CostService, PricingConfig
+from jupyter_costguard.cost.pricing import PricingConfig
+from jupyter_costguard.cost.service import CostService
 from jupyter_costguard.sampling.replay import ReplaySource
 from jupyter_costguard.sampling.telemetry import Telemetry
-
-from .conftest import write_trace
+from tests.support.traces import write_trace
 
 
 def _service(tmp_path: Path, config: PricingConfig, environ: dict[str, str]) -> CostService:

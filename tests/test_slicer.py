@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from jupyter_costguard.offload.slicer import Slice, SlicedCell, SliceError, slice_cells
+from jupyter_costguard.offload.slicing import Slice, SlicedCell, SliceError, slice_cells
 
 MD = "md:"  # a source starting with this makes a markdown cell
 

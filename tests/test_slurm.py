@@ -1,6 +1,7 @@
 """The Slurm backend against a real Slurm: a single-node cluster on localhost (see
-slurm_cluster.py), a real Jupyter server in its own process, cells offloaded through the REST
-API and run by the same job runner as locally, in real kernels, as Slurm batch jobs.
+tests/support/slurm_cluster.py), a real Jupyter server in its own process, cells offloaded
+through the REST API and run by the same job runner as locally, in real kernels, as Slurm batch
+jobs.
 
 Without root or the Slurm packages these tests are skipped, except in CI (``CI=true``), where
 scripts/test.sh installs the packages and a skip would hide a broken backend: there they fail.
@@ -23,10 +24,9 @@ import pytest
 from jupyter_costguard import checkpoint
 from jupyter_costguard.offload.backends.slurm import SlurmBackend, parse_scontrol, time_minutes
 from jupyter_costguard.offload.spec import Job, JobSpec, Resources, SpecCell
-
-from .server_proc import ServerProcess
-from .slurm_cluster import SlurmCluster, unavailable
-from .test_offload_api import code, write_notebook
+from tests.support.notebooks import code, write_notebook
+from tests.support.server_proc import ServerProcess
+from tests.support.slurm_cluster import SlurmCluster, unavailable
 
 ENDED = ("succeeded", "failed", "cancelled", "lost")
 #: a notebook directory with a space in it: the batch script must quote it

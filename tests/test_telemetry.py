@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from jupyter_costguard.sampling.records import GpuProcess, GpuSample, KernelInfo
 from jupyter_costguard.sampling.telemetry import attribute_gpus
-
-GiB = 1 << 30
+from tests.support.units import GiB
 
 
 class FakeProbe:

@@ -14,18 +14,21 @@ import os
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from jupyter_costguard.alerts.store import AlertStore
-
-if TYPE_CHECKING:
-    from jupyter_costguard.guard.engine import Guard
+from jupyter_costguard.cost.catalog import Catalog
 from jupyter_costguard.cost.ledger import HISTORY_BUCKET_SECONDS, Ledger
-from jupyter_costguard.cost.pricing import Catalog, Pricing, provider_from_dmi, resolve_pricing
-from jupyter_costguard.cost.spend import IntervalCost, split_interval
-from jupyter_costguard.cost.views import Views, build_views, history_doc
+from jupyter_costguard.cost.pricing import (
+    Pricing,
+    PricingConfig,
+    provider_from_dmi,
+    resolve_pricing,
+)
+from jupyter_costguard.cost.published import Published
+from jupyter_costguard.cost.spend import split_interval
+from jupyter_costguard.cost.views import build_views, history_doc
 from jupyter_costguard.sampling.records import KernelInfo, Sample
 from jupyter_costguard.sampling.telemetry import Telemetry
 
@@ -35,32 +38,18 @@ log = logging.getLogger("jupyter_costguard")
 #: (the change is in memory already; it is written as soon as the worker is free).
 ALERT_WRITE_WAIT_SECONDS = 10.0
 
-
-@dataclass(frozen=True)
-class PricingConfig:
-    instance_type: str | None = None
-    hourly_rate: float | None = None
-    market: str = "on-demand"
-    currency: str = "USD"
-    gpu_share: float | None = None
-    catalog_files: tuple[str, ...] = ()
-
-
-@dataclass
-class Published:
-    """The latest sample's results; replaced whole, never mutated."""
-
-    sample: Sample | None
-    cost: IntervalCost | None
-    pricing: Pricing
-    views: Views
-    metrics: list[Any] = field(default_factory=list)
-    samples_total: int = 0
-    alert_counts: dict[tuple[str, str], int] = field(default_factory=dict)  # (kind, severity)
-    alerts_raised: dict[str, int] = field(default_factory=dict)  # kind -> raised since start
+#: Called on the worker thread with each new snapshot before it is published (the guard).
+AfterSample = Callable[[Published], object]
 
 
 class CostService:
+    """Samples, prices, records and publishes, once per tick, on one worker thread.
+
+    What runs after each sample (the guard's rules) is handed in at construction, as are the
+    alert store and the catalog when the caller shares them with those consumers; the service
+    knows them only as callables and data.
+    """
+
     def __init__(
         self,
         telemetry: Telemetry,
@@ -72,6 +61,10 @@ class CostService:
         metrics_builder: Callable[[Published], list[Any]] | None = None,
         alerts: AlertStore | None = None,
         logger: logging.Logger | None = None,
+        *,
+        catalog: Catalog | None = None,
+        worker: ThreadPoolExecutor | None = None,
+        after_sample: Sequence[AfterSample] = (),
     ) -> None:
         self.telemetry = telemetry
         self.ledger = ledger
@@ -80,13 +73,13 @@ class CostService:
         self.idle_threshold_percent = idle_threshold_percent
         self.environ = dict(os.environ if environ is None else environ)
         self.metrics_builder = metrics_builder
-        self.catalog = Catalog.load(pricing_config.catalog_files)
+        self.catalog = catalog if catalog is not None else Catalog.load(
+            pricing_config.catalog_files)
         self._pricing_key: tuple[Any, ...] | None = None
         self._pricing: Pricing | None = None
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="costguard-sampler")
+        self._executor = worker if worker is not None else new_worker()
         self._task: asyncio.Task[None] | None = None
-        #: the guard (set by the app): evaluates its rules after every sample
-        self.guard: Guard | None = None
+        self.after_sample = list(after_sample)
         self._stopping = False
         self.samples_total = 0
         # Alerts share the ledger's file; their writes run on the worker, like the ledger's.
@@ -175,8 +168,9 @@ class CostService:
                               samples_total=self.samples_total,
                               alert_counts=self.alerts.counts(now),
                               alerts_raised=self.alerts.raised())
-        if self.guard is not None:
-            self.guard.evaluate(published)
+        if self.after_sample:
+            for consume in self.after_sample:
+                consume(published)
             now = self.alerts.clock()
             after = self.alerts.summary(now)
             if after != summary:  # the rules raised or resolved something just now
@@ -270,3 +264,8 @@ class CostService:
         self.alerts.close()
         self.telemetry.close()
         self.ledger.close()
+
+
+def new_worker() -> ThreadPoolExecutor:
+    """The single worker thread that owns the ledger's database (and the alerts in it)."""
+    return ThreadPoolExecutor(max_workers=1, thread_name_prefix="costguard-sampler")

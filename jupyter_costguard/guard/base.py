@@ -13,9 +13,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from jupyter_costguard.cost.catalog import Catalog
 from jupyter_costguard.cost.ledger import Ledger
-from jupyter_costguard.cost.pricing import Catalog
-from jupyter_costguard.cost.service import Published
+from jupyter_costguard.cost.published import Published
 from jupyter_costguard.guard.config import GuardConfig
 
 
@@ -61,7 +61,7 @@ class GuardContext:
     #: the state of alert (kind, key): "active", "dismissed", "snoozed", or None when there
     #: is none — lets a rule see that the user dismissed it (e.g. cancelled a countdown)
     alert_state: Callable[[str, str], str | None] = lambda kind, key: None
-    #: batch jobs running now (the offload issue fills this in)
+    #: batch jobs running now (auto-stop counts them as work)
     running_jobs: int = 0
     #: per-notebook budget overrides read from notebook metadata (path -> amount)
     notebook_budgets: Mapping[str, float] = field(default_factory=dict)

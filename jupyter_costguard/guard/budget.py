@@ -47,14 +47,6 @@ def notebook_key(path: str) -> str:
     return NOTEBOOK_PREFIX + path
 
 
-@dataclass(frozen=True)
-class _Verdict:
-    spend: float
-    budget: float
-    source: str  # "config" | "notebook metadata"
-    crossed: bool
-
-
 class BudgetRule:
     kind = "budget"
 

@@ -1,8 +1,14 @@
-"""The guard's settings, as plain data (traitlets stay at the configuration edge, app.py)."""
+"""The guard's settings: plain data for the rules, and the traits that set it (c.CostGuard.…).
+
+Each default is written once, on `GuardConfig`; the traits take theirs from it.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
+
+from traitlets import Bool, Float, HasTraits, Int, List, Unicode
 
 
 @dataclass(frozen=True)
@@ -51,3 +57,65 @@ class GuardConfig:
     #: ... for at least this share of its busy time in the window
     starved_min_busy_share: float = 0.5
     starved_min_busy_seconds: float = 120.0
+
+
+_D = GuardConfig()
+
+
+class GuardTraits(HasTraits):
+    """The guard's options, mixed into the server extension (`c.CostGuard.<name>`)."""
+
+    guard_enabled = Bool(True, config=True, help="Run the guard's rules after each sample.")
+    training_min_gpus = Int(_D.training_min_gpus, config=True,
+                            help="An instance with at least this many GPUs is training-sized.")
+    training_min_gpu_memory_gib = Float(_D.training_min_gpu_memory_gib, config=True,
+        help="An instance with a GPU this large (GiB) is training-sized.")
+    training_min_rate_per_hour = Float(_D.training_min_rate_per_hour, allow_none=True, config=True,
+        help="An instance at least this expensive per hour is training-sized (None: off).")
+    interactive_window_seconds = Float(_D.interactive_window_seconds, config=True,
+        help="Window over which interactive use is judged (seconds).")
+    interactive_max_utilization_percent = Float(_D.interactive_max_utilization_percent, config=True,
+        help="GPUs averaging below this over the window are idle.")
+    interactive_min_coverage = Float(_D.interactive_min_coverage, config=True,
+        help="Judge interactive use once this share of the window is sampled.")
+    suggest_same_provider = Bool(_D.suggest_same_provider, config=True,
+        help="Suggest cheaper instances of the same provider only.")
+    starved_min_busy_seconds = Float(_D.starved_min_busy_seconds, config=True,
+        help="A kernel must be busy this long before it can be starved.")
+    starved_min_busy_share = Float(_D.starved_min_busy_share, config=True,
+        help="Share of busy time the GPU must wait to call it starved.")
+    idle_kernel_seconds = Float(_D.idle_kernel_seconds, config=True,
+        help="A kernel holding GPU memory idle this long raises an alert.")
+    cull_idle_kernels = Bool(_D.cull_idle_kernels, config=True,
+        help="Shut idle GPU kernels down (after a warning). Opt-in.")
+    cull_after_seconds = Float(_D.cull_after_seconds, config=True,
+        help="Idle time after which an idle GPU kernel is shut down.")
+    cull_warning_seconds = Float(_D.cull_warning_seconds, config=True,
+        help="How long before a cull the warning comes (seconds).")
+    notebook_budget = Float(_D.notebook_budget, allow_none=True, config=True,
+        help="Budget per notebook (currency units); a notebook's metadata "
+        "costguard.budget overrides it.")
+    server_budget = Float(_D.server_budget, allow_none=True, config=True,
+                          help="Budget for the whole server (currency units).")
+    budget_warn_fraction = Float(_D.budget_warn_fraction, config=True,
+                                 help="Warn when this fraction of a budget is spent.")
+    budget_enforce = Bool(_D.budget_enforce, config=True,
+        help="At 100% of a budget, interrupt the notebook's kernels and refuse offloads.")
+    auto_stop_idle_seconds = Float(_D.auto_stop_idle_seconds, allow_none=True, config=True,
+        help="Stop after this long with nothing running and no activity (None: off).")
+    auto_stop_countdown_seconds = Float(_D.auto_stop_countdown_seconds, config=True,
+        help="Countdown announced before auto-stop (cancellable).")
+    shutdown_command = List(
+        Unicode(), config=True,
+        help="Command (argv) auto-stop runs, e.g. ['sudo', 'shutdown', '-h', 'now']; "
+        "empty: stop the Jupyter server.")
+    starved_window_seconds = Float(_D.starved_window_seconds, config=True,
+                                   help="Window over which a starved GPU is judged.")
+    starved_max_utilization_percent = Float(_D.starved_max_utilization_percent, config=True,
+        help="A busy kernel's GPU below this is waiting on data.")
+
+    def guard_config(self) -> GuardConfig:
+        names = {f.name for f in dataclasses.fields(GuardConfig)}
+        values = {n: getattr(self, n) for n in names}
+        values["shutdown_command"] = tuple(self.shutdown_command)
+        return GuardConfig(**values)

@@ -6,9 +6,9 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 
 from jupyter_costguard.alerts.store import AlertStore
+from jupyter_costguard.cost.catalog import Catalog
 from jupyter_costguard.cost.ledger import Ledger
-from jupyter_costguard.cost.pricing import Catalog
-from jupyter_costguard.cost.service import Published
+from jupyter_costguard.cost.published import Published
 from jupyter_costguard.guard.base import Act, GuardContext, Rule
 from jupyter_costguard.guard.config import GuardConfig
 
@@ -26,6 +26,9 @@ class Guard:
         ledger: Ledger,
         catalog: Catalog,
         dispatch: Callable[[Act], None] = lambda act: None,
+        *,
+        running_jobs: Callable[[], int] = lambda: 0,
+        notebook_budgets: Callable[[], Mapping[str, float]] = dict,
     ) -> None:
         self.config = config
         self.rules = list(rules)
@@ -37,8 +40,9 @@ class Guard:
         #: alerts an earlier run of the server left open, until their rule has judged
         self._leftovers: set[tuple[str, str]] | None = None
         self._started = 0.0
-        self.running_jobs: Callable[[], int] = lambda: 0
-        self.notebook_budgets: Callable[[], Mapping[str, float]] = dict
+        #: batch jobs running now, and per-notebook budget overrides (path -> amount)
+        self.running_jobs = running_jobs
+        self.notebook_budgets = notebook_budgets
 
     def _state(self, kind: str, key: str) -> str | None:
         alert = self.alerts.find(kind, key)

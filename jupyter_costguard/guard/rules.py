@@ -17,11 +17,13 @@ def default_rules(
     config: GuardConfig,
     server_activity: Callable[[], float | None] | None = None,
     gpu_busy_percent: float | None = None,
+    budget: BudgetRule | None = None,
 ) -> list[Rule]:
     """`server_activity` (newest terminal activity) and `gpu_busy_percent` let auto-stop
-    count work that happens outside kernels."""
+    count work that happens outside kernels. `budget` is the budget rule when the caller also
+    hands it to the job service (which asks it whether a notebook may still offload)."""
     autostop = AutoStopRule(config, server_activity=server_activity) if gpu_busy_percent is None \
         else AutoStopRule(config, server_activity=server_activity,
                           gpu_busy_percent=gpu_busy_percent)
     return [TrainingSizedRule(config), IdleKernelRule(config), StarvedGpuRule(config),
-            BudgetRule(config), autostop]
+            budget if budget is not None else BudgetRule(config), autostop]

@@ -36,7 +36,8 @@ from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from jupyter_costguard.cost.pricing import Catalog, InstanceType, Pricing
+from jupyter_costguard.cost.catalog import Catalog, InstanceType
+from jupyter_costguard.cost.pricing import Pricing
 from jupyter_costguard.guard.base import Finding, GuardContext, RuleResult
 from jupyter_costguard.guard.config import GuardConfig
 from jupyter_costguard.guard.window import Rolling

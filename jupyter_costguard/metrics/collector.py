@@ -15,7 +15,7 @@ from prometheus_client import REGISTRY
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from jupyter_costguard.cost.service import Published
+from jupyter_costguard.cost.published import Published
 
 
 def build_metrics(p: Published) -> list[Metric]:

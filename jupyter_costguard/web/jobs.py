@@ -7,8 +7,9 @@ from typing import Any
 from jupyter_server.auth.decorator import authorized
 from tornado import web
 
-from jupyter_costguard.offload.service import JobError, JobService
-from jupyter_costguard.web.handlers import CostguardHandler
+from jupyter_costguard.offload.errors import JobError
+from jupyter_costguard.offload.service import JobService
+from jupyter_costguard.web.base import CostguardHandler
 
 #: a submit carries the notebook's cells (sources; the UI leaves outputs out)
 MAX_SUBMIT_BYTES = 16 << 20
@@ -39,10 +40,7 @@ class JobsHandler(CostguardHandler):
             raise web.HTTPError(e.status, "%s", str(e)) from None
 
     def _body(self) -> Any:
-        raw = self.request.body or b""
-        if len(raw) > MAX_SUBMIT_BYTES:
-            raise web.HTTPError(413, "request body is larger than %d bytes", MAX_SUBMIT_BYTES)
-        return self.read_json_body(limit=MAX_SUBMIT_BYTES)
+        return self.read_json_body(limit=MAX_SUBMIT_BYTES, too_large=413)
 
     def _user(self) -> str | None:
         user = self.current_user

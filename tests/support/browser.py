@@ -13,8 +13,11 @@ from typing import Any
 
 import pytest
 
+from tests.support.notebooks import code, notebook_json
+from tests.support.server_proc import ServerProcess
+
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-DOCS = Path(__file__).resolve().parent.parent / "docs"
+DOCS = Path(__file__).resolve().parents[2] / "docs"
 SHOTS = os.environ.get("COSTGUARD_SCREENSHOTS") == "1"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update",
@@ -34,18 +37,6 @@ def need_browser() -> None:
     pytest.skip("no chromium or playwright here")
 
 
-@pytest.fixture(autouse=True)
-def jp_asyncio_loop() -> Iterator[None]:
-    """Playwright's sync API runs its own loop here; pytest-jupyter's must stay out
-    (these tests use a server in its own process, not pytest-jupyter's)."""
-    yield None
-
-
-@pytest.fixture(autouse=True)
-def jp_server_cleanup() -> Iterator[None]:
-    yield None
-
-
 def launch(playwright: Any) -> Any:
     return playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
 
@@ -60,13 +51,23 @@ def lab_settings(folder: Path) -> dict[str, str]:
     return {"JUPYTERLAB_SETTINGS_DIR": str(folder)}
 
 
-def notebook(cells: list[str]) -> str:
-    return json.dumps({
-        "cells": [{"cell_type": "code", "id": f"c{i}", "metadata": {}, "source": src,
-                   "outputs": [], "execution_count": None} for i, src in enumerate(cells)],
-        "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3",
-                                    "language": "python"}},
-        "nbformat": 4, "nbformat_minor": 5})
+@contextlib.contextmanager
+def lab_server(tmp: Path, trace: Path, **costguard: Any) -> Iterator[ServerProcess]:
+    """A server in its own process (notebooks under `tmp`/srv/root) playing `trace`, sampled
+    every 0.5 s, with `costguard` on top and a JupyterLab that never asks about news."""
+    server = ServerProcess(tmp / "srv", {
+        "db_path": str(tmp / "ledger.sqlite"), "sample_interval": 0.5,
+        "replay_trace": str(trace), "replay_mode": "always", **costguard},
+        env=lab_settings(tmp / "lab-settings")).start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def notebook(sources: list[str]) -> str:
+    """A notebook of code cells c0, c1, ... holding `sources`."""
+    return notebook_json([code(f"c{i}", src) for i, src in enumerate(sources)])
 
 
 def shot(page: Any, name: str, selector: str | None = None) -> None:

@@ -128,7 +128,7 @@ class SlurmCluster:
             (self.root / d).mkdir()
         r = self.root
         self.conf.write_text(f"""\
-# written by tests/slurm_cluster.py: a single-node cluster on localhost, no cgroups
+# written by tests/support/slurm_cluster.py: a single-node cluster on localhost, no cgroups
 ClusterName=costguard-test
 SlurmctldHost={self.node}(127.0.0.1)
 SlurmctldPort={_free_port()}

@@ -12,21 +12,12 @@ from typing import Any
 
 import pytest
 
-from .browser import (  # noqa: F401 - the two fixtures keep pytest-jupyter's loop out
-    chromium_page,
-    jp_asyncio_loop,
-    jp_server_cleanup,
-    lab_settings,
-    launch,
-    need_browser,
-    shot,
-)
-from .conftest import write_trace
-from .server_proc import ServerProcess
-from .test_offload_api import code, markdown, no_leftover_jobs, write_notebook
+from tests.support.browser import chromium_page, lab_server, need_browser, shot
+from tests.support.notebooks import code, markdown, write_notebook
+from tests.support.server_proc import ServerProcess
+from tests.support.traces import write_trace
 
-__all__ = ["no_leftover_jobs"]
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.timeout(300), pytest.mark.usefixtures("no_leftover_jobs")]
 
 BUTTON = '.jp-cell-toolbar [data-command="costguard:run-as-job"]'
 CELLS = [
@@ -44,14 +35,9 @@ def lab(tmp_path: Path) -> Iterator[ServerProcess]:
     frame = {"t": 0, "gpus": [{"utilization_percent": 3, "power_watts": 70, "processes": []}]}
     trace = write_trace(tmp_path / "trace.json", [frame], gpus=1, instance_type="p4de.24xlarge")
     write_notebook(tmp_path / "srv" / "root", "model.ipynb", CELLS)
-    server = ServerProcess(tmp_path / "srv", {
-        "db_path": str(tmp_path / "ledger.sqlite"), "jobs_dir": str(tmp_path / "jobs"),
-        "sample_interval": 0.5, "replay_trace": str(trace), "replay_mode": "always",
-        "offload_poll_interval": 0.2}, env=lab_settings(tmp_path / "lab-settings")).start()
-    try:
+    with lab_server(tmp_path, trace, jobs_dir=str(tmp_path / "jobs"),
+                    offload_poll_interval=0.2) as server:
         yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture

@@ -12,18 +12,10 @@ from typing import Any
 
 import pytest
 
-from .browser import (  # noqa: F401 - the two fixtures keep pytest-jupyter's loop out
-    checked_page,
-    jp_asyncio_loop,
-    jp_server_cleanup,
-    lab_settings,
-    launch,
-    need_browser,
-    notebook,
-    shot,
-)
-from .conftest import GiB, write_trace
-from .server_proc import ServerProcess
+from tests.support.browser import checked_page, lab_server, launch, need_browser, notebook, shot
+from tests.support.server_proc import ServerProcess
+from tests.support.traces import write_trace
+from tests.support.units import GiB
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -46,14 +38,8 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
         ["%load_ext jupyter_costguard", "import time\ntime.sleep(10)\nprint('done')"]))
     (root / "quiet.ipynb").write_text(notebook(["1 + 1"]))
     (root / "nb7.ipynb").write_text(notebook(["%load_ext jupyter_costguard"]))
-    server = ServerProcess(tmp / "srv", {
-        "db_path": str(tmp / "ledger.sqlite"), "sample_interval": 0.5,
-        "replay_trace": str(trace), "replay_mode": "always"},
-        env=lab_settings(tmp / "lab-settings")).start()
-    try:
+    with lab_server(tmp, trace) as server:
         yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,6 @@
 """A stand-in libnvidia-ml.so.1 for tests: build it, describe GPUs to it, point processes at it.
 
-The C library (tests/nvml_stub/fake_nvml.c) is compiled against NVML's own header from the
+The C library (tests/support/nvml_stub/fake_nvml.c) is compiled against NVML's own header from the
 `nvidia-nvml-dev` wheel and loaded by the real `pynvml` bindings, so everything above the C
 boundary (pynvml, jupyter_costguard.sampling.nvml, the server) runs unmodified.
 
@@ -64,6 +64,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tests.support.units import GiB
+
 #: Environment variable naming the scenario file.
 SCENARIO_ENV = "COSTGUARD_FAKE_NVML_SCENARIO"
 #: The library's file name and soname, as pynvml asks for it.
@@ -71,7 +73,6 @@ SONAME = "libnvidia-ml.so.1"
 #: Build with this define to leave out the _v3 process queries (a driver older than R510).
 NO_V3_PROCESSES = "FAKE_NVML_NO_V3_PROCESSES"
 
-GiB = 1 << 30
 SOURCE = Path(__file__).parent / "nvml_stub" / "fake_nvml.c"
 BUILD_ROOT = Path(__file__).parent / "nvml_stub" / "build"
 
@@ -99,7 +100,7 @@ def nvml_header() -> Path:
 def build(defines: Iterable[str] = ()) -> Path:
     """Compile the stub and return the directory that holds `libnvidia-ml.so.1`.
 
-    The result is cached per source, header and defines under tests/nvml_stub/build/, so
+    The result is cached per source, header and defines under tests/support/nvml_stub/build/, so
     it is compiled once however many sessions or processes ask; a finished build is moved
     into place atomically, so concurrent test processes are safe.
     """
@@ -218,7 +219,7 @@ class Scenario:
 
     def text(self) -> str:
         lines = [
-            "# fake libnvidia-ml scenario (tests/nvmlstub.py)",
+            "# fake libnvidia-ml scenario (tests/support/nvmlstub.py)",
             f"driver version={_quote(self.driver)} cuda={self.cuda}",
         ]
         if self.init_error:

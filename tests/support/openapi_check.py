@@ -11,7 +11,7 @@ from jsonschema import Draft202012Validator
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 
-from jupyter_costguard.web.handlers import OPENAPI_PATH
+from jupyter_costguard.web.openapi import OPENAPI_PATH
 
 BASE = "urn:costguard-openapi"
 

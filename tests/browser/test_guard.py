@@ -10,18 +10,10 @@ from typing import Any
 
 import pytest
 
-from .browser import (  # noqa: F401 - the two fixtures keep pytest-jupyter's loop out
-    chromium_page,
-    jp_asyncio_loop,
-    jp_server_cleanup,
-    lab_settings,
-    launch,
-    need_browser,
-    notebook,
-    shot,
-)
-from .conftest import GiB, write_trace
-from .server_proc import ServerProcess
+from tests.support.browser import chromium_page, lab_server, need_browser, notebook, shot
+from tests.support.server_proc import ServerProcess
+from tests.support.traces import write_trace
+from tests.support.units import GiB
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -40,14 +32,8 @@ def lab(tmp_path: Path) -> Iterator[ServerProcess]:
     root = tmp_path / "srv" / "root"
     root.mkdir(parents=True)
     (root / "explore.ipynb").write_text(notebook(["values = [i * i for i in range(10_000)]"]))
-    server = ServerProcess(tmp_path / "srv", {
-        "db_path": str(tmp_path / "ledger.sqlite"), "sample_interval": 0.5,
-        "replay_trace": str(trace), "replay_mode": "always",
-        "interactive_window_seconds": 6.0}, env=lab_settings(tmp_path / "lab-settings")).start()
-    try:
+    with lab_server(tmp_path, trace, interactive_window_seconds=6.0) as server:
         yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture

@@ -1,0 +1,54 @@
+"""What the Jupyter server knows about its kernels, read without sending them a message.
+
+Runs on the IO loop once per sample: attribute reads on the kernel manager and one query of
+the session table, so gathering never blocks the loop and never resets a kernel's idle timer.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from jupyter_costguard.sampling.records import KernelInfo
+
+
+def session_paths(session_manager: Any) -> dict[str, str]:
+    """kernel id -> the notebook path of its session (one SELECT on the session table; the
+    manager's own async listing also builds every kernel's model, which is slower)."""
+    try:
+        rows = session_manager.cursor.execute("SELECT kernel_id, path FROM session").fetchall()
+    except Exception:
+        return {}
+    return {kid: path for kid, path in rows if kid}
+
+
+def gather_kernels(kernel_manager: Any, session_manager: Any) -> list[KernelInfo]:
+    """One `KernelInfo` per running kernel of the server."""
+    paths = session_paths(session_manager)
+    infos = []
+    for kid in list(kernel_manager.list_kernel_ids()):
+        try:
+            kernel = kernel_manager.get_kernel(kid)
+        except KeyError:
+            continue
+        provisioner = getattr(kernel, "provisioner", None)
+        pid = getattr(provisioner, "pid", None)
+        last = getattr(kernel, "last_activity", None)
+        infos.append(KernelInfo(
+            kernel_id=kid,
+            name=getattr(kernel, "kernel_name", "") or "",
+            pid=pid if isinstance(pid, int) else None,
+            execution_state=getattr(kernel, "execution_state", "unknown") or "unknown",
+            last_activity=last.timestamp() if last is not None else time.time(),
+            connections=_connections(kernel_manager, kid),
+            path=paths.get(kid),
+        ))
+    return infos
+
+
+def _connections(kernel_manager: Any, kernel_id: str) -> int:
+    """Open websocket connections, as the kernels REST model reports them."""
+    try:
+        return int(kernel_manager.kernel_model(kernel_id).get("connections", 0))
+    except Exception:
+        return 0

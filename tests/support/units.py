@@ -1,0 +1,3 @@
+"""The byte unit the tests write memory figures in."""
+
+GiB = 1 << 30
