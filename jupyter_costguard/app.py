@@ -3,7 +3,6 @@ configures and mixed in here) and the wiring of the parts. Nothing else."""
 
 from __future__ import annotations
 
-import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -29,12 +28,10 @@ from jupyter_costguard.offload.accounting import kernel_gpu_usage, pick_gpus
 from jupyter_costguard.offload.backends.base import Backend
 from jupyter_costguard.offload.backends.kubernetes.traits import KubernetesTraits
 from jupyter_costguard.offload.backends.local import LocalBackend
-from jupyter_costguard.offload.backends.slurm import SlurmBackend
+from jupyter_costguard.offload.backends.slurm import SlurmTraits
 from jupyter_costguard.offload.service import JobService
-from jupyter_costguard.offload.settings import JobSettings, ServerHooks
-from jupyter_costguard.offload.spec import Resources
+from jupyter_costguard.offload.settings import OffloadTraits, ServerHooks
 from jupyter_costguard.offload.store import JobStore
-from jupyter_costguard.offload.traits import OffloadTraits, SlurmTraits
 from jupyter_costguard.sampling.kernels import gather_kernels
 from jupyter_costguard.sampling.records import KernelInfo
 from jupyter_costguard.sampling.sources import SamplingTraits
@@ -128,19 +125,9 @@ class CostGuard(ExtensionApp, CostTraits, SamplingTraits, GuardTraits, OffloadTr
             "local": LocalBackend(warm_dir=jobs_dir / "warm",
                                   warm_kernels=max(0, self.offload_warm_kernels),
                                   warm_kernel_name=default_kernel)}
-        if self.slurm_enabled or (self.slurm_enabled is None and shutil.which("sbatch")):
-            backends["slurm"] = SlurmBackend(
-                partition=self.slurm_partition, account=self.slurm_account,
-                extra_args=self.slurm_extra_args, signal_seconds=self.slurm_signal_seconds,
-                python=self.slurm_python)
-        if self.k8s_enabled or (self.k8s_enabled is None and self.k8s_image):
-            backends["kubernetes"] = self._kubernetes_backend()
-        settings = JobSettings(
-            resources=Resources(time_limit_seconds=self.offload_time_limit_seconds),
-            retries=self.offload_retries,
-            retry_backoff_seconds=self.offload_retry_backoff_seconds,
-            max_send_bytes=self.offload_max_send_bytes, pushgateway_url=self.pushgateway_url,
-            cluster_rates=self.cluster_rates, poll_interval=self.offload_poll_interval)
+        for backend in (self.slurm_backend(), self.kubernetes_backend()):
+            if backend is not None:
+                backends[backend.name] = backend
         hooks = ServerHooks(
             kernel_manager=self.server.kernel_manager,
             kernel_spec_names=lambda: set(ksm.find_kernel_specs()),
@@ -151,7 +138,7 @@ class CostGuard(ExtensionApp, CostTraits, SamplingTraits, GuardTraits, OffloadTr
             local_capacity=self._local_capacity(),
             gpu_usage=lambda kid: kernel_gpu_usage(self._published().sample, kid))
         return JobService(JobStore(jobs_dir / "jobs.sqlite"), jobs_dir, backends, Path(root),
-                          settings, hooks)
+                          self.job_settings(), hooks)
 
     def _local_capacity(self) -> Any:
         limit = self.offload_max_local_jobs
@@ -164,13 +151,6 @@ class CostGuard(ExtensionApp, CostTraits, SamplingTraits, GuardTraits, OffloadTr
             return max(1, len(gpus))
 
         return capacity
-
-    def _kubernetes_backend(self) -> Backend:
-        from jupyter_costguard.offload.backends.kubernetes.backend import KubernetesBackend
-
-        return KubernetesBackend(self.kubernetes_settings(), kubeconfig=self.k8s_kubeconfig,
-                                 context=self.k8s_context, in_cluster=self.k8s_in_cluster,
-                                 sync_interval=self.k8s_sync_interval)
 
     def _stop_server(self) -> None:
         """Auto-stop without a shutdown command: stop this Jupyter server."""

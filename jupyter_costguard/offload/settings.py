@@ -1,12 +1,16 @@
-"""What the job service is given: the admin's settings, and what it asks of the rest of the
-server as plain callables (so it imports neither the Jupyter server nor the cost service)."""
+"""What the job service is given: the admin's settings (and the traits that set them), and what
+it asks of the rest of the server as plain callables (so it imports neither the Jupyter server
+nor the cost service)."""
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+from traitlets import Bool, Dict, Float, HasTraits, Int, Unicode, default
 
 from jupyter_costguard.offload.spec import Resources
 
@@ -51,3 +55,57 @@ class ServerHooks:
     #: latest sample, or None when it holds none (`accounting.kernel_gpu_usage`)
     gpu_usage: Callable[[str], tuple[float, float, float] | None] = lambda kernel_id: None
     clock: Callable[[], float] = time.time
+
+
+_J = JobSettings()
+
+
+class OffloadTraits(HasTraits):
+    """The job service's options, mixed into the server extension (`c.CostGuard.<name>`)."""
+
+    offload_enabled = Bool(True, config=True, help="Offer running cells as batch jobs.")
+    jobs_dir = Unicode(
+        config=True, help="Directory of the job store (jobs.sqlite) and each job's files. "
+        "Default: 'jobs' next to the ledger.")
+    offload_time_limit_seconds = Float(
+        None, allow_none=True, config=True,
+        help="Time limit of a job that asks for none (seconds; None: no limit).")
+    offload_retries = Int(_J.retries, config=True,
+                          help="Retries of a failed job that asks for none.")
+    offload_retry_backoff_seconds = Float(
+        _J.retry_backoff_seconds, config=True,
+        help="Wait before the first retry; doubled for each next one.")
+    offload_max_send_bytes = Int(
+        _J.max_send_bytes, config=True, help="Largest pickle of variables sent into a job.")
+    offload_warm_kernels = Int(
+        1, config=True,
+        help="Kernels (of the default kernelspec) kept started for the local backend, so a "
+        "job starts without waiting for one. 0: start a kernel per job.")
+    offload_max_local_jobs = Int(
+        None, allow_none=True, config=True,
+        help="Local jobs that may run at once; more wait, queued, first come first served. "
+        "None: one per GPU the server sees (at least one).")
+    offload_poll_interval = Float(
+        _J.poll_interval, config=True, help="Seconds between reads of an active job's status.")
+    cluster_rates = Dict(
+        config=True,
+        help="What a cluster job's allocation costs, per backend, in the configured currency: "
+        "{'slurm': {'gpu_per_hour': 2.5, 'cpu_per_hour': 0.04, 'memory_gib_per_hour': 0.005}}. "
+        "A job's spend is the time its allocation was held times the rates of what it asked "
+        "for. Without it cluster jobs show no spend (the server cannot sample them).")
+    pushgateway_url = Unicode(
+        None, allow_none=True, config=True,
+        help="Prometheus Pushgateway jobs push their metrics to (it must be reachable from "
+        "where jobs run).")
+
+    @default("jobs_dir")
+    def _default_jobs_dir(self) -> str:
+        return os.path.join(os.path.dirname(self.db_path), "jobs")  # type: ignore[attr-defined]
+
+    def job_settings(self) -> JobSettings:
+        return JobSettings(
+            resources=Resources(time_limit_seconds=self.offload_time_limit_seconds),
+            retries=self.offload_retries, retry_backoff_seconds=self.offload_retry_backoff_seconds,
+            max_send_bytes=self.offload_max_send_bytes, pushgateway_url=self.pushgateway_url,
+            cluster_rates=self.cluster_rates, poll_interval=self.offload_poll_interval)
+

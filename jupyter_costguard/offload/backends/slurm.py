@@ -29,6 +29,7 @@ import math
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 import threading
@@ -37,6 +38,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from traitlets import Bool, HasTraits, Int, List, Unicode
 
 from jupyter_costguard.offload import jobdir
 from jupyter_costguard.offload.backends.base import Backend
@@ -66,6 +69,8 @@ ENDED_REASONS = {
 #: end states after which running it again may help (not the job's fault)
 RETRYABLE = frozenset({"NODE_FAIL", "BOOT_FAIL", "PREEMPTED"})
 LOG_TAIL_BYTES = 4096
+#: seconds before the time limit that a job gets SIGUSR1 (its final checkpoint)
+DEFAULT_SIGNAL_SECONDS = 60
 
 
 class SlurmError(RuntimeError):
@@ -134,7 +139,7 @@ class SlurmBackend(Backend):
     compute nodes share (see the module docstring)."""
 
     def __init__(self, partition: str | None = None, account: str | None = None,
-                 extra_args: Sequence[str] = (), signal_seconds: int = 60,
+                 extra_args: Sequence[str] = (), signal_seconds: int = DEFAULT_SIGNAL_SECONDS,
                  python: str = sys.executable, environ: Mapping[str, str] | None = None,
                  name: str = "slurm", query_interval: float = 2.0,
                  settle_seconds: float = 30.0, command_timeout: float = 30.0) -> None:
@@ -463,3 +468,36 @@ def _drop_server_gpus(job_dir: Path) -> None:
     except AttributeError:  # not there, or not a spec
         return
     jobdir.write_json(path, doc)
+
+
+class SlurmTraits(HasTraits):
+    """The Slurm backend's options, mixed into the server extension (`c.CostGuard.slurm_*`)."""
+
+    slurm_enabled = Bool(
+        None, allow_none=True, config=True,
+        help="Offer the Slurm backend (jobs with backend 'slurm'). None: when sbatch is on "
+        "PATH. The job directories must be on a filesystem the compute nodes share.")
+    slurm_partition = Unicode(None, allow_none=True, config=True,
+                              help="Slurm partition for jobs (None: the cluster's default).")
+    slurm_account = Unicode(None, allow_none=True, config=True,
+                            help="Slurm account jobs are charged to (None: the user's default).")
+    slurm_extra_args = List(
+        Unicode(), config=True,
+        help="More sbatch arguments, e.g. ['--qos=normal', '--constraint=a100'].")
+    slurm_signal_seconds = Int(
+        DEFAULT_SIGNAL_SECONDS, config=True,
+        help="Seconds before Slurm's time limit that a job gets SIGUSR1 (a final checkpoint); "
+        "0: none.")
+    slurm_python = Unicode(
+        sys.executable, config=True,
+        help="Python on the compute nodes that has jupyter_costguard installed (default: the "
+        "server's, which a shared filesystem makes the same).")
+
+    def slurm_backend(self) -> SlurmBackend | None:
+        """The backend when it is offered: `slurm_enabled`, or `sbatch` on PATH."""
+        if not (self.slurm_enabled or (self.slurm_enabled is None and shutil.which("sbatch"))):
+            return None
+        return SlurmBackend(partition=self.slurm_partition, account=self.slurm_account,
+                            extra_args=self.slurm_extra_args,
+                            signal_seconds=self.slurm_signal_seconds, python=self.slurm_python)
+

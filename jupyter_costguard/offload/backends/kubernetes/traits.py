@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from traitlets import Bool, Dict, Float, HasTraits, Int, List, Unicode
 
+from jupyter_costguard.offload.backends.base import Backend
 from jupyter_costguard.offload.backends.kubernetes.manifest import KubernetesSettings
 
 _K = KubernetesSettings()
@@ -67,3 +68,14 @@ class KubernetesTraits(HasTraits):
             gpu_resource=self.k8s_gpu_resource,
             ttl_seconds_after_finished=self.k8s_ttl_seconds_after_finished,
             storage_url=self.k8s_storage_url, python=self.k8s_python)
+
+    def kubernetes_backend(self) -> Backend | None:
+        """The backend when it is offered: `k8s_enabled`, or an image configured."""
+        if not (self.k8s_enabled or (self.k8s_enabled is None and self.k8s_image)):
+            return None
+        # imported here: the kubernetes client is an optional dependency
+        from jupyter_costguard.offload.backends.kubernetes.backend import KubernetesBackend
+
+        return KubernetesBackend(self.kubernetes_settings(), kubeconfig=self.k8s_kubeconfig,
+                                 context=self.k8s_context, in_cluster=self.k8s_in_cluster,
+                                 sync_interval=self.k8s_sync_interval)
