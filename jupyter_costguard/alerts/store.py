@@ -29,6 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from jupyter_costguard.alerts.jsonlimits import check_string, parse_json
+
 SEVERITIES = ("info", "warning", "critical")
 SEVERITY_RANK = {s: i for i, s in enumerate(SEVERITIES)}
 STATES = ("active", "dismissed", "snoozed")
@@ -152,14 +154,73 @@ class Alert:
         return copy.deepcopy(self)
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _storable(text: str | None) -> str | None:
+    """Text SQLite can hold: a lone surrogate (which UTF-8 cannot encode, so every save would
+    fail) becomes U+FFFD. The API refuses them; this covers what comes from inside."""
+    return _SURROGATE.sub("\ufffd", text) if text is not None else None
+
+
+def _storable_json(value: Any, empty: Any) -> str:
+    try:
+        text = json.dumps(value, ensure_ascii=False)
+    except (ValueError, TypeError, RecursionError) as e:
+        log.warning("costguard: alert field not saved (%s); saving %r instead", e, empty)
+        text = json.dumps(empty)
+    return _SURROGATE.sub("\ufffd", text)
+
+
 def _row(a: Alert) -> tuple[Any, ...]:
-    return (a.id, a.kind, a.key, a.severity, a.notebook, a.kernel_id, a.title, a.message,
-            json.dumps(a.actions), json.dumps(a.details), a.created, a.updated, a.state,
-            a.snoozed_until, a.source, a.resolved)
+    return (a.id, a.kind, _storable(a.key), a.severity, _storable(a.notebook),
+            _storable(a.kernel_id), _storable(a.title), _storable(a.message),
+            _storable_json(a.actions, []), _storable_json(a.details, {}), a.created,
+            a.updated, a.state, a.snoozed_until, a.source, a.resolved)
 
 
 _COLUMNS = ("id, kind, key, severity, notebook, kernel_id, title, message, actions, details, "
             "created, updated, state, snoozed_until, source, resolved")
+
+
+def _text(value: Any, name: str, nullable: bool = False) -> Any:
+    if value is None and nullable:
+        return None
+    if not isinstance(value, str):
+        raise ValueError(f"{name} is not text")
+    check_string(value, name)
+    return value
+
+
+def _number(value: Any, name: str, nullable: bool = False) -> Any:
+    if value is None and nullable:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+        raise ValueError(f"{name} is not a number")
+    return float(value)
+
+
+def _parse_row(row: tuple[Any, ...]) -> Alert:
+    """One stored row as an Alert; ValueError (or JSONLimitError) when it does not parse."""
+    (aid, kind, key, severity, notebook, kernel_id, title, message, actions, details,
+     created, updated, state, snoozed_until, source, resolved) = row
+    acts = parse_json(_text(actions, "actions"))
+    det = parse_json(_text(details, "details"))
+    if not isinstance(acts, list) or not all(isinstance(x, dict) for x in acts):
+        raise ValueError("actions is not a list of objects")
+    if not isinstance(det, dict):
+        raise ValueError("details is not an object")
+    return Alert(id=_text(aid, "id"), kind=_text(kind, "kind"), key=_text(key, "key"),
+                 severity=severity if severity in SEVERITY_RANK else "warning",
+                 title=_text(title, "title"), message=_text(message, "message"),
+                 notebook=_text(notebook, "notebook", True),
+                 kernel_id=_text(kernel_id, "kernel_id", True),
+                 actions=acts, details=det,
+                 created=_number(created, "created"), updated=_number(updated, "updated"),
+                 state=state if state in STATES else "active",
+                 snoozed_until=_number(snoozed_until, "snoozed_until", True),
+                 source=_text(source, "source"),
+                 resolved=_number(resolved, "resolved", True))
 
 
 class AlertStore:
@@ -205,31 +266,32 @@ class AlertStore:
         self.prune()
 
     def _load(self) -> None:
+        """Rows one by one: a row that does not parse (bad JSON, nested too deep, a NUL or a
+        lone surrogate, wrong types) is logged and skipped, never fatal to the extension."""
         assert self.db is not None
-        rows = self.db.execute(f"SELECT {_COLUMNS} FROM alert ORDER BY created").fetchall()
-        for (aid, kind, key, severity, notebook, kernel_id, title, message, actions, details,
-             created, updated, state, snoozed_until, source, resolved) in rows:
+        cursor = self.db.execute(f"SELECT {_COLUMNS} FROM alert ORDER BY created")
+        while True:
             try:
-                acts = json.loads(actions)
-                det = json.loads(details)
-            except ValueError:
-                acts, det = [], {}
-            a = Alert(id=aid, kind=kind, key=key,
-                      severity=severity if severity in SEVERITY_RANK else "warning",
-                      title=title, message=message, notebook=notebook, kernel_id=kernel_id,
-                      actions=acts if isinstance(acts, list) else [],
-                      details=det if isinstance(det, dict) else {},
-                      created=created, updated=updated,
-                      state=state if state in STATES else "active",
-                      snoozed_until=snoozed_until, source=source, resolved=resolved)
-            self._alerts[aid] = a
-            self._persisted_updated[aid] = updated
-            if resolved is None:
-                older = self._open.get((kind, key))
+                row = cursor.fetchone()
+            except sqlite3.Error as e:  # e.g. text that is not UTF-8: the rest is unreadable
+                self.log.warning("costguard: stopped reading alerts at a bad row: %s", e)
+                break
+            if row is None:
+                break
+            try:
+                a = _parse_row(row)
+            except (ValueError, TypeError) as e:
+                self.log.warning("costguard: alert row %r skipped: %s",
+                                 row[0] if isinstance(row[0], str) else "?", e)
+                continue
+            self._alerts[a.id] = a
+            self._persisted_updated[a.id] = a.updated
+            if a.resolved is None:
+                older = self._open.get((a.kind, a.key))
                 if older is not None:  # cannot happen through this class; keep the newest
-                    self._alerts[older].resolved = updated
+                    self._alerts[older].resolved = a.updated
                     self._dirty[older] = self._alerts[older]
-                self._open[(kind, key)] = aid
+                self._open[(a.kind, a.key)] = a.id
 
     # --- changes -------------------------------------------------------------------------
 

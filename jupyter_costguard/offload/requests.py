@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from jupyter_costguard.alerts.jsonlimits import JSONLimitError, check_string
 from jupyter_costguard.offload.errors import JobError
 from jupyter_costguard.offload.settings import JobSettings
 from jupyter_costguard.offload.slicing import Slice, SliceError, slice_cells
@@ -25,6 +26,29 @@ from jupyter_costguard.offload.spec import (
 REQUEST_FIELDS = frozenset({"notebook", "cells", "selected", "kernel_id", "kernel_name",
                             "resources", "retries", "send", "bring_back", "inputs", "backend"})
 MAX_CELLS = 5000
+#: the code a slice or a submit may carry: the sum of the code cells' sources (UTF-8)
+MAX_CODE_BYTES = 1 << 20
+
+
+def _plain(value: str, where: str) -> None:
+    """No NUL and no lone surrogate in a string that becomes a file name or a path."""
+    try:
+        check_string(value, where)
+    except JSONLimitError as e:
+        raise JobError(str(e)) from None
+
+
+def code_bytes(cells: list[Any]) -> int:
+    """The UTF-8 size of the code cells' sources (strings or lists of lines)."""
+    total = 0
+    for c in cells:
+        if c.get("cell_type") != "code":
+            continue
+        src = c.get("source", "")
+        parts = src if isinstance(src, list) else [src]
+        total += sum(len(p.encode("utf-8", "surrogatepass")) for p in parts
+                     if isinstance(p, str))
+    return total
 
 
 def check_request(body: Any) -> dict[str, Any]:
@@ -68,6 +92,8 @@ def parse_options(body: Mapping[str, Any], settings: JobSettings,
             raise SpecError("inputs must be a list of at most 100 file paths")
     except SpecError as e:
         raise JobError(str(e)) from None
+    for i in inputs:
+        _plain(i, "inputs")
     backend = body.get("backend") or settings.backend
     if backend not in backends:
         raise JobError(f"unknown backend {backend!r}; configured: "
@@ -85,6 +111,7 @@ def notebook_file(root: Path, path: Any) -> Path:
     """The notebook's file: `path` relative to the server's `root`, and inside it."""
     if not isinstance(path, str) or not path.strip():
         raise JobError("notebook must be the notebook's path relative to the server root")
+    _plain(path, "notebook")
     full = (root / path.lstrip("/")).resolve()
     if not full.is_relative_to(root):
         raise JobError("notebook path is outside the server's root directory")
@@ -105,6 +132,10 @@ def read_cells(body: Mapping[str, Any], file: Path) -> list[Any]:
         raise JobError("cells must be a list of notebook cells")
     if len(cells) > MAX_CELLS:
         raise JobError(f"a notebook of more than {MAX_CELLS} cells")
+    size = code_bytes(cells)
+    if size > MAX_CODE_BYTES:
+        raise JobError(f"the code cells hold {size} bytes of source, over the limit of "
+                       f"1 MiB ({MAX_CODE_BYTES} bytes) a job or a slice may carry", 413)
     return cells
 
 

@@ -1,5 +1,6 @@
 """The base of every costguard handler: authenticated, authorised against the `costguard`
-resource, JSON in and out, and JSON errors without a traceback whatever went wrong."""
+resource (and, where a request runs or stops code, `execute` on `kernels`), JSON in and out
+within limits, and JSON errors without a traceback whatever went wrong."""
 
 from __future__ import annotations
 
@@ -8,8 +9,15 @@ from typing import Any
 
 from jupyter_server.auth.decorator import authorized
 from jupyter_server.base.handlers import APIHandler
+from jupyter_server.utils import ensure_async
 from tornado import web
 
+from jupyter_costguard.alerts.jsonlimits import (
+    MAX_DEPTH,
+    JSONLimitError,
+    check_string,
+    parse_json,
+)
 from jupyter_costguard.alerts.store import MAX_BODY_BYTES, AlertStore
 from jupyter_costguard.cost.service import CostService
 
@@ -22,6 +30,36 @@ class CostguardHandler(APIHandler):
 
     auth_resource = AUTH_RESOURCE
 
+    async def prepare(self) -> None:  # type: ignore[override]
+        """400 for path parts or query parameters holding a NUL or a lone surrogate (before
+        the handler, so no such string reaches a file name or a query)."""
+        await super().prepare()
+        try:
+            for arg in self.path_args:
+                if isinstance(arg, str):
+                    check_string(arg, "the URL path")
+            for name, values in self.request.query_arguments.items():
+                check_string(name, "query parameter names")
+                for value in values:
+                    try:
+                        text = value.decode("utf-8")
+                    except UnicodeDecodeError:
+                        raise JSONLimitError(
+                            f"query parameter {name} must be valid UTF-8") from None
+                    check_string(text, f"query parameter {name}")
+        except JSONLimitError as e:
+            raise web.HTTPError(400, "%s", str(e)) from None
+
+    async def require(self, action: str, resource: str) -> None:
+        """403 unless the Jupyter server's authorizer lets the caller `action` on
+        `resource` (beyond the `costguard` permission `@authorized` checked)."""
+        user = self.current_user
+        allowed = bool(user) and await ensure_async(
+            self.authorizer.is_authorized(self, user, action, resource))
+        if not allowed:
+            raise web.HTTPError(403, "this request needs permission to %s on %s, which "
+                                "the server's authorizer refuses you", action, resource)
+
     @property
     def service(self) -> CostService:
         svc: CostService = self.settings["costguard_service"]
@@ -32,17 +70,19 @@ class CostguardHandler(APIHandler):
         return self.service.alerts
 
     def read_json_body(self, limit: int = MAX_BODY_BYTES, too_large: int = 400) -> Any:
-        """The request's JSON body; None when empty. 400 when not JSON; `too_large` (400, or
-        413 where a big body is a legitimate request over the limit) when too large."""
+        """The request's JSON body; None when empty. 400 when not JSON, nested deeper than
+        `MAX_DEPTH` levels, or holding a string (key or value) with a NUL or a lone surrogate;
+        `too_large` (400, or 413 where a big body is a legitimate request over the limit) when
+        too large."""
         raw = self.request.body or b""
         if len(raw) > limit:
             raise web.HTTPError(too_large, "request body is larger than %d bytes", limit)
         if not raw.strip():
             return None
         try:
-            return json.loads(raw)
-        except ValueError:
-            raise web.HTTPError(400, "request body is not valid JSON") from None
+            return parse_json(raw, MAX_DEPTH)
+        except JSONLimitError as e:
+            raise web.HTTPError(400, "request body refused: %s", str(e)) from None
 
     def _check_params(self, *allowed: str) -> None:
         """400 for unknown query parameters.

@@ -1,4 +1,10 @@
-"""REST handlers for jobs under {base_url}costguard/api/jobs: thin over `JobService`."""
+"""REST handlers for jobs under {base_url}costguard/api/jobs: thin over `JobService`.
+
+Permissions (the authorizer's, besides authentication): reading jobs, logs and results needs
+`read` on `costguard`; a slice preview (runs nothing) `write` on `costguard`. A job runs code,
+so submit and rerun need `write` on `costguard` and `execute` on `kernels`; `send` (the named
+kernel pickles variables into the job) asks for `execute` on `kernels` again, for that kernel;
+cancel stops running code and needs the same as submit."""
 
 from __future__ import annotations
 
@@ -10,6 +16,9 @@ from tornado import web
 from jupyter_costguard.offload.errors import JobError
 from jupyter_costguard.offload.service import JobService
 from jupyter_costguard.web.base import CostguardHandler
+
+#: what running or stopping code in a job needs, beyond costguard's own permission
+EXECUTE = ("execute", "kernels")
 
 #: a submit carries the notebook's cells (sources; the UI leaves outputs out)
 MAX_SUBMIT_BYTES = 16 << 20
@@ -62,7 +71,13 @@ class JobListHandler(JobsHandler):
     @authorized
     async def post(self) -> None:
         self._check_params()
-        job, sl = await self._call(self.jobs.submit(self._body(), user=self._user()))
+        await self.require(*EXECUTE)
+        body = self._body()
+        if isinstance(body, dict) and body.get("send"):
+            # the named kernel runs the pickling: the caller must be allowed to execute in it
+            # (jupyter_server's authorizer knows no per-kernel resource: `kernels` it is)
+            await self.require(*EXECUTE)
+        job, sl = await self._call(self.jobs.submit(body, user=self._user()))
         doc = (await self.jobs.docs([job]))[0]
         doc["slice"] = sl.to_json()
         self.set_header("Location", f"{self.request.path.rstrip('/')}/{job.id}")
@@ -129,6 +144,7 @@ class JobActionHandler(JobsHandler):
     @authorized
     async def post(self, raw: str) -> None:
         self._check_params()
+        await self.require(*EXECUTE)  # both run (rerun) or stop (cancel) code
         body = self.read_json_body()
         if body:
             raise web.HTTPError(400, "%s takes no request body", self.action)

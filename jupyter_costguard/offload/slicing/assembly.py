@@ -19,6 +19,13 @@ _PROVIDED = frozenset(dir(builtins)) | frozenset(
 )
 
 
+def _brief(ex: BaseException) -> str:
+    if isinstance(ex, MemoryError) and not str(ex):
+        return "the parser ran out of room (code nested or chained too deeply)"
+    text = str(ex) or "no detail"
+    return text if len(text) <= 200 else text[:200] + "..."
+
+
 def _reason(names: CellNames, provides: set[str], starred: set[str]) -> str:
     """Why a cell that was not selected is in the slice, in words the user can check."""
     parts = [f"from {module} import *" for module in names.stars] if starred else []
@@ -67,10 +74,20 @@ def slice_cells(
     for e in entries[: last + 1]:
         if e.cell_type == "code":
             where = f"cell {e.index} (id {e.cell_id})"
-            code = transform(e.source)
-            analysed.append(
-                (e, code, CellAnalyser(transform, writers, where, e.index, e.cell_id).run(code))
-            )
+            try:
+                code = transform(e.source)
+                names = CellAnalyser(transform, writers, where, e.index, e.cell_id).run(code)
+            except SliceError:
+                raise
+            except Exception as ex:  # RecursionError, MemoryError, ValueError, ...
+                # pathological code (`lambda: ` * 3000, `+1` * 100000, ...) exhausts the
+                # parser or the analysis: the request's fault, not the server's
+                raise SliceError(
+                    f"{where} cannot be analysed: {type(ex).__name__}: {_brief(ex)}",
+                    e.cell_id,
+                    e.index,
+                ) from None
+            analysed.append((e, code, names))
 
     givens, chosen = frozenset(given), set(wanted)
     late: set[str] = set()
