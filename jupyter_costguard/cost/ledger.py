@@ -99,9 +99,13 @@ class Ledger:
         self.db_path = Path(db_path)
         self.retention_days = retention_days
         self._lock = threading.Lock()
-        self.db_path.parent.mkdir(parents=True, exist_ok=True)
+        _private_file(self.db_path)
         self.db = sqlite3.connect(str(self.db_path), check_same_thread=False, isolation_level=None)
         self.db.execute("PRAGMA journal_mode=WAL")
+        for suffix in ("-wal", "-shm"):
+            side = self.db_path.with_name(self.db_path.name + suffix)
+            if side.exists():
+                os.chmod(side, 0o600)
         self.db.execute("PRAGMA synchronous=NORMAL")
         self.db.executescript(SCHEMA)
         self._kernels: dict[tuple[str, str], Totals] = {}
@@ -272,3 +276,16 @@ def default_db_path() -> str:
     from jupyter_core.paths import jupyter_data_dir
 
     return os.path.join(jupyter_data_dir(), "costguard", "ledger.sqlite")
+
+
+def _private_file(path: Path) -> None:
+    """Create the ledger's file 0600 (its directory 0700 when costguard makes it), whatever
+    the umask; SQLite gives the -wal and -shm files the database file's mode."""
+    if not path.parent.exists():
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        os.chmod(path.parent, 0o700)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        os.fchmod(fd, 0o600)
+    finally:
+        os.close(fd)

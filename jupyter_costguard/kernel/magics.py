@@ -7,21 +7,48 @@ namespace, read from the job's directory in the server's jobs directory.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import pickle
 import shlex
+import sqlite3
 import sys
 from typing import Any
 
 from traitlets import TraitError
 
 from jupyter_costguard.kernel.widget import widget
-from jupyter_costguard.offload.jobdir import ENV_JOBS_DIR, RESULTS
+from jupyter_costguard.offload.jobdir import ENV_JOBS_DIR, JOBS_DB, RESULTS, unsafe_location
+
+
+def _recorded_digest(base: str, job: str) -> str | None:
+    """The sha256 of the job's results that the server recorded when the job ended (its
+    jobs database), or None when it recorded none."""
+    db_path = os.path.join(base, JOBS_DB)
+    if not os.path.exists(db_path):
+        return None
+    db = sqlite3.connect(db_path, timeout=5.0)
+    try:
+        row = db.execute("SELECT record FROM job WHERE id=?", (int(job),)).fetchone()
+    except sqlite3.Error:
+        return None
+    finally:
+        db.close()
+    try:
+        record = json.loads(row[0]) if row else None
+    except (TypeError, ValueError):
+        return None
+    digest = record.get("results_sha256") if isinstance(record, dict) else None
+    return digest if isinstance(digest, str) else None
 
 
 def fetch_results(job: str, jobs_dir: str | None = None) -> dict[str, Any]:
     """A batch job's results (the names it brought back), read from its job directory:
-    `jobs_dir`, else $COSTGUARD_JOBS_DIR, else the default next to the ledger."""
+    `jobs_dir`, else $COSTGUARD_JOBS_DIR, else the default next to the ledger. Loaded only
+    if the server recorded that the job produced them, from a directory and file of the
+    user's that group and others cannot write, and if the file's sha256 is the recorded
+    one (ValueError otherwise)."""
     from jupyter_core.paths import jupyter_data_dir
 
     if not job.isdigit():
@@ -29,11 +56,22 @@ def fetch_results(job: str, jobs_dir: str | None = None) -> dict[str, Any]:
     base = jobs_dir or os.environ.get(ENV_JOBS_DIR) or os.path.join(
         jupyter_data_dir(), "costguard", "jobs")
     path = os.path.join(base, job, RESULTS)
+    digest = _recorded_digest(base, job)
+    if digest is None:
+        raise ValueError(f"job {job} brought nothing back that costguard recorded in {base} "
+                         "(not finished, brought nothing back, or another jobs directory: "
+                         "--dir DIR); nothing loaded")
     if not os.path.exists(path):
-        raise FileNotFoundError(f"job {job} has no results in {base} (not finished, brought "
-                                "nothing back, or another jobs directory: --dir DIR)")
+        raise FileNotFoundError(f"job {job}'s results are no longer in {base}")
+    unsafe = unsafe_location(path)
+    if unsafe is not None:
+        raise ValueError(f"job {job}'s results are not loaded: {unsafe}")
     with open(path, "rb") as f:
-        values: dict[str, Any] = pickle.load(f)
+        data = f.read()
+    if hashlib.sha256(data).hexdigest() != digest:
+        raise ValueError(f"job {job}'s results are not loaded: {path} does not match the "
+                         "sha256 recorded when the job ended")
+    values: dict[str, Any] = pickle.loads(data)
     return values
 
 

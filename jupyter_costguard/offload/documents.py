@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import logging
 import os
+import stat
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from jupyter_costguard.offload import jobdir
 from jupyter_costguard.offload.accounting import Accounting
@@ -84,7 +85,7 @@ class JobDocuments:
     def _read_tail(self, job_id: int, lines: int = 20, max_bytes: int = 8192) -> str:
         path = self.job_dir(job_id) / jobdir.LOG
         try:
-            with open(path, "rb") as f:
+            with _open_log(path) as f:
                 f.seek(0, os.SEEK_END)
                 size = f.tell()
                 f.seek(max(0, size - max_bytes))
@@ -97,11 +98,11 @@ class JobDocuments:
         """Up to `limit` bytes of the log from byte `offset` (poll on with ``next_offset``)."""
         path = self.job_dir(job.id) / jobdir.LOG
         try:
-            with open(path, "rb") as f:
+            with _open_log(path) as f:
                 size = os.fstat(f.fileno()).st_size
                 f.seek(min(offset, size))
                 data = f.read(limit)
-        except FileNotFoundError:
+        except OSError:  # missing, or the job put something else there
             size, data = 0, b""
         # never split a UTF-8 character: hold back an incomplete tail
         text = data.decode("utf-8", "ignore") if len(data) < limit else _complete_utf8(data)
@@ -112,18 +113,30 @@ class JobDocuments:
     def results(self, job: Job) -> dict[str, Any]:
         """The selected cells' outputs and the names the job brought back."""
         d = self.job_dir(job.id)
-        outputs = jobdir.read_json(d / jobdir.OUTPUTS) or []
-        index = jobdir.read_json(d / jobdir.RESULTS_INDEX) or {}
+        outputs = jobdir.read_outputs(d)
+        index = jobdir.read_results_index(d)
         pickled = d / jobdir.RESULTS
-        has = pickled.exists() and bool(index.get("results"))
+        # offered only when the server recorded, as the job ended, that it produced them
+        digest = job.record.get("results_sha256")
+        has = isinstance(digest, str) and bool(index["results"]) and pickled.exists()
         return {
             "job": job.id, "state": job.state,
             "label": label(job, self.clock(), self.currency()),
-            "cells": outputs, "results": index.get("results", []),
-            "skipped": index.get("skipped", {}),
+            "cells": outputs, "results": index["results"] if has else [],
+            "skipped": index["skipped"],
             "results_path": str(pickled) if has else None,
-            "load_code": load_code(job.id, str(pickled)) if has else None,
+            "load_code": load_code(job.id, str(pickled), str(digest)) if has else None,
         }
+
+
+def _open_log(path: Path) -> BinaryIO:
+    """The job's log for reading, if it is a regular file: a link (to a file elsewhere) or a
+    FIFO (which would block the worker) put in its place by the job is no log (OSError)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(f"{path} is not a regular file")
+    return os.fdopen(fd, "rb")
 
 
 def _complete_utf8(data: bytes) -> str:

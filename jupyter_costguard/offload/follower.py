@@ -14,6 +14,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import psutil
+
 from jupyter_costguard.offload import jobdir
 from jupyter_costguard.offload.accounting import Accounting
 from jupyter_costguard.offload.backends.base import Backend
@@ -29,6 +31,8 @@ CANCEL_GRACE_SECONDS = 5.0
 LOST_GRACE_SECONDS = 2.0
 #: the states a runner reports; anything else (a cluster's "queued") leaves the job's own
 RUNNER_STATES = ("running", "succeeded", "failed", "cancelled")
+#: passes in a row that may fail on one job before it is failed (the others go on)
+MAX_FOLLOW_ERRORS = 3
 
 
 @dataclass
@@ -49,16 +53,25 @@ class Follower:
     cancel_at: dict[int, float] = field(default_factory=dict, init=False)
     _lost_at: dict[int, float] = field(default_factory=dict, init=False)
     _seen_state: dict[int, str] = field(default_factory=dict, init=False)
+    #: job -> passes in a row that failed on it
+    _errors: dict[int, int] = field(default_factory=dict, init=False)
+    #: job -> (kernel pid, whether it descends from the job's runner), checked once per pid
+    _kernel_checked: dict[int, tuple[int, bool]] = field(default_factory=dict, init=False)
 
     def follow(self, ids: list[int]) -> bool:
-        """Follow the jobs `ids`; whether any changed state (the metrics are out of date)."""
+        """Follow the jobs `ids`; whether any changed state (the metrics are out of date).
+        Each job is followed on its own: what goes wrong with one (its files, its backend)
+        is logged against it and leaves the others followed."""
         changed = False
         for job_id in ids:
-            job = self.store.get(job_id)
-            if job is None:
-                del self.active[job_id]
+            try:
+                job = self._follow_guarded(job_id)
+            except Exception:  # even the store: the next pass tries again
+                log.exception("costguard: following job %d failed", job_id)
                 continue
-            job = self._follow_one(job)
+            if job is None:
+                self.active.pop(job_id, None)
+                continue
             if job.terminal or job.state != self._seen_state.get(job_id):
                 changed = True
                 self._seen_state[job_id] = job.state
@@ -67,11 +80,69 @@ class Follower:
                 self.active.pop(job_id, None)
                 self.cancel_at.pop(job_id, None)
                 self._lost_at.pop(job_id, None)
+                self._kernel_checked.pop(job_id, None)
                 for listener in self.listeners:
-                    listener(job)
+                    try:
+                        listener(job)
+                    except Exception:
+                        log.exception("costguard: job %d: a listener failed", job_id)
             else:
                 self.active[job_id] = job
         return changed
+
+    def _follow_guarded(self, job_id: int) -> Job | None:
+        job = self.store.get(job_id)
+        if job is None:
+            return None
+        try:
+            new = self._follow_one(job)
+        except Exception as e:
+            errors = self._errors[job_id] = self._errors.get(job_id, 0) + 1
+            log.exception("costguard: following job %d failed (%d in a row)", job_id, errors)
+            if errors < MAX_FOLLOW_ERRORS or job.terminal:
+                return job
+            del self._errors[job_id]
+            return self._fail(job, self.job_dir(job_id), "costguard could not follow the job: "
+                              f"{type(e).__name__}: {e}", self.clock(), save=True)
+        self._errors.pop(job_id, None)
+        return new
+
+    def _fail(self, job: Job, d: Path, reason: str, now: float, save: bool = False) -> Job:
+        """End `job` failed for `reason`, stopping its runner if it still runs."""
+        log.warning("costguard: job %d failed: %s", job.id, reason)
+        backend = self.backends.get(job.spec.backend)
+        if backend is not None and self.launcher.launched(job):
+            try:
+                backend.cancel(job, d, force=True)
+            except Exception:
+                log.exception("costguard: job %d: could not stop its runner", job.id)
+        new = dataclasses.replace(job.ended_as("failed", reason, now), kernel_pid=None)
+        if save:
+            new = dataclasses.replace(new, ended=new.phase_times.get("done", now))
+            self.store.save(new)
+        return new
+
+    def _own_kernel(self, job: Job, pid: int | None) -> int | None:
+        """The kernel pid the runner reported, if that process descends from the job's runner
+        (the local backend's ref); None, with a log line, if it does not: a job's cell can
+        write any pid into its status, and the sampler attributes that pid's whole tree."""
+        if pid is None:
+            return None
+        checked = self._kernel_checked.get(job.id)
+        if checked is not None and checked[0] == pid:
+            return pid if checked[1] else None
+        ref = job.backend_ref
+        runner = int(ref) if ref is not None and ref.isdigit() else None
+        try:
+            ok = runner is not None and pid != runner and any(
+                p.pid == runner for p in psutil.Process(pid).parents())
+        except psutil.Error:
+            ok = False
+        self._kernel_checked[job.id] = (pid, ok)
+        if not ok:
+            log.warning("costguard: job %d reports kernel pid %d, which is not a process of "
+                        "its runner (%s); not attributed to the job", job.id, pid, ref)
+        return pid if ok else None
 
     def _follow_one(self, job: Job) -> Job:
         d = self.job_dir(job.id)
@@ -88,7 +159,7 @@ class Follower:
         backend = self.backends.get(job.spec.backend)
         if backend is not None:
             backend.sync(job, d)
-        status = jobdir.read_status(d)
+        status, problem = jobdir.check_status(d)
         said = status.phase_times if status is not None else {}
         local = self.launcher.local(job.spec.backend)
         spend = self.accounting.spend(job, local, said, now)
@@ -106,16 +177,25 @@ class Follower:
                 new, state=status.state if status.state in RUNNER_STATES else job.state,
                 phase=status.phase, attempts=status.attempt, exit_reason=status.exit_reason,
                 kernel_pid=status.kernel_pid, runner_pid=status.runner_pid)
+            if local:
+                new = dataclasses.replace(new, kernel_pid=self._own_kernel(job,
+                                                                           status.kernel_pid))
+        if problem is not None and not new.terminal:  # stop its kernel too (last one seen)
+            new = self._fail(dataclasses.replace(new, kernel_pid=job.kernel_pid), d, problem,
+                             now)
         if not new.terminal:
             new = self._check_alive(new, d, now)
         if local and new.kernel_pid is not None:
             self.accounting.count_gpu(job.id)
         if new.terminal and new.ended is None:
-            env = jobdir.read_json(d / jobdir.ENVIRONMENT)
+            env = jobdir.read_environment(d)
             record = dict(new.record)
             if env is not None:
                 record["environment"] = env
             record["attempts"] = status.attempts if status is not None else []
+            digest = self._results_digest(job, d)
+            if digest is not None:
+                record["results_sha256"] = digest
             gpu = self.accounting.gpu_record(job.id)
             if gpu is not None:
                 record["gpu"] = gpu
@@ -126,6 +206,25 @@ class Follower:
         if new != job:
             self.store.save(new)
         return new
+
+    def _results_digest(self, job: Job, d: Path) -> str | None:
+        """The digest of the results the job produced, as its runner recorded it, when the
+        file matches it now; what the store keeps is what "Load results" and ``%costguard
+        fetch`` check the file against later (a file planted or swapped after fails)."""
+        if not job.spec.bring_back:
+            return None
+        digest = jobdir.read_results_index(d)["sha256"]
+        if digest is None:
+            return None
+        try:
+            actual = jobdir.sha256_file(d / jobdir.RESULTS)
+        except OSError:
+            return None
+        if actual != digest:
+            log.warning("costguard: job %d: %s does not match the digest its runner recorded; "
+                        "not offered for loading", job.id, jobdir.RESULTS)
+            return None
+        return digest
 
     def _check_alive(self, job: Job, d: Path, now: float) -> Job:
         backend = self.backends[job.spec.backend]

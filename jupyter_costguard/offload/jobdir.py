@@ -13,8 +13,11 @@ jobs, where nothing else of the server is needed.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
+import math
 import os
+import stat
 import sys
 import time
 from collections.abc import Callable
@@ -23,6 +26,8 @@ from pathlib import Path
 from typing import Any
 
 # --- files in a job directory ----------------------------------------------------------------
+#: the server's jobs database, in the jobs directory beside the job directories
+JOBS_DB = "jobs.sqlite"
 #: the job spec (`spec.JobSpec` as JSON), written by the server before the runner starts
 SPEC = "spec.json"
 #: pickled variables sent from the user's kernel (`state.send_variables`); optional
@@ -106,11 +111,64 @@ def slurm_output(ref: str) -> str:
 # --- files, written atomically -----------------------------------------------------------------
 
 
+#: every file costguard writes into a job directory, and every directory it makes there
+PRIVATE_FILE = 0o600
+PRIVATE_DIR = 0o700
+
+
+def private_dir(path: Path) -> Path:
+    """`path` (and missing parents) as a directory only its owner may enter: 0700 whatever the
+    umask (mkdir's mode is masked, so the mode is set again)."""
+    path.mkdir(mode=PRIVATE_DIR, parents=True, exist_ok=True)
+    os.chmod(path, PRIVATE_DIR)
+    return path
+
+
+def open_private(path: Path | str, flags: int = os.O_WRONLY | os.O_CREAT | os.O_APPEND) -> int:
+    """A file descriptor of `path`, created 0600 (umask or not; an existing file is made
+    0600 too). A link in its place is not followed: a job cannot point costguard's writes
+    (or that chmod) at a file elsewhere."""
+    fd = os.open(path, flags | getattr(os, "O_NOFOLLOW", 0), PRIVATE_FILE)
+    try:
+        os.fchmod(fd, PRIVATE_FILE)
+    except OSError:
+        os.close(fd)
+        raise
+    return fd
+
+
 def write_bytes(path: Path, data: bytes) -> None:
-    """Write `data` so a reader sees the old file or the new one, never half of one."""
+    """Write `data` so a reader sees the old file or the new one, never half of one; the file
+    is 0600."""
     tmp = path.with_name(f"{path.name}.tmp-{os.getpid()}")
-    tmp.write_bytes(data)
+    fd = open_private(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
     os.replace(tmp, path)
+
+
+def sha256_file(path: Path | str) -> str:
+    """The file's sha256, hex (the digest costguard records of the pickles it hands on)."""
+    h = hashlib.sha256()
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):  # a FIFO would block the reader
+            raise OSError(f"{path} is not a regular file")
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def unsafe_location(path: Path | str) -> str | None:
+    """Why a pickle at `path` must not be loaded (its file or directory is not the current
+    user's, or group or others may write to it); None when it may be."""
+    for p in (os.path.dirname(os.path.abspath(path)), str(path)):
+        st = os.stat(p)
+        if st.st_uid != os.getuid():
+            return f"{p} is not owned by the current user"
+        if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+            return f"{p} is writable by group or others"
+    return None
 
 
 def write_json(path: Path, doc: Any) -> None:
@@ -118,11 +176,41 @@ def write_json(path: Path, doc: Any) -> None:
     write_bytes(path, json.dumps(doc).encode())
 
 
-def read_json(path: Path) -> Any:
-    """The file's JSON, or None when it is missing or not (yet) JSON."""
+#: the largest JSON file read back from a job directory (outputs may hold images)
+MAX_JSON_BYTES = 64 << 20
+
+
+def read_regular(path: Path, limit: int) -> bytes | None:
+    """The bytes of `path` if it is a regular file (not a link, a FIFO that would block the
+    reader, a device) of at most `limit` bytes; None otherwise or when it cannot be read."""
     try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > limit:
+            return None
+        with os.fdopen(fd, "rb") as f:
+            fd = -1
+            data = f.read(limit + 1)
+    except OSError:
+        return None
+    finally:
+        if fd >= 0:
+            os.close(fd)
+    return data if len(data) <= limit else None
+
+
+def read_json(path: Path, limit: int = MAX_JSON_BYTES) -> Any:
+    """The file's JSON, or None when it is missing, not (yet) JSON, or no regular file of at
+    most `limit` bytes (`read_regular`)."""
+    data = read_regular(path, limit)
+    if data is None:
+        return None
+    try:
+        return json.loads(data)
+    except (ValueError, RecursionError):
         return None
 
 
@@ -141,7 +229,7 @@ def say(job_dir: Path, text: str) -> None:
     """Append `log_line(text)` to the job's log; a log that cannot be written loses the line,
     never the job."""
     try:
-        with open(job_dir / LOG, "a", encoding="utf-8") as f:
+        with os.fdopen(open_private(job_dir / LOG), "a", encoding="utf-8") as f:
             f.write(log_line(text))
     except OSError:
         pass
@@ -155,27 +243,50 @@ def _is_int(value: Any) -> bool:
 
 
 def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
+    return isinstance(value, (int, float)) and not isinstance(value, bool) \
+        and math.isfinite(value)
+
+
+#: the states and phases a status may name (`spec.STATES`, `spec.PHASES`; this module
+#: imports nothing of costguard)
+_STATES = ("queued", "running", "succeeded", "failed", "cancelled", "lost")
+_PHASES = ("queued", "starting", "running", "finishing", "done")
+#: the longest exit reason a status may give
+MAX_REASON_CHARS = 4096
 
 
 def _optional(check: Callable[[Any], bool]) -> Callable[[Any], bool]:
     return lambda value: value is None or check(value)
 
 
+def _is_str_dict(value: Any) -> bool:
+    return isinstance(value, dict) and all(isinstance(k, str) for k in value)
+
+
 #: what each field of `STATUS` must hold; a file where one does not is not read at all
 _CHECKS: dict[str, Callable[[Any], bool]] = {
-    "state": lambda v: isinstance(v, str),
-    "phase": lambda v: isinstance(v, str),
+    "state": lambda v: v in _STATES,
+    "phase": lambda v: v in _PHASES,
     "attempt": _is_int,
-    "attempts": lambda v: isinstance(v, list) and all(isinstance(a, dict) for a in v),
+    "attempts": lambda v: isinstance(v, list) and all(_is_str_dict(a) for a in v),
     "phase_times": lambda v: isinstance(v, dict) and all(
-        isinstance(k, str) and _is_number(t) for k, t in v.items()),
-    "exit_reason": _optional(lambda v: isinstance(v, str)),
+        k in _PHASES and _is_number(t) for k, t in v.items()),
+    "exit_reason": _optional(lambda v: isinstance(v, str) and len(v) <= MAX_REASON_CHARS),
     "kernel_pid": _optional(_is_int),
     "runner_pid": _optional(_is_int),
     "restarts": _optional(_is_int),
     "updated": _optional(_is_number),
-    "kubernetes": _optional(lambda v: isinstance(v, dict)),
+    "kubernetes": _optional(_is_str_dict),
+}
+#: what a field must be, in a malformed status's reason
+_EXPECTED = {
+    "state": f"one of {', '.join(_STATES)}", "phase": f"one of {', '.join(_PHASES)}",
+    "attempt": "an integer", "attempts": "a list of objects",
+    "phase_times": "an object of phases to finite numbers",
+    "exit_reason": f"a string of at most {MAX_REASON_CHARS} characters or null",
+    "kernel_pid": "an integer or null",
+    "runner_pid": "an integer or null", "restarts": "an integer or null",
+    "updated": "a number or null", "kubernetes": "an object or null",
 }
 #: a document without these is no runner's status
 _REQUIRED = ("state", "phase")
@@ -215,16 +326,27 @@ class RunnerStatus:
                 del doc[name]
         return doc
 
+    @staticmethod
+    def problem(doc: Any) -> str | None:
+        """Why `doc` is no status the runner could have written (not an object, no state or
+        phase, a field of the wrong type: ``"attempt": "x"``); None when it is one."""
+        if not isinstance(doc, dict):
+            return "it is not a JSON object"
+        for name in _REQUIRED:
+            if name not in doc:
+                return f"it has no {name}"
+        for name, check in _CHECKS.items():
+            if name in doc and not check(doc[name]):
+                return f"{name} must be {_EXPECTED[name]}"
+        return None
+
     @classmethod
     def from_json(cls, doc: Any) -> RunnerStatus | None:
-        """None for anything that is not a status the runner could have written: not an
-        object, no state or phase, or a field of the wrong type (``"attempt": "x"``): such a
-        file is treated as one not written yet, never trusted in part."""
-        if not isinstance(doc, dict) or any(name not in doc for name in _REQUIRED):
+        """None for anything that is not a status the runner could have written
+        (`problem`): such a document is never trusted in part."""
+        if cls.problem(doc) is not None:
             return None
         values = {name: doc[name] for name in _CHECKS if name in doc}
-        if not all(_CHECKS[name](value) for name, value in values.items()):
-            return None
         status = cls(**values)
         status.attempts = [dict(a) for a in status.attempts]
         status.phase_times = dict(status.phase_times)
@@ -234,6 +356,66 @@ class RunnerStatus:
 def read_status(job_dir: Path) -> RunnerStatus | None:
     """The job's `STATUS`; None when it is missing, half written or not a status."""
     return RunnerStatus.from_json(read_json(job_dir / STATUS))
+
+
+def check_status(job_dir: Path) -> tuple[RunnerStatus | None, str | None]:
+    """The job's `STATUS` and, when the file is a complete JSON document that is no status,
+    why (the file is written atomically, so such a document is final, not half written):
+    (None, None) while it is missing or not (yet) JSON."""
+    doc = read_json(job_dir / STATUS)
+    if doc is None:
+        return None, None
+    problem = RunnerStatus.problem(doc)
+    if problem is not None:
+        return None, f"the runner's {STATUS} is malformed: {problem}"
+    return RunnerStatus.from_json(doc), None
+
+
+# --- what else a job writes back, type-checked ------------------------------------------------
+
+
+def read_outputs(job_dir: Path) -> list[dict[str, Any]]:
+    """`OUTPUTS`: one object per selected cell (cell_id, execution_count, outputs); anything
+    else in the file is left out."""
+    doc = read_json(job_dir / OUTPUTS)
+    if not isinstance(doc, list):
+        return []
+    return [c for c in doc if isinstance(c, dict) and isinstance(c.get("cell_id"), str)
+            and isinstance(c.get("outputs"), list)
+            and all(isinstance(o, dict) for o in c["outputs"])
+            and (c.get("execution_count") is None or _is_int(c.get("execution_count")))]
+
+
+def read_results_index(job_dir: Path) -> dict[str, Any]:
+    """`RESULTS_INDEX`: ``results`` (name, type, size_bytes each), ``skipped`` (name ->
+    why) and ``sha256`` (of `RESULTS`, or None); wrong shapes read as nothing."""
+    doc = read_object(job_dir / RESULTS_INDEX)
+    results = doc.get("results")
+    entries = [e for e in results if isinstance(e, dict) and isinstance(e.get("name"), str)
+               and isinstance(e.get("type"), str) and _is_int(e.get("size_bytes"))] \
+        if isinstance(results, list) else []
+    skipped = doc.get("skipped")
+    digest = doc.get("sha256")
+    return {
+        "results": [{"name": e["name"], "type": e["type"], "size_bytes": e["size_bytes"]}
+                    for e in entries],
+        "skipped": {k: v for k, v in skipped.items() if isinstance(k, str)
+                    and isinstance(v, str)} if isinstance(skipped, dict) else {},
+        "sha256": digest if isinstance(digest, str) and len(digest) == 64 else None,
+    }
+
+
+def read_environment(job_dir: Path) -> dict[str, Any] | None:
+    """`ENVIRONMENT`: python, executable, platform (strings) and packages (name ->
+    version); None when it is missing or not of that shape."""
+    doc = read_object(job_dir / ENVIRONMENT)
+    packages = doc.get("packages")
+    if not all(isinstance(doc.get(k), str) for k in ("python", "executable", "platform")) \
+            or not isinstance(packages, dict) \
+            or not all(isinstance(k, str) and isinstance(v, str) for k, v in packages.items()):
+        return None
+    return {"python": doc["python"], "executable": doc["executable"],
+            "platform": doc["platform"], "packages": packages}
 
 
 def write_status(job_dir: Path, status: RunnerStatus) -> None:

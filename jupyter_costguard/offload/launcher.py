@@ -93,9 +93,13 @@ class Launcher:
             if picked is not None:
                 environment["CUDA_VISIBLE_DEVICES"] = ",".join(picked)
         checkpoint_dir = job.spec.checkpoint_location or str(d / jobdir.CHECKPOINTS)
-        jobdir.write_json(d / jobdir.SPEC, {"id": job.id, "spec": job.spec.to_json(),
-                                            "checkpoint_dir": checkpoint_dir,
-                                            "environment": environment})
+        doc = {"id": job.id, "spec": job.spec.to_json(), "checkpoint_dir": checkpoint_dir,
+               "environment": environment}
+        digest = job.record.get("inputs_sha256")
+        if job.spec.send and isinstance(digest, str):  # the runner checks inputs against it
+            doc["inputs_sha256"] = digest
+        jobdir.private_dir(d)
+        jobdir.write_json(d / jobdir.SPEC, doc)
         try:
             ref = self.backends[job.spec.backend].launch(job, d, environment)
         except Exception as e:

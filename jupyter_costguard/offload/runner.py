@@ -52,16 +52,20 @@ from jupyter_costguard.offload.warm import warm_main
 
 #: Executed first in the job's kernel: the notebook's directory, the sent variables.
 PREAMBLE = """\
-def _costguard_preamble(cwd, inputs, environ):
-    import os, pickle, sys
+def _costguard_preamble(cwd, inputs, digest, environ):
+    import hashlib, os, pickle, sys
     os.environ.update(environ)
     os.chdir(cwd)
     if cwd not in sys.path:
         sys.path.insert(0, cwd)
-    if os.path.exists(inputs):
+    if inputs:  # only when the spec says variables were sent, and only what was sent
         with open(inputs, "rb") as f:
-            globals().update(pickle.load(f))
-_costguard_preamble({cwd!r}, {inputs!r}, {environ!r})
+            data = f.read()
+        if digest is not None and hashlib.sha256(data).hexdigest() != digest:
+            raise ValueError("the sent variables (inputs.pkl) do not match the sha256 "
+                             "recorded at submit; not loaded")
+        globals().update(pickle.loads(data))
+_costguard_preamble({cwd!r}, {inputs!r}, {digest!r}, {environ!r})
 del _costguard_preamble
 """
 
@@ -85,7 +89,9 @@ def _costguard_environment(path):
             packages[name] = d.version
     doc = {{"python": sys.version, "executable": sys.executable,
            "platform": platform.platform(), "packages": dict(sorted(packages.items()))}}
-    with open(path + ".tmp", "w") as f:
+    fd = os.open(path + ".tmp", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.fchmod(fd, 0o600)
+    with os.fdopen(fd, "w") as f:
         json.dump(doc, f)
     os.replace(path + ".tmp", path)
 _costguard_environment({path!r})
@@ -94,7 +100,11 @@ del _costguard_environment
 
 RESULTS = """\
 def _costguard_results(names, path, index):
-    import json, os, pickle, types
+    import hashlib, json, os, pickle, types
+    def private(name, mode):
+        fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.fchmod(fd, 0o600)
+        return os.fdopen(fd, mode)
     g = globals()
     kept, entries, skipped = {{}}, [], {{}}
     for name in names:
@@ -114,11 +124,13 @@ def _costguard_results(names, path, index):
         t = type(value)
         entries.append({{"name": name, "type": f"{{t.__module__}}.{{t.__qualname__}}",
                          "size_bytes": len(data)}})
-    with open(path + ".tmp", "wb") as f:
-        pickle.dump(kept, f, protocol=pickle.HIGHEST_PROTOCOL)
+    data = pickle.dumps(kept, protocol=pickle.HIGHEST_PROTOCOL)
+    with private(path + ".tmp", "wb") as f:
+        f.write(data)
     os.replace(path + ".tmp", path)
-    with open(index + ".tmp", "w") as f:
-        json.dump({{"results": entries, "skipped": skipped}}, f)
+    with private(index + ".tmp", "w") as f:
+        json.dump({{"results": entries, "skipped": skipped,
+                    "sha256": hashlib.sha256(data).hexdigest()}}, f)
     os.replace(index + ".tmp", index)
 _costguard_results({names!r}, {path!r}, {index!r})
 del _costguard_results
@@ -137,6 +149,10 @@ class Runner:
         self.spec = JobSpec.from_json(doc["spec"])
         self.checkpoint_dir: str = doc["checkpoint_dir"]
         self.environment: dict[str, str] = dict(doc.get("environment", {}))
+        #: the digest of `jobdir.INPUTS` the server recorded when it wrote the file (a spec
+        #: from a server before digests has none: its sent inputs load unchecked)
+        digest = doc.get("inputs_sha256")
+        self.inputs_sha256: str | None = digest if isinstance(digest, str) else None
         #: what an earlier runner of this job left (lost, or requeued by the scheduler)
         self.previous = jobdir.read_status(job_dir)
         previous = self.previous or RunnerStatus(state="running", phase="starting")
@@ -154,7 +170,8 @@ class Runner:
         if limit is not None:
             first = self.status.phase_times.get("starting", time.time())
             self.deadline = first + limit
-        self.log_file = open(job_dir / jobdir.LOG, "a", buffering=1, encoding="utf-8")
+        self.log_file = os.fdopen(jobdir.open_private(job_dir / jobdir.LOG), "a", buffering=1,
+                                  encoding="utf-8")
         self.outputs: dict[str, dict[str, Any]] = {}
         self.cancelled = False
         self._install_signals: Any = lambda: None
@@ -357,8 +374,11 @@ class Runner:
     def notebook(self) -> Any:
         import nbformat
 
+        # inputs.pkl is unpickled only when the spec sent variables (a file that is there
+        # otherwise is none of the job's), and only if it matches the recorded digest
+        inputs = str(self.dir / jobdir.INPUTS) if self.spec.send else ""
         cells = [nbformat.v4.new_code_cell(PREAMBLE.format(
-            cwd=self.spec.cwd, inputs=str(self.dir / jobdir.INPUTS),
+            cwd=self.spec.cwd, inputs=inputs, digest=self.inputs_sha256,
             environ=self.job_environment()))]
         for c in self.spec.cells:
             cell = nbformat.v4.new_code_cell(c.source)

@@ -76,7 +76,7 @@ class JobService:
         self._wake = asyncio.Event()
         self._metrics: list[Metric] = []
         self._metrics_dirty = True
-        self.jobs_dir.mkdir(parents=True, exist_ok=True)
+        jobdir.private_dir(self.jobs_dir)
 
     async def _run(self, fn: Callable[..., T], *args: Any) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
@@ -172,7 +172,7 @@ class JobService:
         kernel = await self._run(kernel_name, body, file, self.hooks.kernel_manager,
                                  self.hooks.kernel_spec_names)
         staging = self.jobs_dir / f"staging-{uuid.uuid4().hex}"
-        await self._run(lambda: staging.mkdir(parents=True))
+        await self._run(jobdir.private_dir, staging)
         try:
             if options.send:
                 assert options.kernel_id is not None
@@ -196,6 +196,10 @@ class JobService:
                 user: str | None) -> Job:
         record = make_record(self.root, self.root / spec.notebook, Path(spec.cwd), spec.code,
                              cells, spec.inputs, user)
+        inputs = staging / jobdir.INPUTS
+        if spec.send and inputs.exists():  # the runner loads it only if it matches this
+            os.chmod(inputs, jobdir.PRIVATE_FILE)
+            record = {**record, "inputs_sha256": jobdir.sha256_file(inputs)}
         job = self.store.create(spec, self.clock(), sl.to_json(), record)
         d = self.job_dir(job.id)
         if d.exists():  # left by an earlier store that was deleted
@@ -221,12 +225,17 @@ class JobService:
         old = await self.get(job_id)
 
         def work() -> Job:
-            staging = self.jobs_dir / f"staging-{uuid.uuid4().hex}"
-            staging.mkdir(parents=True)
+            staging = jobdir.private_dir(self.jobs_dir / f"staging-{uuid.uuid4().hex}")
             inputs = self.job_dir(job_id) / jobdir.INPUTS
-            if inputs.exists():
-                shutil.copyfile(inputs, staging / jobdir.INPUTS)
             record = dict(old.record)
+            record.pop("results_sha256", None)
+            sent = record.pop("inputs_sha256", None)
+            data = jobdir.read_regular(inputs, self.settings.max_send_bytes) \
+                if old.spec.send else None
+            if data is not None:  # only what the first job was sent; the runner checks the
+                # copy against the first job's digest
+                jobdir.write_bytes(staging / jobdir.INPUTS, data)
+                record["inputs_sha256"] = sent
             record["rerun_of"] = old.id
             record["submitted_by"] = user
             job = self.store.create(old.spec, self.clock(), dict(old.slice_doc), record)

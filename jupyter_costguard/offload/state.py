@@ -3,7 +3,10 @@
 Sending: at submit the server asks the notebook's kernel to pickle the named variables into
 the job's ``inputs.pkl`` (plain pickle, no costguard import, so any Python kernel can), with a
 size limit checked before anything is written. Loading results back is the reverse: a snippet
-(`load_code`) that the UI runs in the kernel, or ``%costguard fetch JOB``.
+(`load_code`) that the UI runs in the kernel, or ``%costguard fetch JOB``. A results pickle is
+loaded only when costguard recorded that the job produced it, from a directory and file owned
+by the user that group and others cannot write, and only if its sha256 is the one the server
+recorded when the job ended.
 """
 
 from __future__ import annotations
@@ -25,21 +28,34 @@ def _costguard_send(names, path, limit):
                         for n in names), reverse=True)
         big = ", ".join(f"{n} ({s:,} bytes)" for s, n in sizes[:3])
         return json.dumps({"error": "too large", "size": len(data), "largest": big})
-    with open(path + ".tmp", "wb") as f:
+    fd = os.open(path + ".tmp", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.fchmod(fd, 0o600)
+    with os.fdopen(fd, "wb") as f:
         f.write(data)
     os.replace(path + ".tmp", path)
     return json.dumps({"size": len(data)})
 """
 
 LOAD = """\
-def _costguard_load(path):
-    import pickle
+def _costguard_load(path, digest):
+    import hashlib, os, pickle, stat
+    for p in (os.path.dirname(path), path):
+        st = os.stat(p)
+        if st.st_uid != os.getuid() or st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+            raise ValueError("costguard: not loading job {job}'s results: " + p + " is not "
+                             "owned by you, or is writable by group or others")
     with open(path, "rb") as f:
-        values = pickle.load(f)
+        data = f.read()
+    if hashlib.sha256(data).hexdigest() != digest:
+        raise ValueError("costguard: not loading job {job}'s results: " + path + " does not "
+                         "match the sha256 recorded when the job ended")
+    values = pickle.loads(data)
     globals().update(values)
     print("costguard: loaded " + (", ".join(sorted(values)) or "nothing") + " from job {job}")
-_costguard_load({path!r})
-del _costguard_load
+try:
+    _costguard_load({path!r}, {digest!r})
+finally:
+    del _costguard_load
 """
 
 
@@ -49,8 +65,10 @@ class SendError(Exception):
         self.status = status
 
 
-def load_code(job_id: int, path: str) -> str:
-    return LOAD.format(job=job_id, path=path)
+def load_code(job_id: int, path: str, digest: str) -> str:
+    """What loads job `job_id`'s results from `path` in the user's kernel, if the file is
+    still the one whose sha256 the server recorded (`digest`)."""
+    return LOAD.format(job=job_id, path=path, digest=digest)
 
 
 async def send_variables(kernel_manager: Any, kernel_id: str, names: list[str], path: str,

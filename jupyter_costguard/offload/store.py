@@ -8,6 +8,7 @@ loses no job: on start the store is read back and non-terminal jobs are followed
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import threading
 from collections.abc import Iterator
@@ -15,6 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from jupyter_costguard.offload import jobdir
 from jupyter_costguard.offload.spec import Job, JobSpec
 
 SCHEMA = """
@@ -49,11 +51,17 @@ COLUMNS = ("id", "notebook", "state", "phase", "created", "ended", "attempts", "
 class JobStore:
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        jobdir.private_dir(self.path.parent)
+        # the jobs' code and records: 0600 (SQLite gives its -wal and -shm the same mode)
+        os.close(jobdir.open_private(self.path, os.O_RDWR | os.O_CREAT))
         self._db = sqlite3.connect(str(self.path), check_same_thread=False,
                                    isolation_level=None)
         self._lock = threading.Lock()
         self._db.execute("PRAGMA journal_mode=WAL")
+        for suffix in ("-wal", "-shm"):
+            side = self.path.with_name(self.path.name + suffix)
+            if side.exists():
+                os.chmod(side, jobdir.PRIVATE_FILE)
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.executescript(SCHEMA)
         columns = {row[1] for row in self._db.execute("PRAGMA table_info(job)")}

@@ -53,7 +53,7 @@ async def _warm_wait(warm_dir: Path, kernel_name: str, server_pid: int, run_job:
         checked = time.monotonic()
         while not stop.is_set():
             doc = jobdir.read_json(assignment)
-            if doc is not None:
+            if isinstance(doc, dict) and isinstance(doc.get("job_dir"), str):
                 break
             if time.monotonic() - checked > 1.0:
                 checked = time.monotonic()

@@ -111,7 +111,9 @@ def _write_signal_ok() -> None:
     path = os.path.join(job_dir, SIGNAL_OK)
     tmp = f"{path}.tmp-{os.getpid()}"
     try:
-        with open(tmp, "w") as f:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.fchmod(fd, 0o600)
+        with os.fdopen(fd, "w") as f:
             f.write(f"{os.getpid()}\n")
         os.replace(tmp, path)
     except OSError as e:

@@ -46,6 +46,33 @@ class Store:
         raise NotImplementedError
 
 
+def private_makedirs(path: str) -> None:
+    """Make `path` and its missing parents 0700 (umask or not); an existing directory is the
+    user's to set and is left as it is."""
+    missing = []
+    p = os.path.abspath(path)
+    while not os.path.exists(p):
+        missing.append(p)
+        parent = os.path.dirname(p)
+        if parent == p:
+            break
+        p = parent
+    os.makedirs(path, mode=0o700, exist_ok=True)
+    for d in missing:
+        os.chmod(d, 0o700)
+
+
+def private_create(path: str) -> Any:
+    """A new file at `path`, 0600 whatever the umask, open for writing bytes (exclusive)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        os.fchmod(fd, 0o600)
+    except OSError:
+        os.close(fd)
+        raise
+    return os.fdopen(fd, "wb")
+
+
 class LocalStore(Store):
     """Local disk: tmp file + fsync + os.replace + directory fsync, so renames survive a crash."""
 
@@ -76,11 +103,11 @@ class LocalStore(Store):
         self._write_with(name, copy)
 
     def _write_with(self, name: str, fill: Any) -> None:
-        os.makedirs(self.root, exist_ok=True)
+        private_makedirs(self.root)
         final = os.path.join(self.root, name)
         tmp = f"{final}.tmp-{secrets.token_hex(6)}"
         try:
-            with open(tmp, "xb") as f:
+            with private_create(tmp) as f:
                 fill(f)
                 f.flush()
                 os.fsync(f.fileno())

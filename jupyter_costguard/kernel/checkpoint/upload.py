@@ -34,7 +34,13 @@ from jupyter_costguard.kernel.checkpoint.steps import (
     prune,
     write,
 )
-from jupyter_costguard.kernel.checkpoint.stores import FsspecStore, Store, open_store
+from jupyter_costguard.kernel.checkpoint.stores import (
+    FsspecStore,
+    Store,
+    open_store,
+    private_create,
+    private_makedirs,
+)
 from jupyter_costguard.offload import jobdir
 
 UPLOAD_TRIES = 3
@@ -121,7 +127,7 @@ def _staging() -> str:
             except OSError:
                 _staging_dir = tempfile.mkdtemp(prefix="costguard-checkpoint-")
                 return _staging_dir
-        os.makedirs(base, exist_ok=True)
+        private_makedirs(base)
         _clean_stale_staging(base)
         _staging_dir = tempfile.mkdtemp(prefix=f"p{os.getpid()}-", dir=base)
         return _staging_dir
@@ -140,7 +146,7 @@ def _stage(state: Any, step: int, loc: str, keep: int, store: Store) -> Checkpoi
     """Pickle into the staging directory and queue the upload; the caller doesn't wait."""
     key = hashlib.sha256(loc.encode()).hexdigest()[:12]
     path = os.path.join(_staging(), f"{key}-{data_name(step)}.{secrets.token_hex(4)}")
-    with open(path, "xb") as f:
+    with private_create(path) as f:
         writer = _HashingWriter(f)
         try:
             pickle.dump(state, writer, protocol=PICKLE_PROTOCOL)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import threading
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
@@ -44,11 +45,12 @@ class LocalBackend(Backend):
         self._warm: list[tuple[int, Path]] = []
 
     def _spawn(self, args: list[str], cwd: Path, out: Path) -> int:
-        with open(out, "ab") as f:
+        with os.fdopen(jobdir.open_private(out), "ab") as f:
             proc = subprocess.Popen(
                 args, cwd=cwd, stdin=subprocess.DEVNULL, stdout=f, stderr=subprocess.STDOUT,
                 start_new_session=True, close_fds=True, env=self.environ)
         self._children[proc.pid] = proc
+        _reap_when_done(proc)
         return proc.pid
 
     def launch(self, job: Job, job_dir: Path, environment: Mapping[str, str] = {}) -> str | None:
@@ -79,8 +81,8 @@ class LocalBackend(Backend):
             return
         self._warm = [(pid, d) for pid, d in self._warm if self._alive(pid, str(d))]
         while len(self._warm) < self.warm_kernels:
-            d = self.warm_dir / f"warm-{uuid.uuid4().hex[:12]}"
-            d.mkdir(parents=True)
+            jobdir.private_dir(self.warm_dir)
+            d = jobdir.private_dir(self.warm_dir / f"warm-{uuid.uuid4().hex[:12]}")
             pid = self._spawn(jobdir.warm_command(d, self.warm_kernel_name, os.getpid()),
                               d, d / jobdir.RUNNER_OUT)
             self._warm.append((pid, d))
@@ -119,6 +121,14 @@ class LocalBackend(Backend):
             _killpg(pid, sig)
         if force and job.kernel_pid is not None and pid_runs(job.kernel_pid, "kernel"):
             _killpg(job.kernel_pid, sig)  # the kernel has a session of its own
+
+
+def _reap_when_done(proc: subprocess.Popen[bytes]) -> None:
+    """Reap `proc` the moment it exits, so that no finished runner lingers as a zombie of the
+    server (the follower stops asking about a job once it has ended). A daemon thread per
+    runner blocks in waitpid on that one pid: no SIGCHLD handler, no wait on the worker
+    thread or the IO loop. `Popen.poll` from `_alive` still answers (None until it exits)."""
+    threading.Thread(target=proc.wait, name=f"costguard-reap-{proc.pid}", daemon=True).start()
 
 
 def _pid(ref: str | None) -> int | None:

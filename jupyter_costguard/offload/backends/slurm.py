@@ -17,6 +17,15 @@ job's log. A requeued job (preemption, ``scontrol requeue``, a node failure) run
 again in the same directory; it continues the interrupted attempt from the latest checkpoint
 without using a retry (see runner.py's scheduler hooks).
 
+Quoting: every path and setting in a ``#SBATCH`` line is written the way sbatch reads it
+(double quotes, ``\\`` and ``"`` backslash-escaped), so quotes, backslashes, ``#``, ``$``,
+backticks, spaces and non-ASCII letters in the notebook's directory survive; ``%`` in the job
+directory is written ``%%`` (Slurm's filename patterns), and a job directory holding a
+backslash is refused (Slurm drops backslashes from ``--output``). The runner's command line is
+shell-quoted. A newline, carriage return or NUL in ``slurm_partition``, ``slurm_account``,
+``slurm_extra_args`` or ``slurm_python`` is refused when the server starts (and again when a
+script is written), so no setting can end a line early and become a command.
+
 All calls run on the job service's worker thread, never on the IO loop; each has a timeout,
 and ``squeue`` answers are shared by every job for `query_interval` seconds so that following
 many jobs does not hammer the controller.
@@ -39,7 +48,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from traitlets import Bool, HasTraits, Int, List, Unicode
+from traitlets import Bool, HasTraits, Int, List, TraitError, Unicode, validate
 
 from jupyter_costguard.offload import jobdir
 from jupyter_costguard.offload.backends.base import Backend
@@ -121,12 +130,37 @@ def parse_scontrol(text: str) -> SlurmJob | None:
                     key("TimeLimit"))
 
 
-def _directive(value: str) -> str:
-    """An #SBATCH value: sbatch reads double quotes, so a path with spaces is quoted; a
-    newline or a double quote could not be written safely."""
-    if "\n" in value or "\r" in value or '"' in value:
-        raise SlurmError(f"cannot pass {value!r} to sbatch (newline or double quote)")
-    return f'"{value}"' if re.search(r"\s", value) else value
+#: characters no setting or path written into the batch script may hold: a line break would
+#: end a directive or a comment early and make the rest a command of the script
+LINE_BREAKS = {"\n": "a newline", "\r": "a carriage return", "\0": "a NUL byte"}
+
+
+def refuse_line_breaks(what: str, value: str) -> None:
+    """Raise SlurmError naming `what` if `value` holds a newline, carriage return or NUL."""
+    for char, name in LINE_BREAKS.items():
+        if char in value:
+            raise SlurmError(f"{what} holds {name} ({value!r}), which cannot go into a Slurm "
+                             "batch script")
+
+
+def _directive(value: str, what: str) -> str:
+    """An #SBATCH value as sbatch reads it: inside double quotes a backslash escapes the next
+    character, and ``#``, ``'``, spaces and anything else are literal; no line break."""
+    refuse_line_breaks(what, value)
+    if re.fullmatch(r"[\w./:=@+,-]+", value, re.ASCII):
+        return value
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _output_path(job_dir: Path) -> str:
+    """--output: the job directory with Slurm's filename patterns escaped (``%`` as ``%%``),
+    then Slurm's own ``%j``. Slurm drops every backslash from such a path (and then expands
+    no pattern), so a job directory holding one cannot be given."""
+    text = str(job_dir)
+    if "\\" in text:
+        raise SlurmError(f"the job directory {text!r} holds a backslash, which Slurm's "
+                         "--output cannot take; choose a jobs_dir without one")
+    return text.replace("%", "%%") + "/" + jobdir.SLURM_OUTPUT
 
 
 def time_minutes(seconds: float) -> int:
@@ -168,14 +202,17 @@ class SlurmBackend(Backend):
         the runner, exec'd so that Slurm's signals (SIGTERM, the SIGUSR1 warning sent with
         ``B:``) reach it and not a shell that would ignore or die of them."""
         res = job.spec.resources
+        refuse_line_breaks("python", self.python)
+        for arg in self.extra_args:
+            refuse_line_breaks("extra args", arg)
         lines = [
             "#!/bin/bash",
             f"# costguard job {job.id} from {job.spec.notebook!r}: written and submitted by "
             "the Slurm backend",
             f"#SBATCH --job-name=costguard-{job.id}",
-            f"#SBATCH --output={_directive(str(job_dir / jobdir.SLURM_OUTPUT))}",
+            f"#SBATCH --output={_directive(_output_path(job_dir), 'job directory')}",
             "#SBATCH --open-mode=append",
-            f"#SBATCH --chdir={_directive(job.spec.cwd)}",
+            f"#SBATCH --chdir={_directive(job.spec.cwd, 'the notebook directory')}",
             "#SBATCH --nodes=1",
             "#SBATCH --ntasks=1",
             "#SBATCH --requeue",
@@ -192,9 +229,9 @@ class SlurmBackend(Backend):
         if res.time_limit_seconds is not None:
             lines.append(f"#SBATCH --time={time_minutes(res.time_limit_seconds)}")
         if self.partition:
-            lines.append(f"#SBATCH --partition={_directive(self.partition)}")
+            lines.append(f"#SBATCH --partition={_directive(self.partition, 'partition')}")
         if self.account:
-            lines.append(f"#SBATCH --account={_directive(self.account)}")
+            lines.append(f"#SBATCH --account={_directive(self.account, 'account')}")
         if self.extra_args:
             lines.append(f"# and on sbatch's command line: {shlex.join(self.extra_args)}")
         lines += [
@@ -492,6 +529,18 @@ class SlurmTraits(HasTraits):
         sys.executable, config=True,
         help="Python on the compute nodes that has jupyter_costguard installed (default: the "
         "server's, which a shared filesystem makes the same).")
+
+    @validate("slurm_partition", "slurm_account", "slurm_python", "slurm_extra_args")
+    def _no_line_breaks(self, proposal: Any) -> Any:
+        """Each of these goes into the batch script: a line break there could end a line
+        early and make the rest a shell command, so the server refuses it at startup."""
+        name, value = proposal["trait"].name, proposal["value"]
+        for item in ([] if value is None else [value] if isinstance(value, str) else value):
+            try:
+                refuse_line_breaks(f"c.CostGuard.{name}", item)
+            except SlurmError as e:
+                raise TraitError(str(e)) from None
+        return value
 
     def slurm_backend(self) -> SlurmBackend | None:
         """The backend when it is offered: `slurm_enabled`, or `sbatch` on PATH."""
