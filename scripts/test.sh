@@ -23,10 +23,13 @@ if [ ${#need[@]} -gt 0 ]; then
 fi
 
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
+ext=.venv/share/jupyter/labextensions/jupyter-costguard
+# an earlier run linked $ext to the build; unlink it first, or pip's install of the shared data
+# would write install.json through the link into the build, and the next build would fail
+[ -L "$ext" ] && rm "$ext"
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q -e ".[test]"
 # link the built labextension into the env, so a rebuild is what the browser tests load
-ext=.venv/share/jupyter/labextensions/jupyter-costguard
 rm -rf "$ext" && ln -s "$PWD/jupyter_costguard/labextension" "$ext"
 
 .venv/bin/ruff check .
