@@ -24,6 +24,7 @@ from jupyter_costguard.guard.engine import Guard
 from jupyter_costguard.guard.rules import default_rules
 from jupyter_costguard.metrics import collector as metrics
 from jupyter_costguard.metrics.pushgateway import push_finished_job
+from jupyter_costguard.offload import jobdir
 from jupyter_costguard.offload.accounting import kernel_gpu_usage, pick_gpus
 from jupyter_costguard.offload.backends.base import Backend
 from jupyter_costguard.offload.backends.kubernetes.traits import KubernetesTraits
@@ -137,7 +138,7 @@ class CostGuard(ExtensionApp, CostTraits, SamplingTraits, GuardTraits, OffloadTr
             gpu_picker=lambda n: pick_gpus(self._published().sample, n),
             local_capacity=self._local_capacity(),
             gpu_usage=lambda kid: kernel_gpu_usage(self._published().sample, kid))
-        return JobService(JobStore(jobs_dir / "jobs.sqlite"), jobs_dir, backends, Path(root),
+        return JobService(JobStore(jobs_dir / jobdir.JOBS_DB), jobs_dir, backends, Path(root),
                           self.job_settings(), hooks)
 
     def _local_capacity(self) -> Any:

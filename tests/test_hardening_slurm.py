@@ -10,7 +10,6 @@ and non-ASCII letters, with a job directory almost as odd; the reaping by a real
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import time
@@ -29,7 +28,7 @@ from tests.support.jobs import submit as submit_local
 from tests.support.jobs import wait_job
 from tests.support.notebooks import code, write_notebook
 from tests.support.server_proc import ServerProcess
-from tests.support.slurm_cluster import SlurmCluster, unavailable
+from tests.support.slurm_cluster import SlurmCluster, running_cluster
 
 #: every character the issue names, in the directory of the notebook
 ODD_DIR = "we'ird \\ #dir $x `id` \"q\" ünï %j"
@@ -119,16 +118,7 @@ def test_the_script_hands_odd_paths_to_the_runner_unchanged(tmp_path: Path) -> N
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[SlurmCluster]:
-    reason = unavailable()
-    if reason:
-        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
-            pytest.fail(f"Slurm tests cannot run in CI: {reason}")
-        pytest.skip(reason)
-    c = SlurmCluster().start()
-    try:
-        yield c
-    finally:
-        c.stop()
+    yield from running_cluster()
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import re
 import subprocess
 import time
@@ -26,7 +25,7 @@ from jupyter_costguard.offload.backends.slurm import SlurmBackend, parse_scontro
 from jupyter_costguard.offload.spec import Job, JobSpec, Resources, SpecCell
 from tests.support.notebooks import code, write_notebook
 from tests.support.server_proc import ServerProcess
-from tests.support.slurm_cluster import SlurmCluster, unavailable
+from tests.support.slurm_cluster import SlurmCluster, running_cluster
 
 ENDED = ("succeeded", "failed", "cancelled", "lost")
 #: a notebook directory with a space in it: the batch script must quote it
@@ -113,16 +112,7 @@ def test_the_settings_example_names_real_settings() -> None:
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[SlurmCluster]:
-    reason = unavailable()
-    if reason:
-        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
-            pytest.fail(f"Slurm tests cannot run in CI: {reason}")
-        pytest.skip(reason)
-    c = SlurmCluster().start()
-    try:
-        yield c
-    finally:
-        c.stop()
+    yield from running_cluster()
 
 
 @pytest.fixture(scope="module")

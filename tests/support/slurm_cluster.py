@@ -41,6 +41,7 @@ import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 BINARIES = ("munged", "slurmctld", "slurmd", "sbatch", "squeue", "scontrol", "scancel", "sinfo")
@@ -245,3 +246,20 @@ def _exe(name: str) -> str:
     if path is None:
         raise FileNotFoundError(name)
     return path
+
+
+def running_cluster() -> Iterator[SlurmCluster]:
+    """A started cluster for a test module's fixture (`yield from running_cluster()`): skipped
+    where Slurm cannot run here, a failure in CI (which installs it), stopped afterwards."""
+    import pytest
+
+    reason = unavailable()
+    if reason:
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+            pytest.fail(f"Slurm tests cannot run in CI: {reason}")
+        pytest.skip(reason)
+    c = SlurmCluster().start()
+    try:
+        yield c
+    finally:
+        c.stop()
