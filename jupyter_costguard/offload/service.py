@@ -42,7 +42,7 @@ from jupyter_costguard.offload.settings import JobSettings, ServerHooks
 from jupyter_costguard.offload.slicing import Slice
 from jupyter_costguard.offload.spec import STATES, Job, JobSpec
 from jupyter_costguard.offload.state import SendError, send_variables
-from jupyter_costguard.offload.store import JobStore
+from jupyter_costguard.offload.store import PAGE_DEFAULT, JobStore
 from jupyter_costguard.sampling.records import KernelInfo
 
 log = logging.getLogger("jupyter_costguard")
@@ -72,6 +72,10 @@ class JobService:
         self.documents = JobDocuments(self.backends, self.job_dir, self.accounting,
                                       hooks.currency, self.clock)
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="costguard-jobs")
+        #: submit preparation (slicing, the inputs manifest): bounded work, but long enough
+        #: that store reads on the job worker must not wait behind it
+        self._prepare = ThreadPoolExecutor(max_workers=2,
+                                           thread_name_prefix="costguard-prepare")
         self._task: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
         self._metrics: list[Metric] = []
@@ -80,6 +84,10 @@ class JobService:
 
     async def _run(self, fn: Callable[..., T], *args: Any) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
+
+    async def _prep(self, fn: Callable[..., T], *args: Any) -> T:
+        """Reads of the notebook and its inputs, no store: off the job worker."""
+        return await asyncio.get_running_loop().run_in_executor(self._prepare, fn, *args)
 
     def job_dir(self, job_id: int) -> Path:
         return self.jobs_dir / str(job_id)
@@ -99,6 +107,18 @@ class JobService:
         def work() -> list[Job]:
             self.follow()  # what a client reads is as fresh as the runners' files
             return self.store.list_jobs(notebook)
+
+        return await self._run(work)
+
+    async def list_page(self, notebook: str | None = None, limit: int = PAGE_DEFAULT,
+                        before: int | None = None) -> tuple[list[Job], int | None]:
+        """A page of the list, from the store's summaries; a job still active is shown
+        from its full row (there are few), as backends describe it from that."""
+        def work() -> tuple[list[Job], int | None]:
+            self.follow()
+            jobs, next_before = self.store.list_page(notebook, limit, before)
+            full = [self.store.get(j.id) if not j.terminal else j for j in jobs]
+            return [f if f is not None else j for f, j in zip(full, jobs)], next_before
 
         return await self._run(work)
 
@@ -156,20 +176,20 @@ class JobService:
             _, sl = slice_request(body, file)
             return sl.to_json()
 
-        return await self._run(work)
+        return await self._prep(work)
 
     async def submit(self, body: Any, user: str | None = None) -> tuple[Job, Slice]:
         body = check_request(body)
         options = parse_options(body, self.settings, self.backends)
         if options.resources.gpus is not None and self.launcher.local(options.backend):
             self.hooks.gpu_picker(options.resources.gpus)  # JobError when it has fewer
-        file = await self._run(notebook_file, self.root, body.get("notebook"))
+        file = await self._prep(notebook_file, self.root, body.get("notebook"))
         notebook = str(file.relative_to(self.root))
         refusal = self.hooks.budget_refuses(notebook)
         if refusal:
             raise JobError(refusal, 409)
-        cells, sl = await self._run(slice_request, body, file)
-        kernel = await self._run(kernel_name, body, file, self.hooks.kernel_manager,
+        cells, sl = await self._prep(slice_request, body, file)
+        kernel = await self._prep(kernel_name, body, file, self.hooks.kernel_manager,
                                  self.hooks.kernel_spec_names)
         staging = self.jobs_dir / f"staging-{uuid.uuid4().hex}"
         await self._run(jobdir.private_dir, staging)
@@ -183,7 +203,10 @@ class JobService:
                 except SendError as e:
                     raise JobError(str(e), e.status) from None
             spec = job_spec(options, notebook, file.parent, kernel, sl, self.settings)
-            job = await self._run(self._create, spec, sl, cells, staging, user)
+            # the inputs manifest hashes up to its limits: off the worker that reads jobs
+            record = await self._prep(make_record, self.root, self.root / spec.notebook,
+                                      Path(spec.cwd), spec.code, cells, spec.inputs, user)
+            job = await self._run(self._create, spec, sl, record, staging)
         except BaseException:
             await self._run(shutil.rmtree, staging, True)
             raise
@@ -192,10 +215,8 @@ class JobService:
                  notebook, len(spec.cells), len(spec.selected))
         return job, sl
 
-    def _create(self, spec: JobSpec, sl: Slice, cells: list[Any], staging: Path,
-                user: str | None) -> Job:
-        record = make_record(self.root, self.root / spec.notebook, Path(spec.cwd), spec.code,
-                             cells, spec.inputs, user)
+    def _create(self, spec: JobSpec, sl: Slice, record: dict[str, Any],
+                staging: Path) -> Job:
         inputs = staging / jobdir.INPUTS
         if spec.send and inputs.exists():  # the runner loads it only if it matches this
             os.chmod(inputs, jobdir.PRIVATE_FILE)
@@ -263,6 +284,7 @@ class JobService:
         for backend in self.backends.values():
             await self._run(backend.close)
         self._executor.shutdown(wait=True)
+        self._prepare.shutdown(wait=True)
 
     async def _follow_forever(self) -> None:
         await self._run(self._load_active)

@@ -8,16 +8,17 @@ loses no job: on start the store is read back and non-terminal jobs are followed
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from jupyter_costguard.offload import jobdir
-from jupyter_costguard.offload.spec import Job, JobSpec
+from jupyter_costguard.offload.spec import Job, JobSpec, Resources, SpecCell
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS job (
@@ -37,7 +38,8 @@ CREATE TABLE IF NOT EXISTS job (
     phase_times TEXT NOT NULL DEFAULT '{}',
     phase_spend TEXT NOT NULL DEFAULT '{}',
     record TEXT NOT NULL DEFAULT '{}',
-    slice TEXT NOT NULL DEFAULT '{}'
+    slice TEXT NOT NULL DEFAULT '{}',
+    summary TEXT
 );
 CREATE INDEX IF NOT EXISTS job_notebook ON job (notebook);
 CREATE INDEX IF NOT EXISTS job_state ON job (state);
@@ -46,6 +48,15 @@ CREATE INDEX IF NOT EXISTS job_state ON job (state);
 COLUMNS = ("id", "notebook", "state", "phase", "created", "ended", "attempts", "exit_reason",
            "spend", "runner_pid", "backend_ref", "kernel_pid", "spec", "phase_times",
            "phase_spend", "record", "slice")
+
+#: what a job list reads: no code, slice, full spec or record (the small `summary` instead)
+SUMMARY_COLUMNS = (*COLUMNS[:12], "phase_times", "phase_spend", "summary")
+
+log = logging.getLogger(__name__)
+
+#: a page of the job list: the default and the most one request may ask for
+PAGE_DEFAULT = 50
+PAGE_MAX = 500
 
 
 class JobStore:
@@ -57,6 +68,7 @@ class JobStore:
         self._db = sqlite3.connect(str(self.path), check_same_thread=False,
                                    isolation_level=None)
         self._lock = threading.Lock()
+        self._bad: set[int] = set()  # rows that did not parse, warned about once
         self._db.execute("PRAGMA journal_mode=WAL")
         for suffix in ("-wal", "-shm"):
             side = self.path.with_name(self.path.name + suffix)
@@ -67,6 +79,24 @@ class JobStore:
         columns = {row[1] for row in self._db.execute("PRAGMA table_info(job)")}
         if "backend_ref" not in columns:  # a store from before the cluster backends
             self._db.execute("ALTER TABLE job ADD COLUMN backend_ref TEXT")
+        if "summary" not in columns:  # a store from before paged summaries
+            self._db.execute("ALTER TABLE job ADD COLUMN summary TEXT")
+        self._fill_summaries()
+
+    def _fill_summaries(self) -> None:
+        """Give rows written before summaries theirs, once (a row that does not parse keeps
+        none and is listed from what its own columns hold)."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT id, spec, record FROM job WHERE summary IS NULL").fetchall()
+            for job_id, spec_text, record_text in rows:
+                try:
+                    spec = JobSpec.from_json(json.loads(spec_text))
+                    record = json.loads(record_text)
+                    text = _summary(spec, record if isinstance(record, dict) else {})
+                except (ValueError, TypeError, KeyError, RecursionError):
+                    text = "{}"
+                self._db.execute("UPDATE job SET summary=? WHERE id=?", (text, job_id))
 
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
@@ -84,9 +114,11 @@ class JobStore:
         with self._tx() as db:
             cur = db.execute(
                 "INSERT INTO job (notebook, state, phase, created, spec, phase_times, "
-                "phase_spend, record, slice) VALUES (?, 'queued', 'queued', ?, ?, ?, '{}', ?, ?)",
+                "phase_spend, record, slice, summary) "
+                "VALUES (?, 'queued', 'queued', ?, ?, ?, '{}', ?, ?, ?)",
                 (spec.notebook, created, json.dumps(spec.to_json()),
-                 json.dumps({"queued": created}), json.dumps(record), json.dumps(slice_doc)))
+                 json.dumps({"queued": created}), json.dumps(record), json.dumps(slice_doc),
+                 _summary(spec, record)))
             job_id = cur.lastrowid
         assert job_id is not None
         job = self.get(job_id)
@@ -97,18 +129,19 @@ class JobStore:
         with self._tx() as db:
             db.execute(
                 "UPDATE job SET state=?, phase=?, ended=?, attempts=?, exit_reason=?, spend=?, "
-                "runner_pid=?, backend_ref=?, kernel_pid=?, phase_times=?, phase_spend=?, record=? "
-                "WHERE id=?",
+                "runner_pid=?, backend_ref=?, kernel_pid=?, phase_times=?, phase_spend=?, "
+                "record=?, summary=? WHERE id=?",
                 (job.state, job.phase, job.ended, job.attempts, job.exit_reason, job.spend,
                  job.runner_pid, job.backend_ref, job.kernel_pid,
                  json.dumps(dict(job.phase_times)),
-                 json.dumps(dict(job.phase_spend)), json.dumps(dict(job.record)), job.id))
+                 json.dumps(dict(job.phase_spend)), json.dumps(dict(job.record)),
+                 _summary(job.spec, job.record), job.id))
 
     def get(self, job_id: int) -> Job | None:
         with self._lock:
             row = self._db.execute(
                 f"SELECT {', '.join(COLUMNS)} FROM job WHERE id=?", (job_id,)).fetchone()
-        return _job(row) if row else None
+        return self._parse(row) if row else None
 
     def list_jobs(self, notebook: str | None = None, active_only: bool = False,
              limit: int = 500) -> list[Job]:
@@ -125,7 +158,44 @@ class JobStore:
         sql += " ORDER BY id DESC LIMIT ?"
         with self._lock:
             rows = self._db.execute(sql, (*args, limit)).fetchall()
-        return [_job(r) for r in rows]
+        return [job for job in map(self._parse, rows) if job is not None]
+
+    def _parse(self, row: tuple[Any, ...]) -> Job | None:
+        """A row as a job; a row that does not parse (edited by hand, written by a broken
+        version) is logged once and skipped, so one bad row never stops the list, the
+        follower or the extension loading. It stays in the database as it is."""
+        try:
+            return _job(row)
+        except (ValueError, TypeError, KeyError, AttributeError, RecursionError) as e:
+            job_id = row[0]
+            if job_id not in self._bad:
+                self._bad.add(job_id)
+                log.warning("costguard: job %s in the jobs database does not parse (%s); "
+                            "skipped", job_id, e)
+            return None
+
+    def list_page(self, notebook: str | None = None, limit: int = PAGE_DEFAULT,
+                  before: int | None = None) -> tuple[list[Job], int | None]:
+        """A page of the job list, newest first, from the summaries (the spec holds only what
+        a list shows; no code, slice or record beyond its GPU use), and the id to ask
+        ``before`` for the next page (None: no more)."""
+        where: list[str] = []
+        args: list[Any] = []
+        if notebook is not None:
+            where.append("notebook=?")
+            args.append(notebook)
+        if before is not None:
+            where.append("id<?")
+            args.append(before)
+        sql = f"SELECT {', '.join(SUMMARY_COLUMNS)} FROM job"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        sql += " ORDER BY id DESC LIMIT ?"
+        with self._lock:
+            rows = self._db.execute(sql, (*args, limit + 1)).fetchall()
+        more = len(rows) > limit
+        jobs = [_summary_job(r) for r in rows[:limit]]
+        return jobs, (jobs[-1].id if more and jobs else None)
 
     def counts(self) -> dict[tuple[str, str], int]:
         """(state, backend) -> number of jobs."""
@@ -150,4 +220,41 @@ def _job(row: tuple[Any, ...]) -> Job:
         kernel_pid=d["kernel_pid"], phase_times=json.loads(d["phase_times"]),
         phase_spend=json.loads(d["phase_spend"]), record=json.loads(d["record"]),
         slice_doc=json.loads(d["slice"]),
+    )
+
+
+def _summary(spec: JobSpec, record: Mapping[str, Any]) -> str:
+    """What the job list needs of the spec and record, kept beside them."""
+    gpu = record.get("gpu")
+    return json.dumps({
+        "kernel_name": spec.kernel_name, "backend": spec.backend,
+        "resources": spec.resources.to_json(), "retries": spec.retries,
+        "selected": [[c.cell_id, c.index] for c in spec.cells if c.selected],
+        **({"gpu": gpu} if isinstance(gpu, dict) else {}),
+    })
+
+
+def _summary_job(row: tuple[Any, ...]) -> Job:
+    d = dict(zip(SUMMARY_COLUMNS, row))
+    try:
+        summary = json.loads(d["summary"] or "{}")
+        resources = Resources.parse(summary.get("resources"))
+        cells = tuple(SpecCell(str(cell_id), int(index), True, "", "")
+                      for cell_id, index in summary.get("selected", ()))
+        phase_times, phase_spend = json.loads(d["phase_times"]), json.loads(d["phase_spend"])
+    except (ValueError, TypeError, AttributeError, RecursionError):
+        summary, resources, cells, phase_times, phase_spend = {}, Resources(), (), {}, {}
+    spec = JobSpec(notebook=d["notebook"], cwd="", kernel_name=str(summary.get(
+        "kernel_name", "")), cells=cells, resources=resources,
+        retries=int(summary.get("retries", 0)), backend=str(summary.get("backend", "local")))
+    gpu = summary.get("gpu")
+    return Job(
+        id=d["id"], spec=spec, state=d["state"], phase=d["phase"], created=d["created"],
+        ended=d["ended"], attempts=d["attempts"], exit_reason=d["exit_reason"],
+        spend=d["spend"], runner_pid=d["runner_pid"],
+        backend_ref=d["backend_ref"] or (str(d["runner_pid"]) if d["runner_pid"] else None),
+        kernel_pid=d["kernel_pid"],
+        phase_times=phase_times if isinstance(phase_times, dict) else {},
+        phase_spend=phase_spend if isinstance(phase_spend, dict) else {},
+        record={"gpu": gpu} if isinstance(gpu, dict) else {},
     )

@@ -15,6 +15,7 @@ from tornado import web
 
 from jupyter_costguard.offload.errors import JobError
 from jupyter_costguard.offload.service import JobService
+from jupyter_costguard.offload.store import PAGE_DEFAULT, PAGE_MAX
 from jupyter_costguard.web.base import CostguardHandler
 
 #: what running or stopping code in a job needs, beyond costguard's own permission
@@ -62,10 +63,29 @@ class JobListHandler(JobsHandler):
     @web.authenticated
     @authorized
     async def get(self) -> None:
-        self._check_params("notebook")
+        self._check_params("notebook", "limit", "before")
         notebook = self.get_query_argument("notebook", None)
-        jobs = await self.jobs.list_jobs(notebook.strip("/") if notebook else None)
-        self.write_json({"jobs": await self.jobs.docs(jobs), "currency": self.jobs.currency()})
+        limit = self._int_param("limit", PAGE_DEFAULT, 1, PAGE_MAX,
+                                f"limit must be an integer from 1 to {PAGE_MAX}")
+        before = self._int_param("before", None, 1, 2**62,
+                                 "before must be a job id (a positive integer)")
+        jobs, next_before = await self.jobs.list_page(
+            notebook.strip("/") if notebook else None, limit or PAGE_DEFAULT, before)
+        self.write_json({"jobs": await self.jobs.docs(jobs), "next_before": next_before,
+                         "currency": self.jobs.currency()})
+
+    def _int_param(self, name: str, default: int | None, low: int, high: int,
+                   message: str) -> int | None:
+        text = self.get_query_argument(name, None)
+        if text is None:
+            return default
+        try:
+            value = int(text)
+        except ValueError:
+            raise web.HTTPError(400, "%s, not %r", message, text[:40]) from None
+        if not low <= value <= high:
+            raise web.HTTPError(400, "%s, not %d", message, value)
+        return value
 
     @web.authenticated
     @authorized

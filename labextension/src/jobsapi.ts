@@ -121,11 +121,29 @@ export interface ISubmittedJob extends IJob {
   slice: ISlice;
 }
 
-/** Response of `GET jobs`. */
+/** Response of `GET jobs`: one page, newest first (by id). */
 export interface IJobList {
   jobs: IJob[];
+  /**
+   * The `before` to ask for the next (older) page: the id of the page's oldest
+   * job; null when there are no older jobs (and from servers that do not page,
+   * whose answer holds every job: `listJobs` fills it in).
+   */
+  next_before: number | null;
   currency: string;
 }
+
+/** Which page of `GET jobs`: `limit` jobs (the server's default 50, 1..500) with ids below `before`. */
+export interface IJobPage {
+  limit?: number;
+  before?: number | null;
+}
+
+/** Jobs per page the Jobs panel asks for (the server's default). */
+export const JOBS_PAGE_SIZE = 50;
+
+/** The most jobs the server answers in one page. */
+export const JOBS_PAGE_MAX = 500;
 
 /** Response of `GET jobs/{id}/log`. */
 export interface IJobLog {
@@ -184,9 +202,25 @@ export function isActive(state: string): boolean {
   return ACTIVE_STATES.has(state);
 }
 
-/** `GET jobs` path, optionally for one notebook. */
-export function jobsEndpoint(notebook?: string | null): string {
-  return notebook ? `jobs?notebook=${encodeURIComponent(notebook)}` : 'jobs';
+/**
+ * `GET jobs` path, optionally for one notebook and one page (`limit` is
+ * clamped to 1..500 and `before` must be a positive id; others are left out).
+ */
+export function jobsEndpoint(notebook?: string | null, page?: IJobPage): string {
+  const query = new URLSearchParams();
+  if (notebook) {
+    query.set('notebook', notebook);
+  }
+  const limit = page?.limit;
+  if (typeof limit === 'number' && Number.isFinite(limit)) {
+    query.set('limit', String(Math.min(JOBS_PAGE_MAX, Math.max(1, Math.floor(limit)))));
+  }
+  const before = page?.before;
+  if (typeof before === 'number' && Number.isFinite(before) && before >= 1) {
+    query.set('before', String(Math.floor(before)));
+  }
+  const text = query.toString();
+  return text ? `jobs?${text}` : 'jobs';
 }
 
 /** Path of a job or one of its sub-resources. */
@@ -223,12 +257,32 @@ export function submitJob(
   );
 }
 
-/** `GET jobs` (all jobs, or one notebook's), newest first. */
-export function listJobs(
+/**
+ * `GET jobs` (all jobs, or one notebook's), newest first: the first page, or
+ * the one `page` asks for. `next_before` is null when the server left it out
+ * (servers from before paging answer every job).
+ */
+export async function listJobs(
   settings?: ServerConnection.ISettings,
-  notebook?: string | null
+  notebook?: string | null,
+  page?: IJobPage
 ): Promise<IJobList> {
-  return requestAPI<IJobList>(jobsEndpoint(notebook), { method: 'GET' }, settings);
+  const reply = await requestAPI<IJobList>(
+    jobsEndpoint(notebook, page),
+    { method: 'GET' },
+    settings
+  );
+  const next = reply?.next_before;
+  return {
+    ...reply,
+    jobs: Array.isArray(reply?.jobs) ? reply.jobs : [],
+    next_before: typeof next === 'number' && Number.isFinite(next) ? next : null
+  };
+}
+
+/** `GET jobs/{id}`: one job's document (404 when there is no such job). */
+export function getJob(id: number, settings?: ServerConnection.ISettings): Promise<IJob> {
+  return requestAPI<IJob>(jobEndpoint(id), { method: 'GET' }, settings);
 }
 
 /** `GET jobs/{id}/log?offset=N`. */

@@ -1,20 +1,37 @@
 /**
- * State of the Jobs panel and of job notifications: every batch job of the
- * server (`GET jobs`), polled every 2 s while the panel is visible or a job is
- * queued/running and every 15 s otherwise; the expanded row's log, followed
- * incrementally (`GET jobs/{id}/log?offset=N`); finished jobs' results
- * (`GET jobs/{id}/results`, cached). `jobEnded` fires when a job this page saw
- * queued or running (or first saw after the first load) has ended; jobs that
- * had already ended at the first load never fire it.
+ * State of the Jobs panel and of job notifications: the server's batch jobs
+ * (`GET jobs`, paged newest first), polled every 2 s while the panel is visible
+ * or a job is queued/running and every 15 s otherwise; the expanded row's log,
+ * followed incrementally (`GET jobs/{id}/log?offset=N`); finished jobs'
+ * results (`GET jobs/{id}/results`, cached). `jobEnded` fires when a job this
+ * page saw queued or running (or first saw after the first load) has ended;
+ * jobs that had already ended at the first load never fire it.
  *
- * The whole list is always fetched, and the "this notebook only" toggle
- * filters it here, so switching the toggle never makes old jobs look new.
+ * Paging: each poll fetches only the first page (the newest JOBS_PAGE_SIZE
+ * jobs of every notebook). What the model knows is a run of ids from the
+ * newest down to `before` of the next page: jobs pushed off the first page by
+ * newer ones are kept, and "Show older jobs" (`loadOlder`) appends the page
+ * below the oldest known job (`hasOlder` until the server's `next_before` is
+ * null). First-page entries replace known ones with the same id. When more
+ * jobs than a page arrived between two polls (e.g. the tab was hidden), the
+ * run is broken: the older jobs are dropped and can be loaded again. Jobs seen
+ * queued or running that are not on the first page (pushed off it, or on an
+ * older page) are fetched one by one (`GET jobs/{id}`), so they stay current
+ * and still fire `jobEnded`; jobs first seen on an older page are not new.
+ *
+ * The "this notebook only" toggle still filters here, not on the server, so
+ * switching it never makes old jobs look new; it filters the jobs loaded so far
+ * (the first page and the older pages loaded), so another notebook's newer
+ * jobs can hide this notebook's older ones until they are loaded.
  */
 import type { ServerConnection } from '@jupyterlab/services';
 import { ISignal, Signal } from '@lumino/signaling';
 
+import { errorStatus } from './api';
 import {
   cancelJob,
+  errorMessage,
+  getJob,
   getJobLog,
   getJobResults,
   IJob,
@@ -23,6 +40,7 @@ import {
   isActive,
   isJobsUnavailable,
   isTerminal,
+  JOBS_PAGE_SIZE,
   listJobs,
   rerunJob
 } from './jobsapi';
@@ -43,6 +61,22 @@ const MAX_LOG_CHUNKS_PER_TICK = 4;
 
 /** Finished jobs (from the top of the list) whose results are fetched while the panel shows. */
 export const RESULTS_PREFETCH = 10;
+
+/** Jobs off the first page (seen queued/running) fetched one by one per poll, at most. */
+export const MAX_WATCHED_PER_POLL = 10;
+
+/** Pages one "Show older jobs" reads at most while none of them has a row to show (filtered). */
+export const MAX_OLDER_PAGES_PER_LOAD = 5;
+
+/** What one poll fetched. */
+export interface IJobsPoll {
+  /** The first page. */
+  list: IJobList;
+  /** Jobs seen queued or running that are not on the first page, as they are now. */
+  watched: IJob[];
+  /** Ids of those the server no longer has (404). */
+  gone: number[];
+}
 
 /** Connection state of the jobs poll. */
 export type JobsState = 'idle' | 'loading' | 'ok' | 'offline' | 'unavailable';
@@ -94,6 +128,8 @@ export namespace JobsModel {
     isNotebookOpen?: (path: string) => boolean;
     fastInterval?: number;
     slowInterval?: number;
+    /** Jobs per page (default JOBS_PAGE_SIZE, the server's default). */
+    pageSize?: number;
   }
 }
 
@@ -101,7 +137,7 @@ export namespace JobsModel {
  * The jobs model. `visible` (set by the panel) speeds polling up; `start()`
  * begins polling (the plugin starts it once the app is restored).
  */
-export class JobsModel extends PolledModel<IJobList, JobsState> {
+export class JobsModel extends PolledModel<IJobsPoll, JobsState> {
   constructor(options: JobsModel.IOptions = {}) {
     const fast = options.fastInterval ?? FAST_POLL_SECONDS;
     const slow = Math.max(fast, options.slowInterval ?? SLOW_POLL_SECONDS);
@@ -110,6 +146,7 @@ export class JobsModel extends PolledModel<IJobList, JobsState> {
     this._isNotebookOpen = options.isNotebookOpen ?? (() => false);
     this._fast = fast;
     this._slow = slow;
+    this._pageSize = Math.max(1, Math.floor(options.pageSize ?? JOBS_PAGE_SIZE));
   }
 
   /** Emitted once for each job that ends while this page watches it. */
@@ -117,9 +154,24 @@ export class JobsModel extends PolledModel<IJobList, JobsState> {
     return this._jobEnded;
   }
 
-  /** Every job, newest first. */
+  /** Every job loaded (the first page, jobs pushed off it, older pages), newest first. */
   get jobs(): ReadonlyArray<IJob> {
     return this._jobs;
+  }
+
+  /** Whether the server has older jobs than those loaded ("Show older jobs"). */
+  get hasOlder(): boolean {
+    return typeof this._lo === 'number';
+  }
+
+  /** Whether `loadOlder` is fetching. */
+  get loadingOlder(): boolean {
+    return this._loadingOlder;
+  }
+
+  /** Why the last `loadOlder` failed, for the user; null when it did not. */
+  get olderError(): string | null {
+    return this._olderError;
   }
 
   /** The jobs the panel lists (all, or the current notebook's). */
@@ -133,7 +185,7 @@ export class JobsModel extends PolledModel<IJobList, JobsState> {
 
   /** One job by id. */
   job(id: number): IJob | undefined {
-    return this._jobs.find(j => j.id === id);
+    return this._byId.get(id);
   }
 
   /** Currency of the spend figures. */
@@ -264,11 +316,82 @@ export class JobsModel extends PolledModel<IJobList, JobsState> {
     if (!this._seen.has(job.id)) {
       this._seen.set(job.id, job.state);
     }
-    const rest = this._jobs.filter(j => j.id !== job.id);
-    this._jobs = sortJobs([...rest, job]);
+    this._byId.set(job.id, job);
+    this._sort();
     this._updateFrequency();
     this.emitChanged();
     this._refreshSoon();
+  }
+
+  /**
+   * Load the page of jobs older than the oldest known one ("Show older jobs"),
+   * and while the list is filtered to a notebook, the next ones until one of
+   * them has a row to show (MAX_OLDER_PAGES_PER_LOAD pages at most). A failure
+   * is kept in `olderError` (this never rejects).
+   */
+  async loadOlder(): Promise<void> {
+    if (!this.hasOlder || this._loadingOlder || this.isDisposed) {
+      return;
+    }
+    this._loadingOlder = true;
+    this._olderError = null;
+    this.emitChanged();
+    try {
+      const rowsBefore = this.rows.length;
+      for (let i = 0; i < MAX_OLDER_PAGES_PER_LOAD; i++) {
+        const before = this._lo;
+        const generation = this._generation;
+        if (typeof before !== 'number') {
+          break;
+        }
+        const list = await listJobs(this._serverSettings, null, {
+          limit: this._pageSize,
+          before
+        });
+        if (this.isDisposed) {
+          return;
+        }
+        if (generation !== this._generation || typeof this._lo !== 'number') {
+          break; // a poll dropped what was known meanwhile: this page no longer joins on
+        }
+        this._addOlder(list);
+        if (!this._filter || !this._currentNotebook || this.rows.length > rowsBefore) {
+          break;
+        }
+      }
+    } catch (reason) {
+      if (!this.isDisposed) {
+        this._olderError = errorMessage(reason);
+      }
+    } finally {
+      this._loadingOlder = false;
+      if (!this.isDisposed) {
+        this.emitChanged();
+      }
+    }
+  }
+
+  /**
+   * A job by id, fetched (`GET jobs/{id}`) and kept when it is not loaded
+   * (e.g. older than the loaded pages); rejects when the server has none.
+   */
+  async fetchJob(id: number): Promise<IJob> {
+    const known = this.job(id);
+    if (known) {
+      return known;
+    }
+    const job = await getJob(id, this._serverSettings);
+    if (this.isDisposed || this.job(id)) {
+      return this.job(id) ?? job;
+    }
+    if (!this._seen.has(job.id)) {
+      this._seen.set(job.id, job.state); // not new: it is only looked at
+    }
+    this._byId.set(job.id, job);
+    this._sort();
+    this._updateFrequency();
+    this.emitChanged();
+    return job;
   }
 
   /** POST cancel, then refresh. */
@@ -310,17 +433,92 @@ export class JobsModel extends PolledModel<IJobList, JobsState> {
     }
   }
 
-  /** `GET jobs`: every job of the server. */
-  protected fetch(): Promise<IJobList> {
-    return listJobs(this._serverSettings);
+  /**
+   * `GET jobs`: the first page; then `GET jobs/{id}` for jobs seen queued or
+   * running that are not on it (MAX_WATCHED_PER_POLL per poll, taking turns).
+   */
+  protected async fetch(): Promise<IJobsPoll> {
+    const list = await listJobs(this._serverSettings, null, { limit: this._pageSize });
+    const onPage = new Set(list.jobs.map(j => j.id));
+    const watched: IJob[] = [];
+    const gone: number[] = [];
+    await Promise.all(
+      this._watchedIds(onPage).map(async id => {
+        try {
+          const job = await getJob(id, this._serverSettings);
+          if (job && typeof job === 'object' && job.id === id) {
+            watched.push(job);
+          }
+        } catch (reason) {
+          if (errorStatus(reason) === 404) {
+            gone.push(id);
+          }
+          // Else: try again next poll.
+        }
+      })
+    );
+    return { list, watched, gone };
   }
 
-  /** Take one `GET jobs` answer; `jobEnded` for the jobs that ended since the last. */
-  protected apply(list: IJobList): void {
-    const jobs = sortJobs(Array.isArray(list?.jobs) ? list.jobs : []);
-    const ended = detectEnded(this._seen, jobs, !this._loaded);
+  /** Take one poll's answers; `jobEnded` for the jobs that ended since the last. */
+  protected apply(poll: IJobsPoll): void {
+    const list = poll.list;
+    const page = Array.isArray(list?.jobs) ? list.jobs : [];
+    const next = typeof list?.next_before === 'number' ? list.next_before : null;
+    const firstLoad = !this._loaded;
+    const onPage = new Set(page.map(j => j.id));
+    const pageTop = page.length ? Math.max(...page.map(j => j.id)) : undefined;
+    // More new jobs than a page since the last poll: the page does not join what was known.
+    const gap = next !== null && this._top !== undefined && next > this._top + 1;
+    if (!firstLoad && !gap && typeof this._lo === 'number') {
+      // Older than every job known, yet on the first page (newer ones were deleted): not new.
+      for (const job of page) {
+        if (job.id < this._lo && !this._seen.has(job.id)) {
+          this._seen.set(job.id, job.state);
+        }
+      }
+    }
+    for (const id of [...this._byId.keys()]) {
+      if (onPage.has(id)) {
+        continue;
+      }
+      // Within the page's range yet not on it: deleted, unless newer than the page's
+      // newest and queued/running (submitted after the list was read; it is watched).
+      const watched = isActive(this._seen.get(id) ?? '');
+      const covered =
+        (next === null || id >= next) && (pageTop === undefined || id < pageTop || !watched);
+      if (covered || (gap && !watched)) {
+        this._byId.delete(id);
+      }
+    }
+    if (gap) {
+      this._generation++;
+    }
+    for (const job of page) {
+      this._byId.set(job.id, job);
+    }
+    const gone = new Set(poll.gone ?? []);
+    for (const id of gone) {
+      this._byId.delete(id);
+      this._seen.delete(id);
+    }
+    const watched = (poll.watched ?? []).filter(j => !onPage.has(j.id) && !gone.has(j.id));
+    for (const job of watched) {
+      this._byId.set(job.id, job);
+    }
+    if (next === null) {
+      this._lo = null;
+    } else if (gap || this._lo === undefined) {
+      this._lo = next;
+    } else if (this._lo !== null) {
+      this._lo = Math.min(this._lo, next);
+    } // else every job was known and the page joins on: still every job
+    if (pageTop !== undefined) {
+      this._top = Math.max(this._top ?? pageTop, pageTop);
+    }
+    const ended = detectEnded(this._seen, [...sortJobs(page), ...watched], firstLoad);
     this._loaded = true;
-    this._jobs = jobs;
+    this._sort();
     this._currency = list?.currency || this._currency;
     this._updateFrequency();
     this.emitChanged();
@@ -334,6 +532,51 @@ export class JobsModel extends PolledModel<IJobList, JobsState> {
   protected failed(reason: unknown): void {
     super.failed(reason, isJobsUnavailable(reason) ? 'unavailable' : 'offline');
     this._updateFrequency();
+  }
+
+  /** Jobs seen queued or running that are not on the first page: MAX_WATCHED_PER_POLL, in turns. */
+  private _watchedIds(onPage: ReadonlySet<number>): number[] {
+    const ids: number[] = [];
+    for (const [id, state] of this._seen) {
+      if (isActive(state) && !onPage.has(id)) {
+        ids.push(id);
+      }
+    }
+    ids.sort((a, b) => a - b);
+    if (ids.length <= MAX_WATCHED_PER_POLL) {
+      return ids;
+    }
+    const start = this._watchTurn % ids.length;
+    this._watchTurn = start + MAX_WATCHED_PER_POLL;
+    return [...ids.slice(start), ...ids.slice(0, start)].slice(0, MAX_WATCHED_PER_POLL);
+  }
+
+  /** Take an older page (`loadOlder`). */
+  private _addOlder(list: IJobList): void {
+    const page = Array.isArray(list?.jobs) ? list.jobs : [];
+    for (const job of page) {
+      if (!this._seen.has(job.id)) {
+        this._seen.set(job.id, job.state); // older jobs are not new
+      }
+    }
+    const ended = detectEnded(this._seen, page, false);
+    for (const job of page) {
+      this._byId.set(job.id, job);
+    }
+    const next = typeof list?.next_before === 'number' ? list.next_before : null;
+    this._lo = next === null ? null : Math.min(this._lo ?? next, next);
+    this._currency = list?.currency || this._currency;
+    this._sort();
+    this._updateFrequency();
+    this.emitChanged();
+    this._prefetchResults(ended.map(j => j.id));
+    for (const job of ended) {
+      this._jobEnded.emit(job);
+    }
+  }
+
+  private _sort(): void {
+    this._jobs = sortJobs([...this._byId.values()]);
   }
 
   private _refreshSoon(): void {
@@ -410,21 +653,35 @@ export class JobsModel extends PolledModel<IJobList, JobsState> {
     this.setInterval(this._visible || this.hasActive ? this._fast : this._slow);
   }
 
+  private _byId = new Map<number, IJob>();
   private _currency = 'USD';
   private _currentNotebook: string | null = null;
   private _expanded: number | null = null;
   private _fast: number;
   private _filter = false;
   private _following = false;
+  /** Bumped when a poll drops the older jobs (a loading older page no longer joins on). */
+  private _generation = 0;
   private _isNotebookOpen: (path: string) => boolean;
   private _jobEnded = new Signal<this, IJob>(this);
   private _jobs: IJob[] = [];
   private _loaded = false;
+  private _loadingOlder = false;
+  /**
+   * Every job with an id from this up is known; null: every job; undefined:
+   * nothing loaded yet. The `before` of the next older page.
+   */
+  private _lo: number | null | undefined = undefined;
+  private _olderError: string | null = null;
+  private _pageSize: number;
   private _logs = new Map<number, ILogState>();
   private _pendingResults = new Map<number, Promise<IJobResults>>();
   private _results = new Map<number, IJobResults | null>();
   private _seen = new Map<number, string>();
   private _serverSettings?: ServerConnection.ISettings;
   private _slow: number;
+  /** Highest id on any first page so far. */
+  private _top: number | undefined = undefined;
   private _visible = false;
+  private _watchTurn = 0;
 }

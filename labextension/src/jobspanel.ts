@@ -11,7 +11,11 @@
  * buttons `.jp-costguard-job-cancel`, `.jp-costguard-job-insert`,
  * `.jp-costguard-job-load`, `.jp-costguard-job-rerun` (absent unless they
  * apply), the log `pre.jp-costguard-job-log` (`hidden` unless expanded),
- * `.jp-costguard-jobs-empty` when there is nothing to list.
+ * `.jp-costguard-jobs-empty` when there is nothing to list; under the list,
+ * `.jp-costguard-jobs-more` (`hidden` unless the server has older jobs) with
+ * the button `.jp-costguard-jobs-older` ("Show older jobs"; disabled, "Loading…",
+ * while a page loads) and `.jp-costguard-jobs-older-error` (`hidden` unless the
+ * last load failed).
  */
 import { el, setAttr, setText } from './dom';
 import { formatElapsed, formatMoney } from './format';
@@ -96,6 +100,10 @@ export class JobsPanel extends SidePanel<JobsModel> {
     if (!target || !this.node.contains(target)) {
       return;
     }
+    if (target.closest('.jp-costguard-jobs-older')) {
+      void this.model.loadOlder();
+      return;
+    }
     const button = target.closest<HTMLElement>('button[data-action]');
     if (button) {
       const job = this._jobOf(button);
@@ -137,6 +145,21 @@ export class JobsPanel extends SidePanel<JobsModel> {
     this._list.setAttribute('role', 'list');
     this.node.appendChild(this._list);
     this._empty = el('div', 'jp-costguard-empty jp-costguard-jobs-empty');
+
+    this._more = el('div', 'jp-costguard-jobs-more');
+    this._more.hidden = true;
+    this._older = el(
+      'button',
+      'jp-costguard-button jp-costguard-jobs-older',
+      'Show older jobs'
+    );
+    this._older.type = 'button';
+    this._older.title = 'Load the next page of older jobs';
+    this._more.appendChild(this._older);
+    this._olderError = el('span', 'jp-costguard-jobs-older-error');
+    this._olderError.hidden = true;
+    this._more.appendChild(this._olderError);
+    this.node.appendChild(this._more);
   }
 
   private _createRow(job: IJob): HTMLElement {
@@ -304,6 +327,21 @@ export class JobsPanel extends SidePanel<JobsModel> {
       setText(this._empty, this._emptyText());
       this._list.appendChild(this._empty);
     }
+    this._renderMore();
+  }
+
+  /** "Show older jobs" under the list. */
+  private _renderMore(): void {
+    const model = this.model;
+    const loading = model.loadingOlder;
+    const error = model.olderError;
+    this._more.hidden = !(model.hasOlder || loading || error);
+    this._older.hidden = !(model.hasOlder || loading);
+    this._older.disabled = loading;
+    setText(this._older, loading ? 'Loading…' : 'Show older jobs');
+    this._olderError.hidden = !error;
+    setText(this._olderError, error ? `Could not load older jobs: ${error}` : '');
+    setAttr(this._olderError, 'title', error);
   }
 
   private _emptyText(): string {
@@ -318,9 +356,12 @@ export class JobsPanel extends SidePanel<JobsModel> {
       return 'Loading…';
     }
     if (model.filterToNotebook) {
-      return model.currentNotebook
-        ? 'No batch jobs from this notebook.'
-        : 'No notebook is active.';
+      if (!model.currentNotebook) {
+        return 'No notebook is active.';
+      }
+      return model.hasOlder
+        ? 'No batch jobs from this notebook among the jobs loaded.'
+        : 'No batch jobs from this notebook.';
     }
     return 'No batch jobs yet. Select code cells and use "Run as batch job" (cell toolbar, context menu, Ctrl/Cmd+Alt+Enter).';
   }
@@ -328,6 +369,9 @@ export class JobsPanel extends SidePanel<JobsModel> {
   private _empty!: HTMLElement;
   private _filter!: HTMLInputElement;
   private _list!: HTMLElement;
+  private _more!: HTMLElement;
+  private _older!: HTMLButtonElement;
+  private _olderError!: HTMLElement;
   private _onAction?: (action: JobAction, job: IJob) => void;
   private _rows = new Map<number, HTMLElement>();
   private _stateNode!: HTMLElement;

@@ -123,12 +123,15 @@ export const jobsPlugin: JupyterFrontEndPlugin<ICostguardJobs> = {
       }
     };
 
-    /** The job, fetching the list once when this page has not seen it yet. */
+    /**
+     * The job, fetching the list once when this page has not seen it yet, then
+     * the job itself (it may be older than the pages loaded).
+     */
     const getJob = async (id: number): Promise<IJob | null> => {
       if (!model.job(id)) {
         await model.refresh().catch(() => undefined);
       }
-      const job = model.job(id);
+      const job = model.job(id) ?? (await model.fetchJob(id).catch(() => undefined));
       if (!job) {
         Notification.error(`Costguard: there is no job ${id}.`, { autoClose: 6000 });
       }

@@ -5,6 +5,7 @@
 import type { Notification } from '@jupyterlab/apputils';
 
 import type { IJob, IJobResults, ISlice, ISubmittedJob } from '../jobsapi';
+import type { FakeServer } from './fakeserver';
 
 export function job(id: number, state: string, extra: Partial<IJob> = {}): IJob {
   const ended = ['succeeded', 'failed', 'cancelled', 'lost'].includes(state);
@@ -89,5 +90,45 @@ export class FakeNotifier {
       throw new Error(`no action ${label}`);
     }
     action.callback({ preventDefault() {} } as unknown as MouseEvent);
+  }
+}
+
+/** Jobs `id` from..to, in `state` (others as `job` makes them). */
+export function jobRange(from: number, to: number, state = 'succeeded'): IJob[] {
+  const jobs: IJob[] = [];
+  for (let id = from; id <= to; id++) {
+    jobs.push(job(id, state));
+  }
+  return jobs;
+}
+
+/**
+ * Answer `GET jobs` the way the server pages it (newest first by id, `limit`
+ * default 50, `before`, `next_before` the page's oldest id when there are
+ * more), and `GET jobs/{id}` (404 for an unknown id, up to `maxId`), from
+ * what `all()` says the server holds now.
+ */
+export function servePagedJobs(s: FakeServer, all: () => IJob[], maxId = 400): void {
+  s.routes['GET jobs'] = req => {
+    const query = new URLSearchParams(req.path.split('?')[1] ?? '');
+    const limit = Number(query.get('limit') ?? 50);
+    const before = query.has('before') ? Number(query.get('before')) : Infinity;
+    const notebook = query.get('notebook');
+    const older = all()
+      .filter(j => j.id < before && (!notebook || j.notebook === notebook))
+      .sort((a, b) => b.id - a.id);
+    const jobs = older.slice(0, limit);
+    const more = older.length > limit;
+    return {
+      body: { jobs, next_before: more ? jobs[jobs.length - 1].id : null, currency: 'USD' }
+    };
+  };
+  for (let id = 1; id <= maxId; id++) {
+    s.routes[`GET jobs/${id}`] = () => {
+      const found = all().find(j => j.id === id);
+      return found
+        ? { body: found }
+        : { status: 404, body: { message: `no job ${id}` } };
+    };
   }
 }

@@ -2,6 +2,7 @@ import { ServerConnection } from '@jupyterlab/services';
 
 import {
   errorMessage,
+  getJob,
   getJobLog,
   isActive,
   isJobsUnavailable,
@@ -29,10 +30,50 @@ async function caught(work: Promise<unknown>): Promise<unknown> {
 describe('jobs API helpers', () => {
   it('builds endpoints', () => {
     expect(jobsEndpoint()).toBe('jobs');
-    expect(jobsEndpoint('work/a b.ipynb')).toBe('jobs?notebook=work%2Fa%20b.ipynb');
+    expect(jobsEndpoint('work/a b.ipynb')).toBe('jobs?notebook=work%2Fa+b.ipynb');
+    expect(jobsEndpoint('a&b=c.ipynb')).toBe('jobs?notebook=a%26b%3Dc.ipynb');
     expect(jobEndpoint(12)).toBe('jobs/12');
     expect(jobEndpoint(12, 'log')).toBe('jobs/12/log');
     expect(jobEndpoint(12, 'rerun')).toBe('jobs/12/rerun');
+  });
+
+  it('builds the query of a page', () => {
+    expect(jobsEndpoint(null, { limit: 50 })).toBe('jobs?limit=50');
+    expect(jobsEndpoint(undefined, { before: 71 })).toBe('jobs?before=71');
+    expect(jobsEndpoint('work/a b.ipynb', { limit: 20, before: 120 })).toBe(
+      'jobs?notebook=work%2Fa+b.ipynb&limit=20&before=120'
+    );
+    // Nothing to say: the plain path; out-of-range figures are clamped or left out.
+    expect(jobsEndpoint(null, {})).toBe('jobs');
+    expect(jobsEndpoint(null, { before: null })).toBe('jobs');
+    expect(jobsEndpoint(null, { before: 0 })).toBe('jobs');
+    expect(jobsEndpoint(null, { before: Number.NaN, limit: Number.NaN })).toBe('jobs');
+    expect(jobsEndpoint(null, { limit: 0 })).toBe('jobs?limit=1');
+    expect(jobsEndpoint(null, { limit: 9999, before: 12.7 })).toBe('jobs?limit=500&before=12');
+    // What the server reads back.
+    const query = new URLSearchParams(jobsEndpoint('x y/z+1.ipynb', { before: 3 }).split('?')[1]);
+    expect(query.get('notebook')).toBe('x y/z+1.ipynb');
+    expect(query.get('before')).toBe('3');
+  });
+
+  it('lists a page, reading next_before (null when an older server leaves it out)', async () => {
+    const s = new FakeServer();
+    s.routes['GET jobs'] = req =>
+      req.path.includes('before=')
+        ? { body: { jobs: [job(1, 'succeeded')], currency: 'USD' } }
+        : { body: { jobs: [job(3, 'running'), job(2, 'succeeded')], next_before: 2, currency: 'USD' } };
+    s.routes['GET jobs/3'] = () => ({ body: job(3, 'running') });
+    const first = await listJobs(s.settings(), null, { limit: 2 });
+    expect(s.requests[0].path).toBe('jobs?limit=2');
+    expect(first.jobs.map(j => j.id)).toEqual([3, 2]);
+    expect(first.next_before).toBe(2);
+    const older = await listJobs(s.settings(), 'n.ipynb', { limit: 2, before: first.next_before });
+    expect(s.requests[1].path).toBe('jobs?notebook=n.ipynb&limit=2&before=2');
+    expect(older.jobs.map(j => j.id)).toEqual([1]);
+    expect(older.next_before).toBeNull();
+    const one = await getJob(3, s.settings());
+    expect(s.requests[2].path).toBe('jobs/3');
+    expect(one.state).toBe('running');
   });
 
   it('classifies states', () => {

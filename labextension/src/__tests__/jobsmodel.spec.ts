@@ -1,7 +1,7 @@
 import type { IJob } from '../jobsapi';
 import { detectEnded, JobsModel, sortJobs } from '../jobsmodel';
 import { FakeServer } from './fakeserver';
-import { job, results } from './jobfixtures';
+import { job, jobRange, results, servePagedJobs } from './jobfixtures';
 
 const made: JobsModel[] = [];
 
@@ -59,8 +59,10 @@ describe('JobsModel', () => {
     let changes = 0;
     m.changed.connect(() => changes++);
     await m.refresh();
-    expect(s.requests[0].path).toBe('jobs');
+    expect(s.requests[0].path).toBe('jobs?limit=50');
     expect(m.state).toBe('ok');
+    // An older server answers every job and no next_before: nothing older to load.
+    expect(m.hasOlder).toBe(false);
     expect(m.jobs.map(j => j.id)).toEqual([2, 1]);
     expect(m.currency).toBe('EUR');
     expect(m.hasActive).toBe(true);
@@ -205,5 +207,239 @@ describe('JobsModel', () => {
       body: { message: 'job 1 has already ended (succeeded)' }
     });
     await expect(m.cancel(1)).rejects.toThrow('job 1 has already ended (succeeded)');
+  });
+});
+
+describe('JobsModel paging', () => {
+  function paged(initial: IJob[], options: { pageSize?: number } = {}) {
+    const s = new FakeServer();
+    const server = { jobs: initial };
+    servePagedJobs(s, () => server.jobs);
+    const m = new JobsModel({ serverSettings: s.settings(), ...options });
+    made.push(m);
+    const ended: IJob[] = [];
+    m.jobEnded.connect((_, j) => ended.push(j));
+    const ids = () => m.jobs.map(j => j.id);
+    return { s, m, server, ended, ids };
+  }
+
+  const range = (from: number, to: number) =>
+    Array.from({ length: to - from + 1 }, (_, i) => to - i); // newest first
+
+  it('polls the first page only, and appends the older pages it is asked for', async () => {
+    const { s, m, ended, ids } = paged(jobRange(1, 120));
+    await m.refresh();
+    expect(s.requests.map(r => r.path)).toEqual(['jobs?limit=50']);
+    expect(ids()).toEqual(range(71, 120));
+    expect(m.hasOlder).toBe(true);
+
+    await m.loadOlder();
+    expect(s.requests[1].path).toBe('jobs?limit=50&before=71');
+    expect(ids()).toEqual(range(21, 120));
+    expect(m.hasOlder).toBe(true);
+    await m.loadOlder();
+    expect(s.requests[2].path).toBe('jobs?limit=50&before=21');
+    expect(ids()).toEqual(range(1, 120));
+    expect(m.hasOlder).toBe(false);
+    expect(m.loadingOlder).toBe(false);
+    expect(m.olderError).toBeNull();
+
+    // Nothing older: no request.
+    await m.loadOlder();
+    expect(s.requests).toHaveLength(3);
+    // Old jobs that had ended are not news.
+    expect(ended).toEqual([]);
+  });
+
+  it('merges each poll with the older jobs loaded: first-page entries replace, no duplicates', async () => {
+    const { m, server, ended, ids } = paged(jobRange(1, 120));
+    await m.refresh();
+    await m.loadOlder();
+    expect(ids()).toEqual(range(21, 120));
+    // 10 new jobs push 71..80 off the first page; job 100 changed.
+    server.jobs = [
+      ...jobRange(1, 120).map(j => (j.id === 100 ? { ...j, label: 'relabelled' } : j)),
+      ...jobRange(121, 130, 'queued')
+    ];
+    await m.refresh();
+    expect(ids()).toEqual(range(21, 130));
+    expect(new Set(ids()).size).toBe(ids().length);
+    expect(m.job(100)?.label).toBe('relabelled');
+    expect(m.job(75)).toBeDefined();
+    expect(m.hasOlder).toBe(true);
+    // Still joins on below the oldest loaded job.
+    await m.loadOlder();
+    expect(ids()).toEqual(range(1, 130));
+    expect(m.hasOlder).toBe(false);
+    expect(ended).toEqual([]);
+  });
+
+  it('dedupes an older page that overlaps what is loaded', async () => {
+    const { s, m, ids } = paged(jobRange(1, 60));
+    await m.refresh();
+    expect(ids()).toEqual(range(11, 60));
+    // A page overlapping the first one (and out of order).
+    s.routes['GET jobs'] = req =>
+      req.path.includes('before=11')
+        ? { body: { jobs: [job(12, 'succeeded'), job(5, 'succeeded'), job(11, 'succeeded'), job(10, 'failed')], next_before: 5, currency: 'USD' } }
+        : { body: { jobs: [job(4, 'succeeded')], next_before: null, currency: 'USD' } };
+    await m.loadOlder();
+    expect(ids()).toEqual([...range(11, 60), 10, 5]);
+    expect(m.hasOlder).toBe(true);
+    await m.loadOlder();
+    expect(s.requests[s.requests.length - 1].path).toBe('jobs?limit=50&before=5');
+    expect(ids()).toEqual([...range(11, 60), 10, 5, 4]);
+    expect(m.hasOlder).toBe(false);
+  });
+
+  it('still notices the end of a job pushed off the first page while it ran', async () => {
+    const { s, m, server, ended, ids } = paged([
+      job(1, 'succeeded'),
+      job(2, 'running'),
+      job(3, 'succeeded')
+    ]);
+    await m.refresh();
+    expect(m.hasOlder).toBe(false);
+    // 30 new jobs, then 30 more: job 2 is no longer on the first page.
+    server.jobs = [...server.jobs, ...jobRange(4, 33, 'queued')];
+    await m.refresh();
+    expect(s.count('GET', 'jobs/2')).toBe(0); // on the first page until now
+    server.jobs = [...server.jobs, ...jobRange(34, 63, 'succeeded')];
+    await m.refresh();
+    expect(s.count('GET', 'jobs/2')).toBe(1);
+    // Kept in the list (with the others pushed off), still active.
+    expect(ids()).toEqual(range(1, 63));
+    expect(m.job(2)?.state).toBe('running');
+    expect(m.hasOlder).toBe(false);
+    // (34..63 were submitted and ended between two polls: news.)
+    expect(ended.map(j => j.id)).toEqual(range(34, 63));
+    ended.length = 0;
+
+    server.jobs = server.jobs.map(j => (j.id === 2 ? job(2, 'failed') : j));
+    await m.refresh();
+    expect(ended.map(j => [j.id, j.state])).toEqual([[2, 'failed']]);
+    expect(m.job(2)?.state).toBe('failed');
+    // Ended: fired once, and no longer fetched on its own.
+    const fetched = s.count('GET', 'jobs/2');
+    await m.refresh();
+    expect(ended).toHaveLength(1);
+    expect(s.count('GET', 'jobs/2')).toBe(fetched);
+  });
+
+  it('after more new jobs than a page, drops the older ones but keeps watching the active', async () => {
+    const { s, m, server, ended, ids } = paged([
+      job(1, 'succeeded'),
+      job(2, 'running'),
+      job(3, 'succeeded')
+    ]);
+    await m.refresh();
+    server.jobs = [...server.jobs, ...jobRange(4, 60, 'queued')];
+    await m.refresh();
+    // 11..60 on the first page, 4..10 never seen: 1 and 3 no longer join on.
+    expect(ids()).toEqual([...range(11, 60), 2]);
+    expect(s.count('GET', 'jobs/2')).toBe(1);
+    expect(m.hasOlder).toBe(true);
+    await m.loadOlder();
+    expect(s.requests[s.requests.length - 1].path).toBe('jobs?limit=50&before=11');
+    expect(ids()).toEqual(range(1, 60));
+    expect(ended).toEqual([]);
+    server.jobs = server.jobs.map(j => (j.id === 2 ? job(2, 'succeeded') : j));
+    await m.refresh();
+    expect(ended.map(j => j.id)).toEqual([2]);
+  });
+
+  it('fires jobEnded for an older page\'s job seen running, not for older jobs first seen ended', async () => {
+    const { m, server, ended } = paged([...jobRange(1, 50), job(51, 'running'), ...jobRange(52, 101)]);
+    await m.refresh();
+    await m.loadOlder(); // 51 first seen running, on an older page
+    expect(m.job(51)?.state).toBe('running');
+    expect(m.hasActive).toBe(true);
+    expect(ended).toEqual([]);
+    server.jobs = server.jobs.map(j => (j.id === 51 ? job(51, 'succeeded') : j));
+    await m.refresh();
+    expect(ended.map(j => j.id)).toEqual([51]);
+    expect(m.job(51)?.state).toBe('succeeded');
+  });
+
+  it('drops deleted jobs, and older jobs moving up onto the first page are not news', async () => {
+    const { m, server, ended, ids } = paged(jobRange(1, 60));
+    await m.refresh();
+    expect(ids()).toEqual(range(11, 60));
+    server.jobs = server.jobs.filter(j => j.id < 55);
+    await m.refresh();
+    expect(ids()).toEqual(range(5, 54));
+    expect(ended).toEqual([]);
+    expect(m.hasOlder).toBe(true);
+    await m.loadOlder();
+    expect(ids()).toEqual(range(1, 54));
+  });
+
+  it('stops watching a job the server no longer has', async () => {
+    const { s, m, server, ids } = paged([job(1, 'running'), ...jobRange(2, 30)]);
+    await m.refresh();
+    server.jobs = [...server.jobs, ...jobRange(31, 60, 'queued')];
+    await m.refresh();
+    expect(ids()).toContain(1);
+    server.jobs = server.jobs.filter(j => j.id !== 1);
+    await m.refresh();
+    expect(m.job(1)).toBeUndefined();
+    const fetched = s.count('GET', 'jobs/1');
+    await m.refresh();
+    expect(s.count('GET', 'jobs/1')).toBe(fetched);
+  });
+
+  it('while filtered, reads older pages until one has a row to show', async () => {
+    const all = jobRange(1, 200).map(j => (j.id === 5 ? { ...j, notebook: 'mine.ipynb' } : j));
+    const { s, m } = paged(all);
+    await m.refresh();
+    m.filterToNotebook = true;
+    m.currentNotebook = 'mine.ipynb';
+    expect(m.rows).toEqual([]);
+    await m.loadOlder();
+    expect(s.requests.map(r => r.path)).toEqual([
+      'jobs?limit=50',
+      'jobs?limit=50&before=151',
+      'jobs?limit=50&before=101',
+      'jobs?limit=50&before=51'
+    ]);
+    expect(m.rows.map(j => j.id)).toEqual([5]);
+    expect(m.hasOlder).toBe(false);
+  });
+
+  it('keeps a failed load\'s message, and loads again', async () => {
+    const { s, m, ids } = paged(jobRange(1, 60));
+    await m.refresh();
+    const route = s.routes['GET jobs'];
+    s.routes['GET jobs'] = req =>
+      req.path.includes('before=')
+        ? { status: 500, body: { message: 'database is locked' } }
+        : route(req);
+    let seen: [boolean, string][] = [];
+    m.changed.connect(() => seen.push([m.loadingOlder, m.olderError ?? '']));
+    await m.loadOlder();
+    expect(seen[0]).toEqual([true, '']);
+    expect(m.loadingOlder).toBe(false);
+    expect(m.olderError).toBe('database is locked');
+    expect(m.hasOlder).toBe(true);
+    expect(ids()).toEqual(range(11, 60));
+    s.routes['GET jobs'] = route;
+    seen = [];
+    await m.loadOlder();
+    expect(m.olderError).toBeNull();
+    expect(ids()).toEqual(range(1, 60));
+  });
+
+  it('fetches a job that is not loaded when asked for it', async () => {
+    const { s, m, ended } = paged(jobRange(1, 80));
+    await m.refresh();
+    expect(m.job(7)).toBeUndefined();
+    const seven = await m.fetchJob(7);
+    expect(seven.id).toBe(7);
+    expect(m.job(7)).toBe(seven);
+    expect(s.count('GET', 'jobs/7')).toBe(1);
+    await m.refresh();
+    expect(m.job(7)).toBe(seven);
+    await expect(m.fetchJob(999)).rejects.toBeTruthy();
+    expect(ended).toEqual([]);
   });
 });

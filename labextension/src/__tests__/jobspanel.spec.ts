@@ -19,9 +19,10 @@ const mockedRequest = requestAPI as jest.MockedFunction<typeof requestAPI>;
 
 const wait = (ms = 30) => new Promise(resolve => setTimeout(resolve, ms));
 
-function setup(jobs: IJob[]) {
+function setup(jobs: IJob[], more: { [path: string]: unknown } = {}) {
   const answers: { [path: string]: unknown } = {
-    jobs: { jobs, currency: 'USD' },
+    'jobs?limit=50': { jobs, currency: 'USD' },
+    ...more,
     'jobs/2/results': results(2),
     'jobs/3/log?offset=0': { offset: 0, next_offset: 4, size: 4, text: 'log\n', complete: false }
   };
@@ -29,7 +30,8 @@ function setup(jobs: IJob[]) {
     if (!(path in answers)) {
       throw new Error(`no route ${path}`);
     }
-    return answers[path] as any;
+    const answer = answers[path];
+    return (typeof answer === 'function' ? await answer() : answer) as any;
   });
   const model = new JobsModel({
     isNotebookOpen: path => path === 'work/train.ipynb'
@@ -104,6 +106,82 @@ describe('JobsPanel', () => {
       ['cancel', 3],
       ['insert', 2]
     ]);
+    // The server said nothing of older jobs: no "Show older jobs".
+    expect(panel.node.querySelector<HTMLElement>('.jp-costguard-jobs-more')!.hidden).toBe(true);
+  });
+
+  it('offers "Show older jobs" while the server has older ones, and loads them on click', async () => {
+    let release: (() => void) | null = null;
+    const { model, panel } = setup([job(5, 'succeeded'), job(4, 'succeeded')], {
+      'jobs?limit=50': { jobs: [job(5, 'succeeded'), job(4, 'succeeded')], next_before: 4, currency: 'USD' },
+      'jobs?limit=50&before=4': () =>
+        new Promise(resolve => {
+          release = () =>
+            resolve({ jobs: [job(3, 'succeeded'), job(2, 'succeeded')], next_before: 2, currency: 'USD' });
+        }),
+      'jobs?limit=50&before=2': { jobs: [job(1, 'failed')], next_before: null, currency: 'USD' }
+    });
+    cleanup = () => {
+      panel.dispose();
+      model.dispose();
+    };
+    const more = panel.node.querySelector<HTMLElement>('.jp-costguard-jobs-more')!;
+    const button = more.querySelector<HTMLButtonElement>('button.jp-costguard-jobs-older')!;
+    const ids = () =>
+      Array.from(panel.node.querySelectorAll<HTMLElement>('.jp-costguard-job-row')).map(r =>
+        Number(r.dataset.jobId)
+      );
+    expect(more.hidden).toBe(true); // nothing loaded yet
+    await model.refresh();
+    expect(ids()).toEqual([5, 4]);
+    expect(more.hidden).toBe(false);
+    expect(button.hidden).toBe(false);
+    expect(button.disabled).toBe(false);
+    expect(button.textContent).toBe('Show older jobs');
+    // Under the list.
+    const list = panel.node.querySelector('.jp-costguard-jobs-list')!;
+    expect(list.compareDocumentPosition(more) & Node.DOCUMENT_POSITION_FOLLOWING).toBeTruthy();
+
+    button.click();
+    expect(mockedRequest).toHaveBeenLastCalledWith('jobs?limit=50&before=4', { method: 'GET' }, undefined);
+    expect(button.disabled).toBe(true);
+    expect(button.textContent).toBe('Loading…');
+    button.click(); // a second click while loading asks nothing more
+    await wait(5);
+    expect(mockedRequest.mock.calls.filter(c => c[0] === 'jobs?limit=50&before=4')).toHaveLength(1);
+    release!();
+    await wait();
+    expect(ids()).toEqual([5, 4, 3, 2]);
+    expect(button.disabled).toBe(false);
+    expect(button.textContent).toBe('Show older jobs');
+    expect(more.hidden).toBe(false);
+
+    button.click();
+    await wait();
+    expect(ids()).toEqual([5, 4, 3, 2, 1]);
+    expect(more.hidden).toBe(true);
+  });
+
+  it('says why older jobs could not be loaded, next to the button', async () => {
+    const { model, panel } = setup([], {
+      'jobs?limit=50': { jobs: [job(5, 'succeeded')], next_before: 5, currency: 'USD' },
+      'jobs?limit=50&before=5': () => Promise.reject(new Error('the server cannot be reached'))
+    });
+    cleanup = () => {
+      panel.dispose();
+      model.dispose();
+    };
+    await model.refresh();
+    const error = panel.node.querySelector<HTMLElement>('.jp-costguard-jobs-older-error')!;
+    const button = panel.node.querySelector<HTMLButtonElement>('.jp-costguard-jobs-older')!;
+    expect(error.hidden).toBe(true);
+    button.click();
+    await wait();
+    expect(error.hidden).toBe(false);
+    expect(error.textContent).toBe('Could not load older jobs: the server cannot be reached');
+    expect(button.disabled).toBe(false);
+    expect(button.hidden).toBe(false);
+    expect(panel.node.querySelectorAll('.jp-costguard-job-row')).toHaveLength(1);
   });
 
   it('expands a row to show its log', async () => {
