@@ -3,6 +3,7 @@ configures and mixed in here) and the wiring of the parts. Nothing else."""
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -116,7 +117,8 @@ class CostGuard(ExtensionApp, CostTraits, SamplingTraits, GuardTraits, OffloadTr
         return self.service.published
 
     def _job_service(self, ledger: Ledger) -> JobService:
-        jobs_dir = Path(self.jobs_dir)
+        # the default sits next to the ledger, whose path is the cost settings'
+        jobs_dir = Path(self.jobs_dir or os.path.join(os.path.dirname(self.db_path), "jobs"))
         budget = self._budget
         ksm = self.server.kernel_spec_manager
         default_kernel = getattr(self.server.kernel_manager, "default_kernel_name", None) \

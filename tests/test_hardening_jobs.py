@@ -309,7 +309,10 @@ def test_the_runner_does_not_unpickle_inputs_nothing_sent(tmp_path):
     assert "planted: False" in (d / jobdir.LOG).read_text()
 
 
-def test_sent_inputs_that_do_not_match_their_digest_fail_the_job(tmp_path):
+@pytest.mark.parametrize("digest", ["0" * 64, None], ids=["wrong", "none recorded"])
+def test_sent_inputs_that_do_not_match_their_digest_fail_the_job(tmp_path, digest):
+    """A wrong digest, or none (a spec from before digests, or one written by hand), never
+    lets the sent pickle load."""
     from jupyter_costguard.offload.spec import JobSpec, SpecCell
 
     d = tmp_path / "job"
@@ -317,9 +320,9 @@ def test_sent_inputs_that_do_not_match_their_digest_fail_the_job(tmp_path):
     src = "print('x is', x)"
     spec = JobSpec(notebook="x.ipynb", cwd=str(tmp_path), kernel_name="python3",
                    cells=(SpecCell("a", 0, True, src, src),), send=("x",))
-    jobdir.write_json(d / jobdir.SPEC, {"id": 1, "spec": spec.to_json(),
-                                        "checkpoint_dir": str(d / "ck"), "environment": {},
-                                        "inputs_sha256": "0" * 64})
+    doc = {"id": 1, "spec": spec.to_json(), "checkpoint_dir": str(d / "ck"),
+           "environment": {}, **({"inputs_sha256": digest} if digest else {})}
+    jobdir.write_json(d / jobdir.SPEC, doc)
     (d / jobdir.INPUTS).write_bytes(pickle.dumps({"x": 1}))
     subprocess.run([sys.executable, "-m", jobdir.RUNNER_MODULE, str(d)], timeout=120,
                    check=False)

@@ -393,3 +393,56 @@ def test_an_alert_that_cannot_be_stored_as_is_does_not_stop_other_saves(tmp_path
         assert docs[odd.id]["details"] == {"path": "\ufffd"}
     finally:
         again.close()
+
+
+# --- 7. what schemathesis found (tests/test_fuzz_api.py), each failing before its fix -------
+
+
+@pytest.mark.parametrize("route", ["jobs/slice", "jobs"])
+async def test_a_send_name_that_is_not_python_is_400_on_slice_and_submit(jp_fetch, jp_root_dir,
+                                                                         route):
+    write_notebook(jp_root_dir, "n.ipynb", CELLS)
+    code_, doc = await refused(jp_fetch, *route.split("/"), method="POST", body={
+        "notebook": "n.ipynb", "selected": ["b"], "send": ["not a name"], "kernel_id": "k"})
+    assert code_ == 400 and "not a Python name" in doc["message"], doc
+
+
+async def test_a_notebook_name_too_long_for_the_filesystem_is_400(jp_fetch):
+    code_, doc = await refused(jp_fetch, "jobs", "slice", method="POST", body={
+        "notebook": "n" * 5000 + ".ipynb", "selected": ["b"]})
+    assert code_ == 400 and "cannot be used" in doc["message"], doc
+
+
+async def test_a_null_body_is_400_not_no_body(jp_fetch):
+    raised = await post(jp_fetch, "alerts", body={
+        "kind": "k", "severity": "info", "title": "t", "message": "m"}, code=201)
+    code_, doc = await refused(jp_fetch, "alerts", raised["id"], "dismiss", method="POST",
+                               raw="null")
+    assert code_ == 400 and "not null" in doc["message"], doc
+
+
+async def test_snooze_takes_a_whole_number_written_as_a_float(jp_fetch):
+    raised = await post(jp_fetch, "alerts", body={
+        "kind": "k", "severity": "info", "title": "t", "message": "m"}, code=201)
+    snoozed = await post(jp_fetch, "alerts", raised["id"], "snooze", body={"seconds": 600.0})
+    assert snoozed["state"] == "snoozed"
+    code_, doc = await refused(jp_fetch, "alerts", raised["id"], "snooze", method="POST",
+                               body={"seconds": 600.5})
+    assert code_ == 400 and "integer" in doc["message"]
+
+
+async def test_a_method_a_route_lacks_is_405_with_allow(jp_fetch):
+    with pytest.raises(HTTPClientError) as e:
+        await jp_fetch("costguard", "api", "jobs", method="DELETE")
+    assert e.value.code == 405
+    assert e.value.response is not None
+    assert e.value.response.headers["Allow"] == "GET, POST"
+    assert json.loads(e.value.response.body)["status"] == 405
+
+
+@pytest.mark.parametrize("backend", [[None, None], {"a": 1}, 3])
+async def test_a_backend_that_is_not_a_string_is_400(jp_fetch, jp_root_dir, backend):
+    write_notebook(jp_root_dir, "n.ipynb", CELLS)
+    code_, doc = await refused(jp_fetch, "jobs", method="POST", body={
+        "notebook": "n.ipynb", "selected": ["b"], "backend": backend})
+    assert code_ == 400 and "backend must be a string" in doc["message"], doc

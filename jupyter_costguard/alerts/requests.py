@@ -150,6 +150,8 @@ def parse_snooze_request(body: Any) -> int:
     if "seconds" not in body:
         raise AlertError("seconds is required")
     seconds = body["seconds"]
+    if isinstance(seconds, float) and seconds.is_integer():  # JSON's 60.0 is an integer
+        seconds = int(seconds)
     if isinstance(seconds, bool) or not isinstance(seconds, int):
         raise AlertError("seconds must be an integer")
     if not SNOOZE_MIN_SECONDS <= seconds <= SNOOZE_MAX_SECONDS:

@@ -222,10 +222,10 @@ class Catalog:
         ``provider``, when known, restricts the candidates to that provider's rows if it has
         any that fit (and otherwise is ignored).
         """
-        best, _ = self._match(gpu_name, gpu_count, vcpus, memory_gib, provider)
+        best, _ = self.match_explained(gpu_name, gpu_count, vcpus, memory_gib, provider)
         return best
 
-    def _match(self, gpu_name: str, gpu_count: int, vcpus: int, memory_gib: float,
+    def match_explained(self, gpu_name: str, gpu_count: int, vcpus: int, memory_gib: float,
                provider: str | None) -> tuple[InstanceType | None, list[InstanceType]]:
         """(winner, tied rows): the tied rows explain an ambiguous answer."""
         model = normalize_gpu_name(gpu_name)

@@ -232,7 +232,7 @@ def _detect(catalog: Catalog, gpu: GpuReading | None, host: HostSample | None,
         return None, f"{len(names)}x {names[0]} seen but host CPU/RAM unknown"
     mem = host.memory_total_bytes / GIB_BYTES
     facts = f"{len(names)}x {names[0]} with {host.cpu_count} vCPU/{format_gib(mem)} GiB"
-    row, tied = catalog._match(names[0], len(names), host.cpu_count, mem, provider)
+    row, tied = catalog.match_explained(names[0], len(names), host.cpu_count, mem, provider)
     if row is not None:
         return row, f"{facts} as {row.describe()}"
     if tied:

@@ -95,6 +95,8 @@ def parse_options(body: Mapping[str, Any], settings: JobSettings,
     for i in inputs:
         _plain(i, "inputs")
     backend = body.get("backend") or settings.backend
+    if not isinstance(backend, str):
+        raise JobError("backend must be a string naming a configured backend")
     if backend not in backends:
         raise JobError(f"unknown backend {backend!r}; configured: "
                        f"{', '.join(sorted(backends))}")
@@ -112,11 +114,15 @@ def notebook_file(root: Path, path: Any) -> Path:
     if not isinstance(path, str) or not path.strip():
         raise JobError("notebook must be the notebook's path relative to the server root")
     _plain(path, "notebook")
-    full = (root / path.lstrip("/")).resolve()
-    if not full.is_relative_to(root):
-        raise JobError("notebook path is outside the server's root directory")
-    if not full.is_file():
-        raise JobError(f"notebook not found: {path}", 404)
+    try:
+        full = (root / path.lstrip("/")).resolve()
+        if not full.is_relative_to(root):
+            raise JobError("notebook path is outside the server's root directory")
+        found = full.is_file()
+    except OSError as e:  # a name too long for the filesystem, a loop of links
+        raise JobError(f"notebook path cannot be used: {e.strerror or e}") from None
+    if not found:
+        raise JobError(f"notebook not found: {path[:200]}", 404)
     return full
 
 

@@ -61,9 +61,9 @@ def _costguard_preamble(cwd, inputs, digest, environ):
     if inputs:  # only when the spec says variables were sent, and only what was sent
         with open(inputs, "rb") as f:
             data = f.read()
-        if digest is not None and hashlib.sha256(data).hexdigest() != digest:
+        if digest is None or hashlib.sha256(data).hexdigest() != digest:
             raise ValueError("the sent variables (inputs.pkl) do not match the sha256 "
-                             "recorded at submit; not loaded")
+                             "recorded at submit (or none was recorded); not loaded")
         globals().update(pickle.loads(data))
 _costguard_preamble({cwd!r}, {inputs!r}, {digest!r}, {environ!r})
 del _costguard_preamble
@@ -149,8 +149,9 @@ class Runner:
         self.spec = JobSpec.from_json(doc["spec"])
         self.checkpoint_dir: str = doc["checkpoint_dir"]
         self.environment: dict[str, str] = dict(doc.get("environment", {}))
-        #: the digest of `jobdir.INPUTS` the server recorded when it wrote the file (a spec
-        #: from a server before digests has none: its sent inputs load unchecked)
+        #: the digest of `jobdir.INPUTS` the server recorded when it wrote the file; without
+        #: one (a spec from a server before digests, or one written by hand) sent variables
+        #: are refused, never unpickled unchecked
         digest = doc.get("inputs_sha256")
         self.inputs_sha256: str | None = digest if isinstance(digest, str) else None
         #: what an earlier runner of this job left (lost, or requeued by the scheduler)

@@ -4,13 +4,12 @@ nor the cost service)."""
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from traitlets import Bool, Dict, Float, HasTraits, Int, Unicode, default
+from traitlets import Bool, Dict, Float, HasTraits, Int, Unicode
 
 from jupyter_costguard.offload.spec import Resources
 
@@ -65,8 +64,8 @@ class OffloadTraits(HasTraits):
 
     offload_enabled = Bool(True, config=True, help="Offer running cells as batch jobs.")
     jobs_dir = Unicode(
-        config=True, help="Directory of the job store (jobs.sqlite) and each job's files. "
-        "Default: 'jobs' next to the ledger.")
+        "", config=True, help="Directory of the job store (jobs.sqlite) and each job's files. "
+        "Default (empty): 'jobs' next to the ledger.")
     offload_time_limit_seconds = Float(
         None, allow_none=True, config=True,
         help="Time limit of a job that asks for none (seconds; None: no limit).")
@@ -97,10 +96,6 @@ class OffloadTraits(HasTraits):
         None, allow_none=True, config=True,
         help="Prometheus Pushgateway jobs push their metrics to (it must be reachable from "
         "where jobs run).")
-
-    @default("jobs_dir")
-    def _default_jobs_dir(self) -> str:
-        return os.path.join(os.path.dirname(self.db_path), "jobs")  # type: ignore[attr-defined]
 
     def job_settings(self) -> JobSettings:
         return JobSettings(

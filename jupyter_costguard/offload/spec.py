@@ -12,6 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from jupyter_costguard.offload.errors import JobError
+
 #: Job states. `queued` until a backend starts it; `lost` when its runner vanished without
 #: saying how it ended and no retry was left.
 STATES = ("queued", "running", "succeeded", "failed", "cancelled", "lost")
@@ -24,8 +26,10 @@ MAX_RETRIES = 10
 MAX_TIME_LIMIT_SECONDS = 30 * 86400.0
 
 
-class SpecError(ValueError):
-    """A request that cannot become a job; the message says what to change."""
+class SpecError(JobError, ValueError):
+    """A request that cannot become a job; the message says what to change. A `JobError`
+    (400) wherever a request raises it, and a `ValueError` for a stored spec that reads
+    back wrong."""
 
 
 @dataclass(frozen=True)

@@ -80,9 +80,12 @@ class CostguardHandler(APIHandler):
         if not raw.strip():
             return None
         try:
-            return parse_json(raw, MAX_DEPTH)
+            doc = parse_json(raw, MAX_DEPTH)
         except JSONLimitError as e:
             raise web.HTTPError(400, "request body refused: %s", str(e)) from None
+        if doc is None:  # every body here is an object; `null` is not "no body"
+            raise web.HTTPError(400, "request body must be a JSON object (or empty), not null")
+        return doc
 
     def _check_params(self, *allowed: str) -> None:
         """400 for unknown query parameters.
@@ -109,6 +112,8 @@ class CostguardHandler(APIHandler):
     def write_error(self, status_code: int, **kwargs: Any) -> None:
         """JSON error bodies with a message and no traceback, whatever went wrong."""
         self.set_header("Content-Type", "application/json")
+        if status_code == 405:  # RFC 9110: a 405 names the methods the route has
+            self.set_header("Allow", ", ".join(self.allowed_methods()))
         reason = self._reason
         message = reason
         exc_info = kwargs.get("exc_info")
@@ -119,6 +124,13 @@ class CostguardHandler(APIHandler):
             elif status_code >= 500:
                 message = "internal error; see the server log"
         self.finish(json.dumps({"status": status_code, "reason": reason, "message": message}))
+
+
+    def allowed_methods(self) -> list[str]:
+        """The methods this handler defines (what tornado's default answers 405 to, it
+        does not)."""
+        return [m for m in ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE")
+                if getattr(type(self), m.lower()) is not getattr(web.RequestHandler, m.lower())]
 
 
 class NotFoundHandler(CostguardHandler):
