@@ -446,3 +446,11 @@ async def test_a_backend_that_is_not_a_string_is_400(jp_fetch, jp_root_dir, back
     code_, doc = await refused(jp_fetch, "jobs", method="POST", body={
         "notebook": "n.ipynb", "selected": ["b"], "backend": backend})
     assert code_ == 400 and "backend must be a string" in doc["message"], doc
+
+
+async def test_a_body_of_whitespace_is_not_json_and_is_400(jp_fetch):
+    raised = await post(jp_fetch, "alerts", body={
+        "kind": "k", "severity": "info", "title": "t", "message": "m"}, code=201)
+    code_, doc = await refused(jp_fetch, "alerts", raised["id"], "dismiss", method="POST",
+                               raw=" ")
+    assert code_ == 400, doc

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import hashlib
 import json
 import os
 import pickle
@@ -116,9 +117,13 @@ def make_job(tmp_path: Path, job_id: int = 7, retries: int = 1,
               phase_times={"queued": now}, record={"submitted_by": "alice@example.com"})
     d = tmp_path / "jobs" / str(job_id)
     d.mkdir(parents=True)
+    # as the launcher writes it: with the digest of the sent variables, without which the
+    # runner refuses to unpickle them
+    digest = {"inputs_sha256": hashlib.sha256(inputs).hexdigest()} if inputs else {}
     write_json(d / "spec.json", {"id": job_id, "spec": spec.to_json(),
                                  "checkpoint_dir": str(d / "checkpoints"),
-                                 "environment": {"CUDA_VISIBLE_DEVICES": "GPU-server-0"}})
+                                 "environment": {"CUDA_VISIBLE_DEVICES": "GPU-server-0"},
+                                 **digest})
     if inputs is not None:
         (d / "inputs.pkl").write_bytes(inputs)
     return job, d
@@ -605,7 +610,9 @@ def test_sigterm_to_the_pod_reaches_the_runner(tmp_path, standin, configuration)
     spec = JobSpec(**{**job.spec.__dict__, "cells": (*job.spec.cells, slow)})
     job = Job(**{**job.__dict__, "spec": spec})
     write_json(d / "spec.json", {"id": job.id, "spec": spec.to_json(),
-                                 "checkpoint_dir": str(d / "checkpoints"), "environment": {}})
+                                 "checkpoint_dir": str(d / "checkpoints"), "environment": {},
+                                 "inputs_sha256": hashlib.sha256(pickle.dumps({"z": 0})
+                                                                 ).hexdigest()})
     b = backend(configuration, python=sys.executable, job_mount=str(tmp_path / "pod" / "job"),
                 work_dir=str(tmp_path / "pod" / "work"))
     ref = b.launch(job, d)

@@ -77,7 +77,7 @@ class CostguardHandler(APIHandler):
         raw = self.request.body or b""
         if len(raw) > limit:
             raise web.HTTPError(too_large, "request body is larger than %d bytes", limit)
-        if not raw.strip():
+        if not raw:
             return None
         try:
             doc = parse_json(raw, MAX_DEPTH)
