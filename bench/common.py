@@ -102,12 +102,24 @@ def free_port() -> int:
 
 # --------------------------------------------------------------------------- server
 
+#: Loopback only: no cloud metadata lookups (these machines have no cloud, and the
+#: link-local address must not see traffic); every endpoint at a closed loopback port should
+#: a bench turn them on; no container share (the benches price what they configure).
+NO_CLOUD = {
+    "COSTGUARD_CLOUD_METADATA": "off", "AWS_EC2_METADATA_DISABLED": "true",
+    "AWS_EC2_METADATA_SERVICE_ENDPOINT": "http://127.0.0.1:9",
+    "GCE_METADATA_HOST": "127.0.0.1:9", "COSTGUARD_AZURE_IMDS_ENDPOINT": "http://127.0.0.1:9",
+    "COSTGUARD_CONTAINER_SHARE": "off", "GPUHUNT_CATALOG_URL": "http://127.0.0.1:9/gpuhunt",
+}
+
 class Server:
     """One `python -m jupyter_server` subprocess with its own JUPYTER_* dirs under
     `workdir`, root dir `workdir/root`, a JSON config file and token auth."""
 
-    def __init__(self, python: str, workdir: Path, log: Log) -> None:
+    def __init__(self, python: str, workdir: Path, log: Log,
+                 env: dict[str, str] | None = None) -> None:
         self.python = python
+        self.env = dict(env or {})  # on top of NO_CLOUD
         self.workdir = workdir
         self.root = workdir / "root"
         self.port = free_port()
@@ -138,6 +150,7 @@ class Server:
                "JUPYTER_DATA_DIR": str(self.workdir / "data"),
                "JUPYTER_PLATFORM_DIRS": "1", "PYTHONUNBUFFERED": "1"}
         env.pop("COSTGUARD_INSTANCE_TYPE", None)
+        env = {**env, **NO_CLOUD, **self.env}
         logf = open(self.log_path, "ab")  # lives as long as the server
         self.proc = subprocess.Popen(
             [self.python, "-m", "jupyter_server", f"--config={cfg}"],

@@ -20,3 +20,8 @@ c.CostGuard.sample_interval = 2.0
 # which would lift a 1-minute average above the 20% line and make the warning come and go;
 # over 90 s the average stays below 17%.
 c.CostGuard.interactive_window_seconds = 90.0
+
+# The demo prices the recorded trace's instance, not this machine: no cloud metadata lookups
+# (they would go to the link-local metadata address) and no container share.
+c.CostGuard.cloud_metadata = False
+c.CostGuard.container_share = "off"

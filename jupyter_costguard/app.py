@@ -12,11 +12,14 @@ from jupyter_server.extension.application import ExtensionApp
 from tornado.ioloop import IOLoop
 
 from jupyter_costguard.alerts.store import AlertStore
-from jupyter_costguard.cost.catalog import Catalog
+from jupyter_costguard.cloud.container import read_cgroup_limits
+from jupyter_costguard.cloud.metadata import lookup
+from jupyter_costguard.cloud.watcher import MetadataWatcher
 from jupyter_costguard.cost.config import CostTraits
 from jupyter_costguard.cost.ledger import Ledger
+from jupyter_costguard.cost.pricing import ContainerFacts
 from jupyter_costguard.cost.published import Published
-from jupyter_costguard.cost.service import CostService, new_worker
+from jupyter_costguard.cost.service import CostService, load_catalog, new_worker
 from jupyter_costguard.guard.actions import Actor
 from jupyter_costguard.guard.autostop import terminal_activity
 from jupyter_costguard.guard.budget import BudgetRule, NotebookBudgets
@@ -66,7 +69,8 @@ class CostGuard(ExtensionApp, CostTraits, SamplingTraits, GuardTraits, OffloadTr
         ledger = Ledger(self.db_path, retention_days=self.history_retention_days, now=time.time())
         worker = new_worker()  # owns the ledger's file; the alerts share it
         alerts = AlertStore(ledger.db_path, schedule=worker.submit, logger=self.log)
-        catalog = Catalog.load(tuple(self.catalog_files))
+        pricing_config = self.pricing_config()
+        catalog = load_catalog(pricing_config)
         config = self.guard_config()
         self._budget = BudgetRule(config) if self.guard_enabled else None
         # The job service reads the latest sample; it exists before the service that makes it.
@@ -84,12 +88,14 @@ class CostGuard(ExtensionApp, CostTraits, SamplingTraits, GuardTraits, OffloadTr
                 running_jobs=jobs.running_count if jobs is not None else (lambda: 0),
                 notebook_budgets=NotebookBudgets(self._root_dir(), logger=self.log))
         self.service = service = CostService(
-            Telemetry(self.gpu_source()), ledger, self.pricing_config(),
+            Telemetry(self.gpu_source()), ledger, pricing_config,
             sample_interval=self.sample_interval,
             idle_threshold_percent=self.idle_gpu_threshold_percent,
             metrics_builder=metrics.build_metrics, alerts=alerts, logger=self.log,
             catalog=catalog, worker=worker,
             after_sample=[self.guard.evaluate] if self.guard is not None else [],
+            metadata=self._metadata_watcher(),
+            container=ContainerFacts(read_cgroup_limits(), mode=self.container_share),
         )
         if jobs is not None and self.pushgateway_url:
             url = self.pushgateway_url
@@ -111,6 +117,14 @@ class CostGuard(ExtensionApp, CostTraits, SamplingTraits, GuardTraits, OffloadTr
         # that never run that hook (pytest-jupyter) still get sampling via this callback.
         loop = getattr(self.serverapp, "io_loop", None) or IOLoop.current()
         loop.add_callback(self._ensure_started)
+
+    def _metadata_watcher(self) -> MetadataWatcher:
+        """The cloud's metadata, asked on a thread of its own from now on (never the loop)."""
+        enabled, timeout = self.cloud_metadata, self.cloud_metadata_timeout
+        watcher = MetadataWatcher(lambda: lookup(timeout=timeout, enabled=enabled),
+                                  interval=self.cloud_metadata_interval)
+        watcher.start()
+        return watcher
 
     def _published(self) -> Published:
         assert self.service is not None
@@ -185,5 +199,7 @@ class CostGuard(ExtensionApp, CostTraits, SamplingTraits, GuardTraits, OffloadTr
             await self.jobs.stop()
             self.jobs.close()
         if self.service is not None:
+            if self.service.metadata is not None:
+                self.service.metadata.stop()
             await self.service.stop()
             metrics.install(None)

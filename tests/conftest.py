@@ -2,17 +2,36 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from jupyter_costguard.cloud import metadata
+from jupyter_costguard.cloud.container import ENV_CONTAINER_SHARE
 from tests.support.processes import kill_runners_under
 from tests.support.traces import write_trace
 from tests.support.units import GiB
 
 pytest_plugins = ["pytest_jupyter.jupyter_server"]
+
+#: Loopback only: these machines have no cloud, and traffic to the link-local metadata
+#: address is flagged. Every server a test starts, in this process or as a child (which
+#: inherits the environment), has lookups off and, should one be turned on, every endpoint
+#: on a closed loopback port. This machine is a container; the container share is off too
+#: (pricing tests that want one ask for it). Tests of the lookups point them at stand-ins.
+NO_CLOUD = {
+    metadata.ENV_OFF: "off",
+    metadata.ENV_AWS_DISABLED: "true",
+    metadata.ENV_AWS_ENDPOINT: "http://127.0.0.1:9",
+    metadata.ENV_GCE_HOST: "127.0.0.1:9",
+    metadata.ENV_AZURE_ENDPOINT: "http://127.0.0.1:9",
+    ENV_CONTAINER_SHARE: "off",
+    "GPUHUNT_CATALOG_URL": "http://127.0.0.1:9/gpuhunt",
+}
+os.environ.update(NO_CLOUD)
 
 
 @pytest.fixture

@@ -26,7 +26,7 @@ import io
 import json
 import math
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 from datetime import date
 from importlib.resources import files
@@ -83,10 +83,16 @@ class InstanceType:
     source_url: str
     retrieved: str | None  # ISO date the prices are from; None for user rows that omit it
     origin: str = ""  # "file:line" the row came from, for messages
+    #: "USD at 0.92 EUR/USD (2026-11-30)" when the prices were converted at load
+    converted_from: str | None = None
 
     @property
     def key(self) -> tuple[str, str]:
         return (self.provider.lower(), self.instance_type.lower())
+
+    @property
+    def regional_key(self) -> tuple[str, str, str]:
+        return (*self.key, self.region.lower())
 
     @property
     def name(self) -> str:
@@ -136,23 +142,53 @@ def normalize_gpu_name(name: str) -> str:
     return re.sub(r"[\s\-_]+", "", n)
 
 
+RowKey = tuple[str, str, str]  # (provider, instance_type, region), lower case
+
+
 class Catalog:
-    """Instance types by (provider, instance_type); later rows replace earlier ones."""
+    """Instance types by (provider, instance_type, region); later rows replace earlier ones.
+
+    A type's first region is its *home*: the row shape matching and a price without a known
+    region use, and the one a region the catalog lacks falls back to (saying so).
+    """
 
     def __init__(self, rows: Iterable[InstanceType] = ()) -> None:
-        self._rows: dict[tuple[str, str], InstanceType] = {}
+        self._rows: dict[RowKey, InstanceType] = {}
+        self._home: dict[tuple[str, str], str] = {}
         for row in rows:
-            self._rows[row.key] = row
+            self._put(row)
+
+    def _put(self, row: InstanceType) -> None:
+        self._rows[row.regional_key] = row
+        self._home.setdefault(row.key, row.region.lower())
 
     @classmethod
-    def load(cls, extra_files: Sequence[str | Path] = ()) -> Catalog:
-        """The shipped catalog, then each user file (CSV or JSON) in order on top."""
+    def load(cls, extra_files: Sequence[str | Path] = (), *, currency: str | None = None,
+             exchange_rates: Mapping[str, float] | None = None,
+             rates_date: str | None = None) -> Catalog:
+        """The shipped catalog, then each user file (CSV or JSON) in order on top; rows in
+        another currency than ``currency`` are converted once, here, where
+        ``exchange_rates`` (units of ``currency`` per unit of the row's) has a rate."""
         text = files("jupyter_costguard").joinpath("data").joinpath(_SHIPPED).read_text("utf-8")
         catalog = cls()
         catalog._merge(_parse_csv(text, f"shipped {_SHIPPED}"), shipped=True)
         for path in extra_files:
             catalog.merge_file(path)
+        if currency:
+            catalog._convert(currency.upper(), exchange_rates or {}, rates_date)
         return catalog
+
+    def _convert(self, currency: str, rates: Mapping[str, float], date_: str | None) -> None:
+        by_code = {k.strip().upper(): float(v) for k, v in rates.items()}
+        for key, row in list(self._rows.items()):
+            rate = by_code.get(row.currency.upper())
+            if row.currency.upper() == currency or rate is None or not rate > 0:
+                continue
+            dated = f" ({date_})" if date_ else ""
+            self._rows[key] = replace(
+                row, currency=currency, on_demand_per_hour=row.on_demand_per_hour * rate,
+                spot_per_hour=None if row.spot_per_hour is None else row.spot_per_hour * rate,
+                converted_from=f"{row.currency} at {rate:g} {currency}/{row.currency}{dated}")
 
     def merge_file(self, path: str | Path) -> None:
         """Add or override rows from a user file; a row may give only the columns it changes."""
@@ -169,23 +205,58 @@ class Catalog:
         self._merge(raw, shipped=False, default_source=p.resolve().as_uri())
 
     def _merge(self, raw: list[_RawRow], *, shipped: bool, default_source: str = "") -> None:
-        seen: dict[tuple[str, str], int] = {}
-        pending: dict[tuple[str, str], InstanceType] = {}
+        """A user row without a region overrides the type's home row; with a region, that
+        region's row (a new region starts from the home row's shape)."""
+        seen: dict[RowKey, int] = {}
+        pending: list[InstanceType] = []
         for r in raw:
             where = f"{r.file}:{r.line}"
             provider = _text(r.values.get("provider"), "provider", where)
             itype = _text(r.values.get("instance_type"), "instance_type", where)
             if not provider or not itype:
                 raise CatalogError(f"{where}: provider and instance_type must not be empty")
-            key = (provider.lower(), itype.lower())
+            region = _text(r.values.get("region"), "region", where)
+            home = self._home.get((provider.lower(), itype.lower()))
+            region_key = region.lower() if region else (home or "")
+            key = (provider.lower(), itype.lower(), region_key)
             if key in seen:
-                raise CatalogError(f"{where}: {provider}/{itype} already given on line "
-                                   f"{seen[key]} of the same file")
+                in_region = f" in {region}" if region else ""
+                raise CatalogError(f"{where}: {provider}/{itype}{in_region} already given on "
+                                   f"line {seen[key]} of the same file")
             seen[key] = r.line
-            base = None if shipped else self._rows.get(key)
-            pending[key] = _build_row(r.values, where, base, shipped=shipped,
-                                      default_source=default_source)
-        self._rows.update(pending)
+            base = None
+            if not shipped:
+                base = self._rows.get(key) or (
+                    self._rows.get((key[0], key[1], home)) if home is not None else None)
+            pending.append(_build_row(r.values, where, base, shipped=shipped,
+                                      default_source=default_source))
+        for row in pending:
+            self._put(row)
+
+    def _homes(self) -> Iterator[InstanceType]:
+        """One row per (provider, instance_type): its home region's."""
+        for (provider, itype), region in self._home.items():
+            row = self._rows.get((provider, itype, region))
+            if row is not None:
+                yield row
+
+    def regions(self, instance: InstanceType) -> tuple[str, ...]:
+        """The regions the catalog prices this type in."""
+        return tuple(sorted(r.region for k, r in self._rows.items()
+                            if (k[0], k[1]) == instance.key))
+
+    def in_region(self, instance: InstanceType, region: str | None
+                  ) -> tuple[InstanceType, str | None]:
+        """(row, note): this type's row in ``region``; where the catalog has none, the home
+        row and a note naming both ("price of us-east-1; eu-north-1 not in the catalog")."""
+        if not region:
+            return instance, None
+        row = self._rows.get((*instance.key, region.strip().lower()))
+        if row is not None:
+            return row, None
+        home = self._rows.get((*instance.key, self._home.get(instance.key, "")), instance)
+        return home, (f"price of {home.region or 'an unnamed region'}; {region} not in the "
+                      f"catalog for {instance.name}")
 
     @property
     def rows(self) -> tuple[InstanceType, ...]:
@@ -194,6 +265,12 @@ class Catalog:
     @property
     def providers(self) -> tuple[str, ...]:
         return tuple(sorted({r.provider for r in self._rows.values()}))
+
+    @property
+    def oldest_retrieved(self) -> str | None:
+        """The oldest price date among the rows (what a stale warning is about)."""
+        dates = [r.retrieved for r in self._rows.values() if r.retrieved]
+        return min(dates) if dates else None
 
     def __len__(self) -> int:
         return len(self._rows)
@@ -205,15 +282,22 @@ class Catalog:
         """Every provider's row with this name (``provider/name`` narrows to one provider)."""
         provider, name = _split_name(instance_type)
         name = name.strip().lower()
-        return tuple(r for r in self._rows.values() if r.instance_type.lower() == name
+        return tuple(r for r in self._homes() if r.instance_type.lower() == name
                      and (provider is None or r.provider.lower() == provider.lower()))
 
-    def get(self, instance_type: str, provider: str | None = None) -> InstanceType | None:
-        """The row for this type (case-insensitive), or None if unknown or ambiguous."""
+    def get(self, instance_type: str, provider: str | None = None,
+            region: str | None = None) -> InstanceType | None:
+        """The row for this type (case-insensitive) in ``region`` (default: its home), or
+        None if unknown, ambiguous, or not priced in that region."""
         if provider is not None:
-            return self._rows.get((provider.strip().lower(), instance_type.strip().lower()))
+            key = (provider.strip().lower(), instance_type.strip().lower())
+            wanted = region.strip().lower() if region else self._home.get(key)
+            return None if wanted is None else self._rows.get((*key, wanted))
         found = self.find(instance_type)
-        return found[0] if len(found) == 1 else None
+        if len(found) != 1:
+            return None
+        return found[0] if not region else self.get(found[0].instance_type,
+                                                    found[0].provider, region)
 
     def match(self, gpu_name: str, gpu_count: int, vcpus: int, memory_gib: float,
               provider: str | None = None) -> InstanceType | None:
@@ -230,7 +314,7 @@ class Catalog:
         """(winner, tied rows): the tied rows explain an ambiguous answer."""
         model = normalize_gpu_name(gpu_name)
         scored: list[tuple[float, InstanceType]] = []
-        for r in self._rows.values():
+        for r in self._homes():
             if r.gpu_count != gpu_count or normalize_gpu_name(r.gpu_model) != model:
                 continue
             if r.vcpus != vcpus or r.memory_gib <= 0:
@@ -274,7 +358,7 @@ class Catalog:
         want_provider = provider.strip().lower() if provider else None
         want_currency = currency.strip().upper() if currency else None
         best: tuple[tuple[float, int, int, float, str], InstanceType] | None = None
-        for r in self._rows.values():
+        for r in self._homes():
             rate = r.rate(market)
             if rate is None:
                 continue

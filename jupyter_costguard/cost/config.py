@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from traitlets import CaselessStrEnum, Float, HasTraits, List, Unicode, default
+import os
+
+from traitlets import Bool, CaselessStrEnum, Dict, Float, HasTraits, Int, List, Unicode, default
 
 from jupyter_costguard.cost.ledger import default_db_path
 from jupyter_costguard.cost.pricing import PricingConfig
@@ -20,10 +22,40 @@ class CostTraits(HasTraits):
         help="Hourly rate to use when the instance cannot be found in the catalog.",
     )
     market = CaselessStrEnum(
-        ["on-demand", "spot"], default_value="on-demand", config=True,
-        help="Which catalog price applies: on-demand or spot.",
+        ["on-demand", "spot"], default_value=None, allow_none=True, config=True,
+        help="Which catalog price applies: on-demand or spot. Default: COSTGUARD_MARKET, "
+        "else what the cloud's metadata says, else on-demand.",
     )
+    region = Unicode(
+        None, allow_none=True, config=True,
+        help="Region whose catalog price applies (e.g. eu-north-1). Default: "
+        "COSTGUARD_REGION, else the cloud's metadata, else the type's first catalog region.")
+    cloud_metadata = Bool(
+        True, config=True,
+        help="Ask the cloud's metadata service (AWS, GCP, Azure) which instance, region and "
+        "market this is, off the IO loop, at start and every few minutes. "
+        "COSTGUARD_CLOUD_METADATA=off also turns it off.")
+    cloud_metadata_timeout = Float(
+        1.0, config=True, help="Seconds each metadata request may take.")
+    cloud_metadata_interval = Float(
+        300.0, config=True, help="Seconds between metadata re-checks.")
+    container_share = CaselessStrEnum(
+        ["auto", "on", "off"], default_value="auto", config=True,
+        help="Price a container by the part of the instance it holds (GPUs, cgroup v2 CPU "
+        "and memory limits): auto when a container is detected. COSTGUARD_CONTAINER_SHARE "
+        "overrides.")
     currency = Unicode("USD", config=True, help="Currency code shown with every amount.")
+    exchange_rates = Dict(
+        value_trait=Float(), config=True,
+        help="Units of `currency` per unit of another currency, e.g. {'USD': 0.92} with "
+        "currency 'EUR'. Catalog rows in those currencies are converted once, at load; rows "
+        "in a currency without a rate keep theirs and say so.")
+    exchange_rates_date = Unicode(
+        None, allow_none=True, config=True,
+        help="ISO date the exchange_rates are from (shown with converted prices).")
+    price_stale_after_days = Int(
+        90, config=True,
+        help="Days after which a catalog price is shown as possibly out of date.")
     gpu_share = Float(
         None, allow_none=True, config=True,
         help="Fraction of the hourly rate that is the GPUs' (the rest is the host's). "
@@ -45,8 +77,20 @@ class CostTraits(HasTraits):
     def _default_db_path(self) -> str:
         return default_db_path()
 
+    def catalog_paths(self) -> tuple[str, ...]:
+        """The refreshed user catalog (`jupyter costguard catalog update`) when there is one,
+        then the configured files: each on top of the shipped catalog, in this order."""
+        from jupyter_costguard.cost.refresh import user_catalog_path
+
+        user = user_catalog_path()
+        return ((str(user),) if os.path.isfile(user) else ()) + tuple(self.catalog_files)
+
     def pricing_config(self) -> PricingConfig:
         return PricingConfig(
             instance_type=self.instance_type, hourly_rate=self.hourly_rate, market=self.market,
             currency=self.currency, gpu_share=self.gpu_share,
-            catalog_files=tuple(self.catalog_files))
+            catalog_files=self.catalog_paths(), region=self.region,
+            container_share=self.container_share,
+            exchange_rates=tuple(sorted(self.exchange_rates.items())),
+            exchange_rates_date=self.exchange_rates_date,
+            stale_after_days=self.price_stale_after_days)

@@ -1,32 +1,44 @@
 """What the instance costs per hour, and which part of that is the GPUs.
 
-Which instance are we on? ``resolve_pricing`` answers, first match wins:
+Which instance are we on? ``resolve_pricing`` answers, first match wins (the order of truth):
 
 1. the configured ``instance_type`` (``c.CostGuard.instance_type``);
 2. the ``COSTGUARD_INSTANCE_TYPE`` environment variable;
-3. detection: the NVML GPU model and count plus the host's vCPUs and RAM matched against the
+3. the cloud's metadata service (``cloud.metadata``: AWS, GCP, Azure), when it answered with
+   a type the catalog has;
+4. detection: the NVML GPU model and count plus the host's vCPUs and RAM matched against the
    catalog (GPU model and count exact, vCPUs exact since a VM sees exactly its vCPUs, memory
    within ±10% since the OS reports less than nominal; the closest memory wins, and a tie
    between rows is ambiguous and detects nothing). CPU-only hosts are never detected by
    shape: every laptop would match some cloud VM;
-4. a configured ``hourly_rate`` with no instance;
-5. otherwise unpriced, with a detail saying what was tried.
+5. a configured ``hourly_rate`` with no instance;
+6. otherwise unpriced, with a detail saying what was tried.
+
+Region and market follow the same order: ``c.CostGuard.region`` / ``market``, then
+``COSTGUARD_REGION`` / ``COSTGUARD_MARKET``, then the metadata; else the type's home region
+in the catalog and on-demand. A region the catalog lacks for the type is priced at the home
+region's row and says so (``region_note``). In a container that holds part of the instance
+(``cloud.container``), a catalog price becomes the container's share of it.
 
 An instance type may be written ``provider/instance_type`` where the bare name exists for
 more than one provider. An unknown configured type is not an error: the server runs unpriced
-and says why.
+and says why. Every answer keeps, in ``tried``, a sentence per step it took.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
 
+from jupyter_costguard.cloud.container import CgroupLimits, ContainerShare, container_share
+from jupyter_costguard.cloud.metadata import MetadataResult
 from jupyter_costguard.cost.catalog import (
     GIB_BYTES,
     MARKET_ON_DEMAND,
+    MARKET_SPOT,
     Catalog,
     InstanceType,
     check_market,
@@ -45,6 +57,11 @@ SOURCE_ENVIRONMENT = "environment"
 SOURCE_DETECTED = "detected"
 SOURCE_HOURLY_RATE = "hourly_rate"
 SOURCE_UNPRICED = "unpriced"
+SOURCE_METADATA = "metadata"
+SOURCE_DEFAULT = "default"
+
+ENV_REGION = "COSTGUARD_REGION"
+ENV_MARKET = "COSTGUARD_MARKET"
 
 def provider_from_dmi(sys_vendor: str, product_name: str = "") -> str | None:
     """The cloud named by the SMBIOS/DMI strings, to break ties in detection.
@@ -66,15 +83,22 @@ def provider_from_dmi(sys_vendor: str, product_name: str = "") -> str | None:
 
 @dataclass(frozen=True)
 class PricingConfig:
-    """What the configuration says about prices (c.CostGuard.instance_type, market, ...)."""
+    """What the configuration says about prices (c.CostGuard.instance_type, market, ...).
+
+    ``market`` and ``region`` None: ask the machine (metadata), else on-demand and the
+    type's home region."""
 
     instance_type: str | None = None
     hourly_rate: float | None = None
-    market: str = "on-demand"
+    market: str | None = None
     currency: str = "USD"
     gpu_share: float | None = None
     catalog_files: tuple[str, ...] = ()
-
+    region: str | None = None
+    container_share: str = "auto"
+    exchange_rates: tuple[tuple[str, float], ...] = ()
+    exchange_rates_date: str | None = None
+    stale_after_days: int = 90
 
 
 @dataclass(frozen=True)
@@ -85,9 +109,23 @@ class Pricing:
     rate_per_hour: float | None
     currency: str
     market: str  # "on-demand" | "spot"
-    source: str  # "config" | "environment" | "detected" | "hourly_rate" | "unpriced"
+    source: str  # "config" | "environment" | "metadata" | "detected" | "hourly_rate" | ...
     detail: str  # a sentence for humans: what matched, or why nothing did
     gpu_share: float
+    #: where the machine is (config, environment, metadata), and whose price is used
+    region: str | None = None
+    region_note: str | None = None
+    region_source: str = SOURCE_DEFAULT
+    market_source: str = SOURCE_CONFIG
+    #: the whole instance's rate, before a container's share
+    instance_rate_per_hour: float | None = None
+    share: ContainerShare | None = None
+    #: GPUs the rate covers (the instance's, or the container's), for the spend model
+    gpu_count: int | None = None
+    #: CPUs the host part covers (a container's cgroup limit), else the host's
+    cpu_capacity: float | None = None
+    provider: str | None = None
+    tried: tuple[str, ...] = ()
 
     @property
     def priced(self) -> bool:
@@ -103,6 +141,27 @@ class Pricing:
         return None if self.rate_per_hour is None else self.rate_per_hour * (1 - self.gpu_share)
 
 
+@dataclass(frozen=True)
+class ContainerFacts:
+    """What the container share is decided from (read once by the caller)."""
+
+    limits: CgroupLimits
+    mode: str = "auto"
+    root_fs: str = "/"
+
+
+def _pick(configured: str | None, environ: Mapping[str, str], env: str,
+          machine: str | None) -> tuple[str | None, str]:
+    """(value, source) in the order config > environment > the machine."""
+    if configured and configured.strip():
+        return configured.strip(), SOURCE_CONFIG
+    if environ.get(env, "").strip():
+        return environ[env].strip(), SOURCE_ENVIRONMENT
+    if machine:
+        return machine, SOURCE_METADATA
+    return None, SOURCE_DEFAULT
+
+
 def resolve_pricing(
     catalog: Catalog,
     *,
@@ -111,43 +170,98 @@ def resolve_pricing(
     gpu: GpuReading | None,
     host: HostSample | None,
     hourly_rate: float | None,
-    market: str = MARKET_ON_DEMAND,
+    market: str | None = None,
     currency: str = "USD",
     gpu_share: float | None = None,
     provider: str | None = None,
+    region: str | None = None,
+    metadata: MetadataResult | None = None,
+    container: ContainerFacts | None = None,
 ) -> Pricing:
     """Decide the rate in the documented order (module docstring); never raises on lookups.
 
     ``currency`` is the currency of ``hourly_rate``; catalog rows carry their own.
     ``provider`` (e.g. from `provider_from_dmi`) picks among providers when a configured
-    name or the detected shape fits several.
+    name or the detected shape fits several; the metadata's provider beats it.
+    ``metadata`` is what the cloud's metadata service said (None: not asked, or not yet);
+    ``container`` the cgroup facts the container share is decided from (None: no share).
     """
-    check_market(market)
+    if market is not None:
+        check_market(market)  # a configured market must be a real one
+    identity = metadata.identity if metadata is not None else None
+    tried: list[str] = list(metadata.tried) if metadata is not None else [
+        "cloud metadata: not asked (yet)"]
+    market_value, market_source = _pick(market, environ, ENV_MARKET,
+                                        identity.market if identity else None)
+    market_value = (market_value or MARKET_ON_DEMAND).lower()
+    if market_value not in (MARKET_ON_DEMAND, MARKET_SPOT):
+        tried.append(f"market {market_value!r} ({market_source}) is not on-demand or spot; "
+                     f"on-demand used")
+        market_value, market_source = MARKET_ON_DEMAND, SOURCE_DEFAULT
+    if market_source == SOURCE_DEFAULT:
+        market_source = SOURCE_CONFIG  # the documented default, on-demand
+    check_market(market_value)
+    where, region_source = _pick(region, environ, ENV_REGION,
+                                 identity.region if identity else None)
+    if identity is not None:
+        provider = identity.provider
     if gpu_share is not None and not (0.0 <= gpu_share <= 1.0):
         raise ValueError(f"gpu_share must be between 0 and 1, got {gpu_share!r}")
     if hourly_rate is not None and not (math.isfinite(hourly_rate) and hourly_rate >= 0):
         raise ValueError(f"hourly_rate must be a non-negative number, got {hourly_rate!r}")
 
+    def done(p: Pricing) -> Pricing:
+        return replace(p, tried=tuple(tried), region=where, region_source=region_source,
+                       market_source=market_source, provider=provider)
+
     def unpriced(detail: str) -> Pricing:
-        return Pricing(None, None, currency, market, SOURCE_UNPRICED, detail,
-                       gpu_share if gpu_share is not None else 0.0)
+        return done(Pricing(None, None, currency, market_value, SOURCE_UNPRICED, detail,
+                            gpu_share if gpu_share is not None else 0.0))
+
+    def priced(row: InstanceType, source: str, what: str) -> Pricing:
+        regional, note = catalog.in_region(row, where)
+        if note:
+            tried.append(note)
+        p = _priced(regional, source, what, market_value, gpu_share)
+        p = replace(p, region_note=note, instance_rate_per_hour=p.rate_per_hour,
+                    gpu_count=regional.gpu_count)
+        if note:
+            p = replace(p, detail=f"{p.detail}; {note}")
+        return done(_with_share(p, container, environ, gpu, host, tried))
+
+    def named(name: str, source: str, said: str, fix: str) -> Pricing:
+        tried.append(said)
+        row, why = _from_name(catalog, name, provider)
+        if row is not None:
+            return priced(row, source, f"{said}: {row.describe()}")
+        if why:  # ambiguous: the sentence says how to choose
+            return unpriced(f"{said} {why}")
+        return unpriced(f"{said} is not in the price catalog; {fix}, add the type with an "
+                        f"extra catalog file, or set c.CostGuard.hourly_rate; running unpriced")
 
     configured = (instance_type or "").strip()
     if configured:
-        return _from_name(catalog, configured, SOURCE_CONFIG,
-                          f"c.CostGuard.instance_type = {configured!r}", market, gpu_share,
-                          unpriced, "fix c.CostGuard.instance_type", provider)
+        return named(configured, SOURCE_CONFIG, f"c.CostGuard.instance_type = {configured!r}",
+                     "fix c.CostGuard.instance_type")
     from_env = environ.get(ENV_INSTANCE_TYPE, "").strip()
     if from_env:
-        return _from_name(catalog, from_env, SOURCE_ENVIRONMENT,
-                          f"{ENV_INSTANCE_TYPE}={from_env!r}", market, gpu_share, unpriced,
-                          f"fix {ENV_INSTANCE_TYPE}", provider)
+        return named(from_env, SOURCE_ENVIRONMENT, f"{ENV_INSTANCE_TYPE}={from_env!r}",
+                     f"fix {ENV_INSTANCE_TYPE}")
+    if identity is not None:
+        row = catalog.get(identity.instance_type, identity.provider)
+        if row is not None:
+            return priced(row, SOURCE_METADATA, f"{identity.detail}: {row.describe()}")
+        tried.append(f"the metadata's {identity.provider}/{identity.instance_type} is not in "
+                     f"the price catalog")
 
     found, said = _detect(catalog, gpu, host, provider)
+    tried.append(f"shape: {said}")
     if found is not None:
-        return _priced(found, SOURCE_DETECTED, f"detected {said}", market, gpu_share)
+        return priced(found, SOURCE_DETECTED, f"detected {said}")
 
-    tried = f"no instance_type configured, {ENV_INSTANCE_TYPE} unset, {said}"
+    why_not = "" if identity is None else (
+        f"metadata named {identity.provider}/{identity.instance_type}, not in the catalog, ")
+    tried_text = f"no instance_type configured, {ENV_INSTANCE_TYPE} unset, {why_not}{said}"
     if hourly_rate is not None:
         has_gpus = bool(_physical_gpus(gpu))
         if gpu_share is not None:
@@ -156,27 +270,54 @@ def resolve_pricing(
             share, share_why = HOURLY_RATE_GPU_SHARE, "default with GPUs present"
         else:
             share, share_why = 0.0, "no GPUs seen"
-        detail = (f"c.CostGuard.hourly_rate = {_money(hourly_rate)} {currency}/h {market} "
-                  f"(GPU share {share:.2f}, {share_why}); {tried}")
-        return Pricing(None, hourly_rate, currency, market, SOURCE_HOURLY_RATE, detail, share)
-    return unpriced(f"{tried}; set c.CostGuard.instance_type or c.CostGuard.hourly_rate")
+        detail = (f"c.CostGuard.hourly_rate = {_money(hourly_rate)} {currency}/h "
+                  f"{market_value} (GPU share {share:.2f}, {share_why}); {tried_text}")
+        return done(Pricing(None, hourly_rate, currency, market_value, SOURCE_HOURLY_RATE,
+                            detail, share, instance_rate_per_hour=hourly_rate))
+    return unpriced(f"{tried_text}; set c.CostGuard.instance_type or c.CostGuard.hourly_rate")
 
 
-def _from_name(catalog: Catalog, name: str, source: str, said: str, market: str,
-               gpu_share: float | None, unpriced: Callable[[str], Pricing],
-               fix: str, provider: str | None) -> Pricing:
+def _with_share(p: Pricing, container: ContainerFacts | None, environ: Mapping[str, str],
+                gpu: GpuReading | None, host: HostSample | None, tried: list[str]) -> Pricing:
+    """The container's part of a catalog price (module docstring of cloud.container)."""
+    if container is None or p.instance is None or p.rate_per_hour is None:
+        return p
+    if host is None or gpu is None:
+        tried.append("container share: waiting for the first GPU and host reading")
+        return p
+    cpus, memory = host.cpu_count, host.memory_total_bytes
+    held = len(_physical_gpus(gpu))
+    share, said = container_share(
+        mode=container.mode, environ=environ, limits=container.limits, host_cpus=cpus,
+        host_memory_bytes=memory, gpus_held=held, gpus_instance=p.instance.gpu_count,
+        root_fs=Path(container.root_fs))
+    tried.append(f"container share: {said}")
+    if share is None:
+        return p
+    rate = share.rate(p.rate_per_hour, p.gpu_share)
+    return replace(
+        p, rate_per_hour=rate, gpu_share=share.container_gpu_share(p.gpu_share),
+        share=share, gpu_count=share.gpus_held,
+        cpu_capacity=container.limits.cpus if share.cpu_share < 1.0 else None,
+        detail=(f"{p.detail}; container share {rate / p.rate_per_hour:.1%} of the instance "
+                f"({_money(rate)} {p.currency}/h): {said}"))
+
+
+def _from_name(catalog: Catalog, name: str, provider: str | None
+               ) -> tuple[InstanceType | None, str]:
+    """(row, why not): a configured type's home row; "why" is empty when it is unknown and
+    says how to choose when several providers have it."""
     row = catalog.get(name)
     if row is None and provider is not None and "/" not in name:
         row = catalog.get(name, provider)
     if row is not None:
-        return _priced(row, source, f"{said}: {row.describe()}", market, gpu_share)
+        return row, ""
     found = catalog.find(name)
     if len(found) > 1:
         options = ", ".join(repr(r.name) for r in found)
-        return unpriced(f"{said} exists for several providers ({options}); write it as "
-                        f"provider/instance_type to say which; running unpriced")
-    return unpriced(f"{said} is not in the price catalog; {fix}, add the type with an extra "
-                    f"catalog file, or set c.CostGuard.hourly_rate; running unpriced")
+        return None, (f"exists for several providers ({options}); write it as "
+                      f"provider/instance_type to say which; running unpriced")
+    return None, ""
 
 
 def _priced(row: InstanceType, source: str, what: str, market: str,

@@ -12,15 +12,18 @@ import dataclasses
 import logging
 import os
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 from jupyter_costguard.alerts.store import AlertStore
+from jupyter_costguard.cloud.metadata import MetadataResult
+from jupyter_costguard.cloud.watcher import MetadataWatcher
 from jupyter_costguard.cost.catalog import Catalog
 from jupyter_costguard.cost.ledger import HISTORY_BUCKET_SECONDS, Ledger
 from jupyter_costguard.cost.pricing import (
+    ContainerFacts,
     Pricing,
     PricingConfig,
     provider_from_dmi,
@@ -33,6 +36,55 @@ from jupyter_costguard.sampling.records import KernelInfo, Sample
 from jupyter_costguard.sampling.telemetry import Telemetry
 
 log = logging.getLogger("jupyter_costguard")
+
+
+def dmi_provider() -> str | None:
+    """The cloud the machine's firmware names (Linux DMI), to break catalog ties."""
+    def read(name: str) -> str:
+        try:
+            return Path("/sys/class/dmi/id", name).read_text()
+        except OSError:
+            return ""
+
+    return provider_from_dmi(read("sys_vendor"), read("product_name"))
+
+
+def decide_pricing(config: PricingConfig, catalog: Catalog, sample: Sample | None, *,
+                   environ: Mapping[str, str], simulated_type: str | None = None,
+                   provider: str | None = None, metadata: MetadataResult | None = None,
+                   container: ContainerFacts | None = None) -> Pricing:
+    """The price as the server decides it (`jupyter costguard detect` calls this too).
+
+    A replayed trace names the instance it was recorded on; that stands in for a
+    configured type unless one is configured or in the environment."""
+    instance_type = config.instance_type
+    from_trace = bool(instance_type is None and simulated_type
+                      and not environ.get("COSTGUARD_INSTANCE_TYPE"))
+    if from_trace:
+        instance_type = simulated_type
+    pricing = resolve_pricing(
+        catalog, instance_type=instance_type, environ=environ,
+        gpu=sample.gpu if sample else None, host=sample.host if sample else None,
+        hourly_rate=config.hourly_rate, market=config.market, currency=config.currency,
+        gpu_share=config.gpu_share, provider=provider, region=config.region,
+        metadata=metadata, container=container)
+    if from_trace and pricing.source == "config":
+        pricing = dataclasses.replace(
+            pricing, source="trace",
+            detail=pricing.detail.replace(
+                f"c.CostGuard.instance_type = {instance_type!r}",
+                f"the replayed trace (simulated) was recorded on {instance_type!r}"),
+            tried=tuple(t.replace(f"c.CostGuard.instance_type = {instance_type!r}",
+                                  f"the replayed trace was recorded on {instance_type!r}")
+                        for t in pricing.tried))
+    return pricing
+
+
+def load_catalog(config: PricingConfig) -> Catalog:
+    """The catalog as the configuration asks: files on top, converted to its currency."""
+    return Catalog.load(config.catalog_files, currency=config.currency,
+                        exchange_rates=dict(config.exchange_rates),
+                        rates_date=config.exchange_rates_date)
 
 #: How long an API request that changed an alert waits for it to be written before answering
 #: (the change is in memory already; it is written as soon as the worker is free).
@@ -65,6 +117,8 @@ class CostService:
         catalog: Catalog | None = None,
         worker: ThreadPoolExecutor | None = None,
         after_sample: Sequence[AfterSample] = (),
+        metadata: MetadataWatcher | None = None,
+        container: ContainerFacts | None = None,
     ) -> None:
         self.telemetry = telemetry
         self.ledger = ledger
@@ -73,8 +127,11 @@ class CostService:
         self.idle_threshold_percent = idle_threshold_percent
         self.environ = dict(os.environ if environ is None else environ)
         self.metrics_builder = metrics_builder
-        self.catalog = catalog if catalog is not None else Catalog.load(
-            pricing_config.catalog_files)
+        self.catalog = catalog if catalog is not None else load_catalog(pricing_config)
+        #: what the cloud's metadata service said (its thread keeps it fresh), and the cgroup
+        #: facts a container's share is priced from; None: neither is used
+        self.metadata = metadata
+        self.container = container
         self._pricing_key: tuple[Any, ...] | None = None
         self._pricing: Pricing | None = None
         self._executor = worker if worker is not None else new_worker()
@@ -91,7 +148,8 @@ class CostService:
             sample=None, cost=None, pricing=pricing,
             views=build_views(None, None, pricing, ledger, sample_interval,
                               idle_threshold_percent, simulated=telemetry.simulated,
-                              alerts=self.alerts.summary(now)),
+                              alerts=self.alerts.summary(now),
+                              stale_after_days=pricing_config.stale_after_days),
             alert_counts=self.alerts.counts(now), alerts_raised=self.alerts.raised(),
         )
 
@@ -100,60 +158,33 @@ class CostService:
     def _resolve(self, sample: Sample | None) -> Pricing:
         """Pricing depends on what the hardware looks like; re-resolve only when that changes."""
         gpu_key = None if sample is None else (
-            sample.gpu.status, tuple(g.name for g in sample.gpu.gpus if g.mig_parent_uuid is None)
+            sample.gpu.status, tuple(g.name for g in sample.gpu.gpus if g.mig_parent_uuid is None),
+            sample.host.cpu_count, sample.host.memory_total_bytes,
         )
-        key = (gpu_key,)
+        answer = self.metadata.result if self.metadata is not None else None
+        key = (gpu_key, answer)
         if key == self._pricing_key and self._pricing is not None:
             return self._pricing
         self._pricing_key = key
-        c = self.pricing_config
-        instance_type = c.instance_type
-        simulated_type = getattr(self.telemetry.gpu_source, "instance_type", None)
-        from_trace = bool(instance_type is None and simulated_type
-                          and not self.environ.get("COSTGUARD_INSTANCE_TYPE"))
-        if from_trace:
-            instance_type = simulated_type  # a replayed trace says what it was recorded on
-        pricing = resolve_pricing(
-            self.catalog,
-            instance_type=instance_type,
-            environ=self.environ,
-            gpu=sample.gpu if sample else None,
-            host=sample.host if sample else None,
-            hourly_rate=c.hourly_rate,
-            market=c.market,
-            currency=c.currency,
-            gpu_share=c.gpu_share,
-            provider=self._provider_hint(),
-        )
-        if from_trace and pricing.source == "config":
-            pricing = dataclasses.replace(
-                pricing, source="trace",
-                detail=pricing.detail.replace(
-                    f"c.CostGuard.instance_type = {instance_type!r}",
-                    f"the replayed trace (simulated) was recorded on {instance_type!r}"),
-            )
+        pricing = decide_pricing(
+            self.pricing_config, self.catalog, sample, environ=self.environ,
+            simulated_type=getattr(self.telemetry.gpu_source, "instance_type", None),
+            provider=self._provider_hint(), metadata=answer, container=self.container)
         self._pricing = pricing
         return pricing
 
     def _provider_hint(self) -> str | None:
-        """The cloud the machine's firmware names (Linux DMI), to break catalog ties."""
         if not hasattr(self, "_provider"):
-            def read(name: str) -> str:
-                try:
-                    return Path("/sys/class/dmi/id", name).read_text()
-                except OSError:
-                    return ""
-
-            self._provider = provider_from_dmi(read("sys_vendor"), read("product_name"))
+            self._provider = dmi_provider()
         return self._provider
 
     def tick(self, kernels: Sequence[KernelInfo]) -> Published:
         """One full sample. Runs on the worker thread (tests may call it directly)."""
         sample = self.telemetry.sample(kernels)
         pricing = self._resolve(sample)
-        gpu_count = pricing.instance.gpu_count if pricing.instance else None
+        gpu_count = pricing.gpu_count if pricing.instance else None
         cost = split_interval(sample, pricing.rate_per_hour, pricing.gpu_share, gpu_count,
-                              self.idle_threshold_percent)
+                              self.idle_threshold_percent, cpu_capacity=pricing.cpu_capacity)
         self.ledger.record(
             sample.time, sample.interval, cost,
             paths={k.info.kernel_id: k.info.path for k in sample.kernels},
@@ -162,7 +193,8 @@ class CostService:
         now = self.alerts.clock()
         summary = self.alerts.summary(now)
         views = build_views(sample, cost, pricing, self.ledger, self.sample_interval,
-                            self.idle_threshold_percent, alerts=summary)
+                            self.idle_threshold_percent, alerts=summary,
+                            stale_after_days=self.pricing_config.stale_after_days)
         self.samples_total += 1
         published = Published(sample=sample, cost=cost, pricing=pricing, views=views,
                               samples_total=self.samples_total,

@@ -70,8 +70,12 @@ def split_interval(
     gpu_share: float,
     gpu_count: int | None = None,
     idle_threshold_percent: float = 5.0,
+    cpu_capacity: float | None = None,
 ) -> IntervalCost:
-    """Split one interval's instance cost among the kernels of the sample."""
+    """Split one interval's instance cost among the kernels of the sample.
+
+    ``cpu_capacity``: the CPUs the host part pays for (a container's cgroup limit); default
+    the host's own."""
     total = (rate_per_hour or 0.0) * sample.interval / 3600.0
     shares: dict[str, Share] = {k.info.kernel_id: Share() for k in sample.kernels}
     if total <= 0.0:
@@ -100,7 +104,8 @@ def split_interval(
             gpu_attributed += part
 
     host_attributed = 0.0
-    capacity = sample.interval * max(1, sample.host.cpu_count)
+    cpus = cpu_capacity if cpu_capacity and cpu_capacity > 0 else max(1, sample.host.cpu_count)
+    capacity = sample.interval * cpus
     used = sum(k.cpu_seconds for k in sample.kernels)
     if used > 0:
         # never hand out more than the host: divide by whichever is larger

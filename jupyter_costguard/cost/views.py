@@ -6,7 +6,9 @@ The shapes are described in `openapi.yaml`, which the tests hold these documents
 
 from __future__ import annotations
 
+import datetime as dt
 import json
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,6 +50,47 @@ def instance_doc(pricing: Pricing) -> dict[str, Any] | None:
         "spot_per_hour": i.spot_per_hour,
         "source_url": i.source_url,
         "retrieved": i.retrieved,
+    }
+
+
+#: what to run when a price is old (the status document says it with the age)
+REFRESH_HINT = "jupyter costguard catalog update"
+
+
+def price_doc(pricing: Pricing, now: float, stale_after_days: int) -> dict[str, Any]:
+    """Where the price comes from, how old it is, and the container's share of it."""
+    i = pricing.instance
+    retrieved = i.retrieved if i is not None else None
+    age = None
+    if retrieved:
+        age = max(0, (dt.datetime.fromtimestamp(now, dt.timezone.utc).date()
+                      - dt.date.fromisoformat(retrieved)).days)
+    share = pricing.share
+    rate, whole = pricing.rate_per_hour, pricing.instance_rate_per_hour
+    return {
+        "provider": pricing.provider or (i.provider if i is not None else None),
+        "instance_type": i.instance_type if i is not None else None,
+        "region": pricing.region,
+        "region_source": pricing.region_source,
+        "region_priced": (i.region or None) if i is not None else None,
+        "region_note": pricing.region_note,
+        "market": pricing.market,
+        "market_source": pricing.market_source,
+        "retrieved": retrieved,
+        "age_days": age,
+        "stale": age is not None and age > stale_after_days,
+        "stale_after_days": stale_after_days,
+        "refresh_hint": REFRESH_HINT,
+        "converted_from": i.converted_from if i is not None else None,
+        "instance_rate_per_hour": whole,
+        "share": None if share is None else {
+            "gpus_held": share.gpus_held, "gpus_instance": share.gpus_instance,
+            "cpu_share": share.cpu_share, "memory_share": share.memory_share,
+            "host_share": share.host_share,
+            "fraction": (rate / whole) if rate is not None and whole else 0.0,
+            "detail": share.detail,
+        },
+        "tried": list(pricing.tried),
     }
 
 
@@ -116,6 +159,7 @@ def build_views(
     idle_threshold_percent: float,
     simulated: bool = False,
     alerts: dict[str, dict[str, Any]] | None = None,
+    stale_after_days: int = 90,
 ) -> Views:
     """Render every document from the latest sample and the ledger's totals.
 
@@ -200,6 +244,8 @@ def build_views(
         "price_source": pricing.source,
         "price_detail": pricing.detail,
         "gpu_share": pricing.gpu_share,
+        "price": price_doc(pricing, now if now is not None else time.time(),
+                           stale_after_days),
         "gpu_status": sample.gpu.status if sample else "starting",
         "gpu_detail": sample.gpu.detail if sample else "",
         "gpu_count": len(gpus),

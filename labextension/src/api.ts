@@ -51,6 +51,55 @@ export interface ICommonDoc {
   time: number | null;
 }
 
+/**
+ * The part of the instance a container holds, when costguard runs in a
+ * container given only some of the instance's GPUs, CPUs and memory.
+ */
+export interface ICostPriceShare {
+  gpus_held: number;
+  gpus_instance: number;
+  /** 0..1 */
+  cpu_share: number;
+  /** 0..1 */
+  memory_share: number;
+  /** max(cpu_share, memory_share) */
+  host_share: number;
+  /** rate_per_hour / instance_rate_per_hour */
+  fraction: number;
+  /** One sentence. */
+  detail: string;
+}
+
+/** Provenance of the price (`status.price`). */
+export interface ICostPrice {
+  /** `aws`, `gcp`, `azure`, ... */
+  provider: string | null;
+  instance_type: string | null;
+  /** Where the machine is (metadata, environment or configuration). */
+  region: string | null;
+  /** Whose price is used. */
+  region_priced: string | null;
+  /** E.g. `price of us-east-1; eu-north-1 not in the catalog`. */
+  region_note: string | null;
+  /** `on-demand` or `spot`. */
+  market: string;
+  /** `config`, `metadata` or `environment`. */
+  market_source: string;
+  /** ISO date the price is from, e.g. `2025-01-15`. */
+  retrieved: string | null;
+  age_days: number | null;
+  /** `age_days > stale_after_days`. */
+  stale: boolean;
+  stale_after_days: number;
+  /** E.g. `jupyter costguard catalog update`. */
+  refresh_hint: string;
+  /** The whole instance's rate, before the container share. */
+  instance_rate_per_hour: number | null;
+  share: ICostPriceShare | null;
+  /** How the server decided, one sentence per step. */
+  tried: string[];
+}
+
 /** Response of `GET costguard/api/status`. */
 export interface ICostStatus {
   instance: ICostInstance | null;
@@ -61,6 +110,7 @@ export interface ICostStatus {
     | 'config'
     | 'environment'
     | 'detected'
+    | 'metadata'
     | 'hourly_rate'
     | 'unpriced'
     | string;
@@ -74,6 +124,8 @@ export interface ICostStatus {
   notebook_count?: number;
   last_sample_time?: number | null;
   history?: IHistoryPoint[];
+  /** Where the price comes from and how old it is (absent on older servers). */
+  price?: ICostPrice | null;
   /** The server sends more fields; see openapi.yaml. */
   [key: string]: unknown;
 }

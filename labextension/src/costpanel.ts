@@ -10,17 +10,24 @@
  * `.jp-costguard-sort[data-table][data-key]` headers (`aria-sort`),
  * `.jp-costguard-notebook-row[data-path]`, `.jp-costguard-kernel-row[data-kernel-id]`,
  * cells `td[data-key]`, `.jp-costguard-sparkline`, `.jp-costguard-kernel-interrupt`,
- * `.jp-costguard-kernel-shutdown`.
+ * `.jp-costguard-kernel-shutdown`, `.jp-costguard-price-tried` (the `<details>`
+ * listing how the price was decided), `dd.jp-costguard-warn` (a stale price),
+ * `.jp-costguard-detail-note` (a row's second line).
  */
 import type { IGpuDoc, IKernelDoc, INotebookDoc } from './api';
 import { notebookSeverity } from './alerts';
 import {
   formatBytes,
+  formatContainerShare,
   formatDuration,
+  formatMarket,
   formatMoney,
   formatPercent,
+  formatPriceDate,
   formatPriceSource,
   formatRate,
+  formatRegion,
+  formatStale,
   formatTime
 } from './format';
 import {
@@ -31,6 +38,7 @@ import {
   PanelTable
 } from './costpanelmodel';
 import { el, setAttr, setText } from './dom';
+import { priceOf } from './price';
 import { SidePanel } from './sidepanel';
 import { sparklinePath, spendRates } from './sparkline';
 
@@ -58,6 +66,17 @@ export namespace CostPanel {
 }
 
 const SVG_NS = 'http://www.w3.org/2000/svg';
+
+/** What a details row may carry besides its text. */
+interface IDetailExtra {
+  /** Warning style (`jp-costguard-warn`), e.g. an out-of-date price. */
+  warn?: boolean;
+  /** A second line (`.jp-costguard-detail-note`), e.g. the region note. */
+  note?: string | null;
+}
+
+/** A row of a details list: field, label, text, link, extras. */
+type DetailItem = [string, string, string, string?, IDetailExtra?];
 
 function shortId(id: string): string {
   return id.length > 8 ? id.slice(0, 8) : id;
@@ -192,6 +211,14 @@ export class CostPanel extends SidePanel<CostPanelModel> {
     body.appendChild(this._section('Instance', 'jp-costguard-instance-section'));
     this._instance = el('dl', 'jp-costguard-details jp-costguard-instance-details');
     body.lastElementChild!.appendChild(this._instance);
+    this._tried = el('details', 'jp-costguard-price-tried');
+    this._tried.appendChild(
+      el('summary', 'jp-costguard-price-tried-summary', 'How the price was decided')
+    );
+    this._triedList = el('ol', 'jp-costguard-price-tried-list');
+    this._tried.appendChild(this._triedList);
+    this._tried.hidden = true;
+    body.lastElementChild!.appendChild(this._tried);
 
     body.appendChild(this._section('Totals', 'jp-costguard-totals-section'));
     this._totals = el('dl', 'jp-costguard-details jp-costguard-totals');
@@ -307,11 +334,8 @@ export class CostPanel extends SidePanel<CostPanelModel> {
     this._renderKernels();
   }
 
-  private _details(
-    dl: HTMLElement,
-    items: [string, string, string, string?][]
-  ): void {
-    // items: [field, label, text, href?]
+  private _details(dl: HTMLElement, items: DetailItem[]): void {
+    // items: [field, label, text, href?, extra?]
     const fields = items.map(i => i[0]).join(',');
     if (dl.dataset.fields !== fields) {
       dl.textContent = '';
@@ -325,9 +349,22 @@ export class CostPanel extends SidePanel<CostPanelModel> {
       }
       dl.dataset.fields = fields;
     }
-    for (const [field, , text, href] of items) {
-      const dd = dl.querySelector(`dd[data-field="${field}"]`)!;
-      if (href) {
+    for (const [field, , text, href, extra] of items) {
+      const dd = dl.querySelector<HTMLElement>(`dd[data-field="${field}"]`)!;
+      const note = extra?.note || null;
+      if (note) {
+        let main = dd.querySelector('.jp-costguard-detail-text');
+        let second = dd.querySelector('.jp-costguard-detail-note');
+        if (!main || !second) {
+          dd.textContent = '';
+          main = el('span', 'jp-costguard-detail-text');
+          second = el('span', 'jp-costguard-detail-note');
+          dd.appendChild(main);
+          dd.appendChild(second);
+        }
+        setText(main, text);
+        setText(second, note);
+      } else if (href) {
         let a = dd.querySelector('a');
         if (!a) {
           dd.textContent = '';
@@ -339,9 +376,13 @@ export class CostPanel extends SidePanel<CostPanelModel> {
         setAttr(a, 'href', href);
         setText(a, text);
       } else {
+        if (dd.querySelector('.jp-costguard-detail-note')) {
+          dd.textContent = '';
+        }
         setText(dd, text);
       }
-      setAttr(dd, 'title', text);
+      dd.classList.toggle('jp-costguard-warn', extra?.warn === true);
+      setAttr(dd, 'title', note ? `${text}\n${note}` : text);
     }
   }
 
@@ -350,10 +391,12 @@ export class CostPanel extends SidePanel<CostPanelModel> {
     const currency = this.model.currency;
     if (!status) {
       this._details(this._instance, [['instance-type', 'Type', '–']]);
+      this._renderTried([]);
       return;
     }
     const i = status.instance;
-    const items: [string, string, string, string?][] = [];
+    const price = priceOf(status);
+    const items: DetailItem[] = [];
     items.push(['instance-type', 'Type', i?.instance_type ? String(i.instance_type) : 'unknown']);
     items.push(['provider', 'Provider', i?.provider ? String(i.provider) : '–']);
     let gpus = 'none';
@@ -375,9 +418,39 @@ export class CostPanel extends SidePanel<CostPanelModel> {
         ? formatRate(status.rate_per_hour, currency)
         : 'unpriced'
     ]);
-    items.push(['market', 'Market', status.market ? String(status.market) : '–']);
+    items.push([
+      'market',
+      'Market',
+      price ? formatMarket(price) : status.market ? String(status.market) : '–'
+    ]);
     items.push(['price-source', 'Price source', formatPriceSource(status.price_source)]);
     items.push(['price-detail', 'Price detail', status.price_detail ? String(status.price_detail) : '–']);
+    if (price) {
+      items.push([
+        'price-date',
+        'Price date',
+        formatPriceDate(price) ?? 'unknown',
+        undefined,
+        { warn: price.stale, note: formatStale(price) }
+      ]);
+      items.push([
+        'region',
+        'Region',
+        formatRegion(price) ?? 'unknown',
+        undefined,
+        { note: price.region_note }
+      ]);
+      const share = formatContainerShare(price, currency);
+      if (share) {
+        items.push([
+          'share',
+          'Container share',
+          share,
+          undefined,
+          { note: price.share?.detail }
+        ]);
+      }
+    }
     const retrieved = i?.retrieved ? String(i.retrieved) : '–';
     const url =
       i?.source_url && /^https?:\/\//i.test(String(i.source_url))
@@ -392,6 +465,20 @@ export class CostPanel extends SidePanel<CostPanelModel> {
       ]);
     }
     this._details(this._instance, items);
+    this._renderTried(price?.tried ?? []);
+  }
+
+  /** The `<details>` list of how the server decided on the price. */
+  private _renderTried(steps: ReadonlyArray<string>): void {
+    this._tried.hidden = steps.length === 0;
+    const list = this._triedList;
+    while (list.children.length > steps.length) {
+      list.lastElementChild!.remove();
+    }
+    steps.forEach((step, index) => {
+      const li = list.children[index] ?? list.appendChild(el('li'));
+      setText(li, step);
+    });
   }
 
   private _renderTotals(): void {
@@ -691,4 +778,6 @@ export class CostPanel extends SidePanel<CostPanelModel> {
   private _simulated!: HTMLElement;
   private _stateNode!: HTMLElement;
   private _totals!: HTMLElement;
+  private _tried!: HTMLDetailsElement;
+  private _triedList!: HTMLOListElement;
 }

@@ -5,9 +5,11 @@
 import type {
   AlertSeverity,
   IAlert,
+  ICostPrice,
   ICostStatus,
   INotebookDoc
 } from './api';
+import { priceOf } from './price';
 import { maxSeverity } from './alerts';
 
 /** Largest number of decimals used for small amounts. */
@@ -61,6 +63,7 @@ const PRICE_SOURCE_LABELS: Record<string, string> = {
   config: 'set in configuration',
   environment: 'from environment',
   detected: 'detected instance, catalog price',
+  metadata: 'cloud metadata',
   hourly_rate: 'configured hourly rate',
   unpriced: 'no price known'
 };
@@ -112,6 +115,8 @@ export interface IStatusSummary {
   unpriced: boolean;
   /** Highest severity among `context.alerts` (null when none). */
   severity: AlertSeverity | null;
+  /** Whether the server says the price is out of date (`price.stale`). */
+  stale: boolean;
   tooltip: string;
 }
 
@@ -198,6 +203,10 @@ export function summarizeStatus(
       `Price: ${[source, status.price_detail].filter(Boolean).join(' — ')}`
     );
   }
+  const price = priceOf(status);
+  if (price) {
+    lines.push(...priceLines(status, price));
+  }
   if (active) {
     const doc = active.doc;
     const bits = [`spent ${formatMoney(notebookSpend, currency)}`];
@@ -243,6 +252,7 @@ export function summarizeStatus(
     simulated: status.simulated === true,
     unpriced,
     severity: maxSeverity(alerts.map(a => a.severity)),
+    stale: price?.stale === true,
     tooltip: lines.join('\n')
   };
 }
@@ -305,6 +315,147 @@ export function formatPriceSource(source: string | null | undefined): string {
     return '–';
   }
   return PRICE_SOURCE_LABELS[source] ?? source;
+}
+
+/** Human-readable labels for where the market (on-demand, spot) was read. */
+const MARKET_SOURCE_LABELS: Record<string, string> = {
+  config: 'set in configuration',
+  metadata: 'cloud metadata',
+  environment: 'from environment'
+};
+
+/** Label for a market source (`metadata` → `cloud metadata`); '' when none. */
+export function formatMarketSource(source: string | null | undefined): string {
+  if (!source) {
+    return '';
+  }
+  return MARKET_SOURCE_LABELS[source] ?? source;
+}
+
+/** The market and where it was read, e.g. `spot (cloud metadata)`. */
+export function formatMarket(price: ICostPrice): string {
+  const source = formatMarketSource(price.market_source);
+  const market = price.market || '–';
+  return source ? `${market} (${source})` : market;
+}
+
+/** A 0..1 share as a percentage with at most one decimal: `25%`, `15.6%`. */
+export function formatShare(fraction: number): string {
+  if (!isNumber(fraction)) {
+    return '–';
+  }
+  return `${(fraction * 100).toFixed(1).replace(/\.0$/, '')}%`;
+}
+
+/** Age of a price: `today`, `1 day old`, `320 days old` ('' when unknown). */
+export function formatAge(days: number | null | undefined): string {
+  if (!isNumber(days) || days < 0) {
+    return '';
+  }
+  const whole = Math.floor(days);
+  if (whole === 0) {
+    return 'today';
+  }
+  return `${whole} ${whole === 1 ? 'day' : 'days'} old`;
+}
+
+/** The price's date and age, e.g. `2025-01-15 (320 days old)`; null when unknown. */
+export function formatPriceDate(price: ICostPrice): string | null {
+  const age = formatAge(price.age_days);
+  if (price.retrieved) {
+    return age ? `${price.retrieved} (${age})` : price.retrieved;
+  }
+  return age || null;
+}
+
+/**
+ * The warning for an out-of-date price, e.g. `This price may be out of date
+ * (older than 90 days): run `jupyter costguard catalog update``; null when fresh.
+ */
+export function formatStale(price: ICostPrice): string | null {
+  if (!price.stale) {
+    return null;
+  }
+  const hint = price.refresh_hint ? `: run \`${price.refresh_hint}\`` : '';
+  return `This price may be out of date (older than ${price.stale_after_days} days)${hint}`;
+}
+
+/** The region, and whose price is used when that differs: `eu-north-1 (priced as us-east-1)`. */
+export function formatRegion(price: ICostPrice): string | null {
+  const { region, region_priced: priced } = price;
+  if (region && priced && priced !== region) {
+    return `${region} (priced as ${priced})`;
+  }
+  return region ?? (priced ? `priced as ${priced}` : null);
+}
+
+/**
+ * The container's share of the instance, e.g. `1 of 8 GPUs, 25% of CPU/memory
+ * → 15.6% of the instance's USD 32.77/h`; null when costguard holds the
+ * whole instance.
+ */
+export function formatContainerShare(
+  price: ICostPrice,
+  currency = 'USD'
+): string | null {
+  const share = price.share;
+  if (!share) {
+    return null;
+  }
+  const held: string[] = [];
+  if (isNumber(share.gpus_instance) && share.gpus_instance > 0) {
+    const gpus = isNumber(share.gpus_held) ? share.gpus_held : '?';
+    held.push(`${gpus} of ${share.gpus_instance} GPUs`);
+  }
+  if (isNumber(share.host_share)) {
+    held.push(`${formatShare(share.host_share)} of CPU/memory`);
+  }
+  const rate = isNumber(price.instance_rate_per_hour)
+    ? `the instance's ${formatRate(price.instance_rate_per_hour, currency)}`
+    : 'the instance';
+  const whole = `${formatShare(share.fraction)} of ${rate}`;
+  return held.length ? `${held.join(', ')} → ${whole}` : whole;
+}
+
+/**
+ * Tooltip lines about the price: what it is and how old
+ * (`USD 32.77/h on-demand · aws p4d.24xlarge, us-east-1 · price of
+ * 2025-01-15 (320 days old)`), the stale warning, the region note and the
+ * container share, each only when the server says something about it.
+ */
+export function priceLines(status: ICostStatus, price: ICostPrice): string[] {
+  const currency = status.currency || 'USD';
+  const lines: string[] = [];
+  const rate = isNumber(price.instance_rate_per_hour)
+    ? price.instance_rate_per_hour
+    : isNumber(status.rate_per_hour)
+      ? status.rate_per_hour
+      : null;
+  const what = [rate !== null ? formatRate(rate, currency) : '', price.market]
+    .filter(Boolean)
+    .join(' ');
+  const machine = [price.provider, price.instance_type].filter(Boolean).join(' ');
+  const region = price.region_priced ?? price.region;
+  const where = [machine, region].filter(Boolean).join(', ');
+  const date = price.retrieved
+    ? `price of ${formatPriceDate(price)}`
+    : formatAge(price.age_days);
+  const parts = [what, where, date].filter(Boolean);
+  if (parts.length) {
+    lines.push(parts.join(SEPARATOR));
+  }
+  const stale = formatStale(price);
+  if (stale) {
+    lines.push(stale);
+  }
+  if (price.region_note) {
+    lines.push(`Region: ${price.region_note}`);
+  }
+  const share = formatContainerShare(price, currency);
+  if (share) {
+    lines.push(`Container share: ${share}`);
+  }
+  return lines;
 }
 
 /**

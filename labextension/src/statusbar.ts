@@ -32,6 +32,8 @@ export namespace CostStatusClasses {
   export const loading = 'jp-costguard-loading';
   /** Present while an alert is active for the active notebook. */
   export const alert = 'jp-costguard-alert';
+  /** Present while the server says the price is out of date (`price.stale`). */
+  export const priceStale = 'jp-costguard-price-stale';
   /** Per-part classes: jp-costguard-instance, -rate, -unpriced, -notebook, -spend. */
   export function forPart(kind: string): string {
     return `jp-costguard-${kind}`;
@@ -45,7 +47,8 @@ export namespace CostStatusClasses {
  * Data attributes on the root: `data-costguard-state` (`loading`, `ok`,
  * `offline`), `data-costguard-notebook` (active notebook path, when any),
  * `data-costguard-severity` (`info`, `warning`, `critical`, while an alert is
- * active for that notebook), `data-costguard-simulated="true"`.
+ * active for that notebook), `data-costguard-simulated="true"`. The class
+ * `jp-costguard-price-stale` marks a price the server says is out of date.
  */
 export class CostStatusWidget extends Widget {
   constructor(model: CostStatusModel) {
@@ -135,6 +138,7 @@ export class CostStatusWidget extends Widget {
             }`
           : 'Costguard: waiting for the first status';
       delete node.dataset.costguardSimulated;
+      node.classList.remove(CostStatusClasses.priceStale);
       this._setSeverity(null);
       return;
     }
@@ -168,6 +172,7 @@ export class CostStatusWidget extends Widget {
     }
     // The list can lag the notebook document's own summary: take the highest.
     this._setSeverity(model.activeSeverity ?? summary.severity);
+    node.classList.toggle(CostStatusClasses.priceStale, summary.stale);
     node.title = summary.tooltip;
   }
 

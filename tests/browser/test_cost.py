@@ -130,6 +130,12 @@ def test_status_bar_shows_a_growing_spend(lab: ServerProcess, page: Any):
     print(f"\nsample->pixels latency over {len(lags)} updates: median {median:.2f} s, "
           f"max {worst:.2f} s")
     shot(page, "status-bar.png", "#jp-main-statusbar")
+    # the price says how old it is: the shipped p4de row is older than 90 days
+    tooltip = page.locator("#jp-costguard-status").get_attribute("title") or ""
+    assert "price of 2025-06-05" in tooltip and "may be out of date" in tooltip, tooltip
+    assert "jupyter costguard catalog update" in tooltip
+    assert "jp-costguard-price-stale" in (
+        page.locator("#jp-costguard-status").get_attribute("class") or "")
 
 
 def test_panel_lists_the_open_notebook(lab: ServerProcess, page: Any):
@@ -145,6 +151,10 @@ def test_panel_lists_the_open_notebook(lab: ServerProcess, page: Any):
     panel.locator(".jp-costguard-kernel-row").first.wait_for(timeout=30_000)
     assert panel.locator("svg.jp-costguard-sparkline").count() >= 1
     assert "p4de.24xlarge" in panel.inner_text()
+    date = panel.locator('dd[data-field="price-date"]')
+    assert "2025-06-05" in date.inner_text()
+    assert "jp-costguard-warn" in (date.get_attribute("class") or "")
+    assert panel.locator("details.jp-costguard-price-tried li").count() >= 1
     page.wait_for_timeout(1000)
     shot(page, "panel.png")
 

@@ -9,7 +9,7 @@ import { requestAPI } from '../api';
 import type { CostStatusModel } from '../statusmodel';
 import { CostPanel, PANEL_ID, PANEL_SIMULATED_ID } from '../costpanel';
 import { CostPanelModel } from '../costpanelmodel';
-import { alert, gpus, kernel, notebook, status } from './fixtures';
+import { alert, gpus, kernel, notebook, pricedStatus, share, status } from './fixtures';
 
 jest.mock('../api', () => ({
   ...jest.requireActual('../api'),
@@ -308,5 +308,166 @@ describe('CostPanel', () => {
     );
     Widget.detach(panel);
     panel.dispose();
+  });
+
+  describe('price provenance', () => {
+    const PRICE_FIELDS = ['price-date', 'region', 'share'];
+
+    function fields(panel: CostPanel): string[] {
+      return Array.from(
+        panel.node.querySelectorAll<HTMLElement>('.jp-costguard-instance-details dt')
+      ).map(dt => dt.dataset.field!);
+    }
+
+    function dd(panel: CostPanel, name: string): HTMLElement {
+      return panel.node.querySelector<HTMLElement>(`dd[data-field="${name}"]`)!;
+    }
+
+    function tried(panel: CostPanel): HTMLDetailsElement {
+      return panel.node.querySelector<HTMLDetailsElement>('details.jp-costguard-price-tried')!;
+    }
+
+    it('adds no rows for an older server without price', () => {
+      const { panel } = setup();
+      Widget.attach(panel, document.body);
+      expect(fields(panel)).toEqual([
+        'instance-type',
+        'provider',
+        'gpus',
+        'host',
+        'rate',
+        'market',
+        'price-source',
+        'price-detail',
+        'retrieved'
+      ]);
+      expect(field(panel, 'market')).toBe('on-demand');
+      expect(tried(panel).hidden).toBe(true);
+      expect(panel.node.querySelector('.jp-costguard-warn')).toBeNull();
+      Widget.detach(panel);
+      panel.dispose();
+    });
+
+    it('shows the price date, region and market source after the price detail', () => {
+      const { data, panel } = setup();
+      Widget.attach(panel, document.body);
+      data.set({ status: pricedStatus() });
+      const list = fields(panel);
+      expect(list.slice(list.indexOf('price-detail'), list.indexOf('price-detail') + 3)).toEqual([
+        'price-detail',
+        'price-date',
+        'region'
+      ]);
+      expect(list).not.toContain('share');
+      expect(field(panel, 'price-date')).toBe('2025-11-01 (29 days old)');
+      expect(dd(panel, 'price-date').classList).not.toContain('jp-costguard-warn');
+      expect(field(panel, 'region')).toBe('us-east-1');
+      expect(field(panel, 'market')).toBe('on-demand (set in configuration)');
+      expect(panel.node.querySelector('.jp-costguard-instance-details dt[data-field="price-date"]')?.textContent).toBe('Price date');
+      Widget.detach(panel);
+      panel.dispose();
+    });
+
+    it('warns about a stale price with the refresh hint, and stops when fresh', () => {
+      const { data, panel } = setup();
+      Widget.attach(panel, document.body);
+      data.set({
+        status: pricedStatus({ retrieved: '2025-01-15', age_days: 320, stale: true })
+      });
+      const date = dd(panel, 'price-date');
+      expect(date.classList).toContain('jp-costguard-warn');
+      expect(date.querySelector('.jp-costguard-detail-text')?.textContent).toBe(
+        '2025-01-15 (320 days old)'
+      );
+      expect(date.querySelector('.jp-costguard-detail-note')?.textContent).toBe(
+        'This price may be out of date (older than 90 days): run `jupyter costguard catalog update`'
+      );
+      data.set({ status: pricedStatus() });
+      expect(date.classList).not.toContain('jp-costguard-warn');
+      expect(date.textContent).toBe('2025-11-01 (29 days old)');
+      expect(date.querySelector('.jp-costguard-detail-note')).toBeNull();
+      Widget.detach(panel);
+      panel.dispose();
+    });
+
+    it('shows the region note and whose price is used', () => {
+      const { data, panel } = setup();
+      Widget.attach(panel, document.body);
+      data.set({
+        status: pricedStatus({
+          region: 'eu-north-1',
+          market: 'spot',
+          market_source: 'metadata',
+          region_note: 'price of us-east-1; eu-north-1 not in the catalog'
+        })
+      });
+      const region = dd(panel, 'region');
+      expect(region.querySelector('.jp-costguard-detail-text')?.textContent).toBe(
+        'eu-north-1 (priced as us-east-1)'
+      );
+      expect(region.querySelector('.jp-costguard-detail-note')?.textContent).toBe(
+        'price of us-east-1; eu-north-1 not in the catalog'
+      );
+      expect(region.title).toContain('eu-north-1 not in the catalog');
+      expect(field(panel, 'market')).toBe('spot (cloud metadata)');
+      Widget.detach(panel);
+      panel.dispose();
+    });
+
+    it('shows the container share with its detail', () => {
+      const { data, panel } = setup();
+      Widget.attach(panel, document.body);
+      data.set({ status: { ...pricedStatus({ share }), rate_per_hour: 5.12 } });
+      expect(fields(panel)).toContain('share');
+      const row = dd(panel, 'share');
+      expect(row.querySelector('.jp-costguard-detail-text')?.textContent).toBe(
+        "1 of 8 GPUs, 25% of CPU/memory → 15.6% of the instance's USD 32.77/h"
+      );
+      expect(row.querySelector('.jp-costguard-detail-note')?.textContent).toBe(share.detail);
+      expect(field(panel, 'rate')).toBe('USD 5.12/h');
+      Widget.detach(panel);
+      panel.dispose();
+    });
+
+    it('lists how the price was decided, keeping the list open across refreshes', () => {
+      const { data, panel } = setup();
+      Widget.attach(panel, document.body);
+      data.set({ status: pricedStatus() });
+      const details = tried(panel);
+      expect(details.hidden).toBe(false);
+      expect(details.querySelector('summary')?.textContent).toBe('How the price was decided');
+      const steps = () =>
+        Array.from(details.querySelectorAll('li')).map(li => li.textContent);
+      expect(steps()).toEqual([
+        'c.CostGuard.instance_type is p4d.24xlarge.',
+        'The catalog has p4d.24xlarge in us-east-1, on-demand.'
+      ]);
+      details.open = true;
+      data.set({ status: pricedStatus({ tried: ['Only step.'] }) });
+      expect(tried(panel)).toBe(details);
+      expect(details.open).toBe(true);
+      expect(steps()).toEqual(['Only step.']);
+      data.set({ status: pricedStatus({ tried: [] }) });
+      expect(details.hidden).toBe(true);
+      Widget.detach(panel);
+      panel.dispose();
+    });
+
+    it('drops the new rows when the server goes back to no price', () => {
+      const { data, panel } = setup();
+      Widget.attach(panel, document.body);
+      data.set({ status: pricedStatus({ share, stale: true }) });
+      for (const name of PRICE_FIELDS) {
+        expect(fields(panel)).toContain(name);
+      }
+      data.set({ status });
+      for (const name of PRICE_FIELDS) {
+        expect(fields(panel)).not.toContain(name);
+      }
+      expect(tried(panel).hidden).toBe(true);
+      expect(field(panel, 'market')).toBe('on-demand');
+      Widget.detach(panel);
+      panel.dispose();
+    });
   });
 });

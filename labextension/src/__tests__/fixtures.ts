@@ -4,6 +4,7 @@
 import type {
   AlertSeverity,
   IAlert,
+  ICostPrice,
   ICostStatus,
   IGpuList,
   IKernelDoc,
@@ -45,6 +46,44 @@ export const status: ICostStatus = {
   },
   last_sample_time: 1764460800,
   history: []
+};
+
+/** A fresh `price` object of a newer server (no container share). */
+export const price: ICostPrice = {
+  provider: 'aws',
+  instance_type: 'p4d.24xlarge',
+  region: 'us-east-1',
+  region_priced: 'us-east-1',
+  region_note: null,
+  market: 'on-demand',
+  market_source: 'config',
+  retrieved: '2025-11-01',
+  age_days: 29,
+  stale: false,
+  stale_after_days: 90,
+  refresh_hint: 'jupyter costguard catalog update',
+  instance_rate_per_hour: 32.77,
+  share: null,
+  tried: [
+    'c.CostGuard.instance_type is p4d.24xlarge.',
+    'The catalog has p4d.24xlarge in us-east-1, on-demand.'
+  ]
+};
+
+/** `status` of a newer server, with `price` (patched by `extra`). */
+export function pricedStatus(extra: Partial<ICostPrice> = {}): ICostStatus {
+  return { ...status, price: { ...price, ...extra } };
+}
+
+/** A container holding 1 of 8 GPUs and a quarter of the host. */
+export const share: NonNullable<ICostPrice['share']> = {
+  gpus_held: 1,
+  gpus_instance: 8,
+  cpu_share: 0.25,
+  memory_share: 0.2,
+  host_share: 0.25,
+  fraction: 0.15625,
+  detail: 'The container holds 1 of the 8 GPUs and 24 of the 96 vCPUs.'
 };
 
 export function notebook(

@@ -8,7 +8,7 @@ import type { AlertSeverity, IAlert, ICostStatus } from '../api';
 import type { CostStatusModel, CostStatusState } from '../statusmodel';
 import { DEFAULT_SUMMARY_OPTIONS, IActiveNotebook, ISummaryOptions } from '../format';
 import { CostStatusWidget, STATUS_ID } from '../statusbar';
-import { alert, notebook, status as fixture } from './fixtures';
+import { alert, notebook, pricedStatus, share, status as fixture } from './fixtures';
 
 /** Just enough of CostStatusModel for the widget. */
 class FakeModel {
@@ -157,5 +157,45 @@ describe('CostStatusWidget', () => {
     widget.node.click();
     expect(clicks).toBe(2);
     widget.dispose();
+  });
+
+  it('puts the price, its date and the share in the tooltip', () => {
+    const { model, widget } = make();
+    model.set({ state: 'ok', status: { ...pricedStatus({ share }), rate_per_hour: 5.12 } });
+    const lines = widget.node.title.split('\n');
+    expect(lines).toContain(
+      'USD 32.77/h on-demand · aws p4d.24xlarge, us-east-1 · price of 2025-11-01 (29 days old)'
+    );
+    expect(lines).toContain(
+      "Container share: 1 of 8 GPUs, 25% of CPU/memory → 15.6% of the instance's USD 32.77/h"
+    );
+    expect(widget.node.classList).not.toContain('jp-costguard-price-stale');
+  });
+
+  it('marks a stale price and drops the mark when it is fresh again', () => {
+    const { model, widget } = make();
+    model.set({
+      state: 'ok',
+      status: pricedStatus({ retrieved: '2025-01-15', age_days: 320, stale: true })
+    });
+    expect(widget.node.classList).toContain('jp-costguard-price-stale');
+    expect(widget.node.title).toContain(
+      'This price may be out of date (older than 90 days): run `jupyter costguard catalog update`'
+    );
+    model.set({ status: pricedStatus() });
+    expect(widget.node.classList).not.toContain('jp-costguard-price-stale');
+    expect(widget.node.title).not.toContain('out of date');
+    model.set({ status: pricedStatus({ stale: true }) });
+    model.set({ state: 'offline', error: new Error('boom') });
+    expect(widget.node.classList).not.toContain('jp-costguard-price-stale');
+  });
+
+  it('renders an older server without price as before', () => {
+    const { model, widget } = make();
+    model.set({ state: 'ok', status });
+    expect(widget.node.textContent).toBe('⚡ p4d.24xlarge · USD 32.77/h' + 'simulated');
+    expect(widget.node.classList).not.toContain('jp-costguard-price-stale');
+    expect(widget.node.title).not.toContain('price of');
+    expect(widget.node.title).not.toContain('Container share');
   });
 });
