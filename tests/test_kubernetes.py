@@ -730,3 +730,17 @@ async def test_jobs_api_runs_follows_and_cancels_kubernetes_jobs(
     failed = await wait_job(jp_fetch, third["id"], timeout=30)
     assert failed["state"] == "failed" and "k8s_image" in failed["exit_reason"]
     assert (await job(jp_fetch, third["id"]))["state"] == "failed"
+
+
+def test_a_termination_message_nested_too_deep_is_text_not_a_crash():
+    """The message is what the job's code could write: 4 KB of '[' parses as nothing, and
+    reads as the text it is (before, a RecursionError escaped the status reader)."""
+    from jupyter_costguard.offload.backends.kubernetes.status import (
+        _runner_reason,
+        _termination_message,
+    )
+
+    pod = {"status": {"containerStatuses": [{"name": manifest.CONTAINER, "state": {"terminated": {
+        "exitCode": 1, "message": "[" * 4000}}}]}}
+    assert _termination_message(pod) == "[" * 4000
+    assert _runner_reason(pod) is None

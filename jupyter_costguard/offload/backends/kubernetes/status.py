@@ -146,7 +146,7 @@ def _termination_message(pod: Mapping[str, Any]) -> dict[str, Any] | str | None:
         return None
     try:
         doc = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # what a job's code wrote: never trusted
         return str(text)
     return doc if isinstance(doc, dict) else str(text)
 
