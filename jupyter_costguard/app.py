@@ -38,6 +38,7 @@ from jupyter_costguard.offload.service import JobService
 from jupyter_costguard.offload.settings import OffloadTraits, ServerHooks
 from jupyter_costguard.offload.store import JobStore
 from jupyter_costguard.sampling.kernels import gather_kernels
+from jupyter_costguard.sampling.owner import owner_from_environ
 from jupyter_costguard.sampling.records import KernelInfo
 from jupyter_costguard.sampling.sources import SamplingTraits
 from jupyter_costguard.sampling.telemetry import Telemetry
@@ -107,7 +108,8 @@ class CostGuard(ExtensionApp, CostTraits, SamplingTraits, GuardTraits, OffloadTr
                                   gpu_utilization_ratio=mean / 100 if mean is not None else None)
 
             jobs.listeners.append(push)
-        metrics.install(lambda: service.published.metrics + (jobs.metrics() if jobs else []))
+        metrics.install(lambda: service.published.metrics + (jobs.metrics() if jobs else []),
+                        owner=service.owner)
         self.settings["costguard_service"] = service
         self.settings["costguard_jobs"] = jobs
         self.settings["costguard_guard"] = self.guard
@@ -155,7 +157,7 @@ class CostGuard(ExtensionApp, CostTraits, SamplingTraits, GuardTraits, OffloadTr
             local_capacity=self._local_capacity(),
             gpu_usage=lambda kid: kernel_gpu_usage(self._published().sample, kid))
         return JobService(JobStore(jobs_dir / jobdir.JOBS_DB), jobs_dir, backends, Path(root),
-                          self.job_settings(), hooks)
+                          self.job_settings(), hooks, owner=owner_from_environ(os.environ))
 
     def _local_capacity(self) -> Any:
         limit = self.offload_max_local_jobs

@@ -32,6 +32,7 @@ from jupyter_costguard.cost.pricing import (
 from jupyter_costguard.cost.published import Published
 from jupyter_costguard.cost.spend import split_interval
 from jupyter_costguard.cost.views import build_views, history_doc
+from jupyter_costguard.sampling.owner import owner_from_environ
 from jupyter_costguard.sampling.records import KernelInfo, Sample
 from jupyter_costguard.sampling.telemetry import Telemetry
 
@@ -132,6 +133,8 @@ class CostService:
         #: facts a container's share is priced from; None: neither is used
         self.metadata = metadata
         self.container = container
+        #: whose server this is (JupyterHub), on every document and series
+        self.owner = owner_from_environ(self.environ)
         self._pricing_key: tuple[Any, ...] | None = None
         self._pricing: Pricing | None = None
         self._executor = worker if worker is not None else new_worker()
@@ -149,7 +152,8 @@ class CostService:
             views=build_views(None, None, pricing, ledger, sample_interval,
                               idle_threshold_percent, simulated=telemetry.simulated,
                               alerts=self.alerts.summary(now),
-                              stale_after_days=pricing_config.stale_after_days),
+                              stale_after_days=pricing_config.stale_after_days,
+                              owner=self.owner),
             alert_counts=self.alerts.counts(now), alerts_raised=self.alerts.raised(),
         )
 
@@ -194,7 +198,8 @@ class CostService:
         summary = self.alerts.summary(now)
         views = build_views(sample, cost, pricing, self.ledger, self.sample_interval,
                             self.idle_threshold_percent, alerts=summary,
-                            stale_after_days=self.pricing_config.stale_after_days)
+                            stale_after_days=self.pricing_config.stale_after_days,
+                            owner=self.owner)
         self.samples_total += 1
         published = Published(sample=sample, cost=cost, pricing=pricing, views=views,
                               samples_total=self.samples_total,

@@ -15,6 +15,7 @@ from typing import Any
 from jupyter_costguard.cost.ledger import HISTORY_BUCKET_SECONDS, HistoryPoint, Ledger
 from jupyter_costguard.cost.pricing import Pricing
 from jupyter_costguard.cost.spend import IntervalCost, kernel_gpu_utilization
+from jupyter_costguard.sampling.owner import Owner, owner_doc
 from jupyter_costguard.sampling.records import GpuSample, KernelSample, Sample
 
 #: Minute points included with each notebook in list responses (sparklines).
@@ -160,6 +161,7 @@ def build_views(
     simulated: bool = False,
     alerts: dict[str, dict[str, Any]] | None = None,
     stale_after_days: int = 90,
+    owner: Owner | None = None,
 ) -> Views:
     """Render every document from the latest sample and the ledger's totals.
 
@@ -235,7 +237,7 @@ def build_views(
             "alerts": alerts_doc(alerts, path),
         }
 
-    common = {"simulated": simulated, "currency": currency, "time": now}
+    common = {"simulated": simulated, "currency": currency, "time": now, **owner_doc(owner)}
     status = {
         **common,
         "instance": instance_doc(pricing),

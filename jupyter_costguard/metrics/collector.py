@@ -16,6 +16,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from jupyter_costguard.cost.published import Published
+from jupyter_costguard.sampling.owner import Owner
 
 
 def build_metrics(p: Published) -> list[Metric]:
@@ -125,18 +126,35 @@ def build_metrics(p: Published) -> list[Metric]:
     return out
 
 
+def with_owner(families: list[Metric], owner: Owner | None) -> list[Metric]:
+    """Every series labelled with whose server it is (`user`, `server`), so Prometheus can
+    sum spend by user across a hub's servers; unchanged outside a hub."""
+    if owner is None:
+        return families
+    extra = {"user": owner.user, "server": owner.server}
+    out = []
+    for family in families:
+        copy = Metric(family.name, family.documentation, family.type, family.unit)
+        copy.samples = [s._replace(labels={**s.labels, **extra}) for s in family.samples]
+        out.append(copy)
+    return out
+
+
 class CostguardCollector(Collector):
     def __init__(self) -> None:
         self._source: Callable[[], list[Metric]] | None = None
+        self._owner: Owner | None = None
 
-    def point_at(self, source: Callable[[], list[Metric]] | None) -> None:
+    def point_at(self, source: Callable[[], list[Metric]] | None,
+                 owner: Owner | None = None) -> None:
         self._source = source
+        self._owner = owner
 
     def collect(self) -> Iterator[Metric]:
         source = self._source
         if source is None:
             return iter(())
-        return iter(source())
+        return iter(with_owner(source(), self._owner))
 
     def describe(self) -> list[Metric]:
         return []  # families vary with the hardware: don't let the registry probe at import
@@ -146,12 +164,14 @@ _lock = threading.Lock()
 _collector: CostguardCollector | None = None
 
 
-def install(source: Callable[[], list[Metric]] | None) -> CostguardCollector:
-    """Register the process-wide collector once and point it at `source`."""
+def install(source: Callable[[], list[Metric]] | None,
+            owner: Owner | None = None) -> CostguardCollector:
+    """Register the process-wide collector once and point it at `source` (whose series get
+    `owner`'s labels)."""
     global _collector
     with _lock:
         if _collector is None:
             _collector = CostguardCollector()
             REGISTRY.register(_collector)
-        _collector.point_at(source)
+        _collector.point_at(source, owner)
         return _collector

@@ -188,6 +188,9 @@ def push_finished_job(url: str, job: Any, *, currency: str,
     the mean utilisation of its GPUs. Meant for `JobService.listeners`; with `background` the
     HTTP request runs on a thread of its own, so the follower never waits on the gateway."""
     labels = {"notebook": job.spec.notebook, "backend": job.spec.backend, "state": job.state}
+    owner = job.record.get("owner") if isinstance(job.record, dict) else None
+    if isinstance(owner, dict) and owner.get("user"):  # whose job, under JupyterHub
+        labels.update(user=str(owner["user"]), server=str(owner.get("server") or ""))
     gpus = job.spec.resources.gpus
     metrics: dict[str, float | None] = {
         "spend": float(job.spend),

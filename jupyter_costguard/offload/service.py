@@ -43,6 +43,7 @@ from jupyter_costguard.offload.slicing import Slice
 from jupyter_costguard.offload.spec import STATES, Job, JobSpec
 from jupyter_costguard.offload.state import SendError, send_variables
 from jupyter_costguard.offload.store import PAGE_DEFAULT, JobStore
+from jupyter_costguard.sampling.owner import Owner, owner_doc
 from jupyter_costguard.sampling.records import KernelInfo
 
 log = logging.getLogger("jupyter_costguard")
@@ -52,8 +53,10 @@ T = TypeVar("T")
 class JobService:
     def __init__(self, store: JobStore, jobs_dir: Path, backends: Mapping[str, Backend],
                  root_dir: Path, settings: JobSettings | None = None,
-                 hooks: ServerHooks | None = None) -> None:
+                 hooks: ServerHooks | None = None, owner: Owner | None = None) -> None:
         self.store = store
+        #: whose server this is (JupyterHub): every job record says so
+        self.owner = owner
         self.jobs_dir = jobs_dir
         self.backends = dict(backends)
         self.root = root_dir.resolve()
@@ -221,6 +224,8 @@ class JobService:
         if spec.send and inputs.exists():  # the runner loads it only if it matches this
             os.chmod(inputs, jobdir.PRIVATE_FILE)
             record = {**record, "inputs_sha256": jobdir.sha256_file(inputs)}
+        if self.owner is not None:  # whose job, under JupyterHub
+            record = {**record, "owner": owner_doc(self.owner)}
         job = self.store.create(spec, self.clock(), sl.to_json(), record)
         d = self.job_dir(job.id)
         if d.exists():  # left by an earlier store that was deleted
@@ -259,6 +264,9 @@ class JobService:
                 record["inputs_sha256"] = sent
             record["rerun_of"] = old.id
             record["submitted_by"] = user
+            record.pop("owner", None)
+            if self.owner is not None:
+                record["owner"] = owner_doc(self.owner)
             job = self.store.create(old.spec, self.clock(), dict(old.slice_doc), record)
             os.replace(staging, self.job_dir(job.id))
             return self.launcher.launch_or_wait(job, self.follower.active)

@@ -231,6 +231,7 @@ def _summary(spec: JobSpec, record: Mapping[str, Any]) -> str:
         "resources": spec.resources.to_json(), "retries": spec.retries,
         "selected": [[c.cell_id, c.index] for c in spec.cells if c.selected],
         **({"gpu": gpu} if isinstance(gpu, dict) else {}),
+        **({"owner": record["owner"]} if isinstance(record.get("owner"), dict) else {}),
     })
 
 
@@ -256,5 +257,7 @@ def _summary_job(row: tuple[Any, ...]) -> Job:
         kernel_pid=d["kernel_pid"],
         phase_times=phase_times if isinstance(phase_times, dict) else {},
         phase_spend=phase_spend if isinstance(phase_spend, dict) else {},
-        record={"gpu": gpu} if isinstance(gpu, dict) else {},
+        record={**({"gpu": gpu} if isinstance(gpu, dict) else {}),
+                **({"owner": summary["owner"]} if isinstance(summary.get("owner"), dict)
+                   else {})},
     )

@@ -10,6 +10,7 @@ from tornado import web
 
 from jupyter_costguard.alerts.requests import parse_raise_request, parse_snooze_request
 from jupyter_costguard.alerts.store import AlertError, AlertLimitError
+from jupyter_costguard.sampling.owner import owner_doc
 from jupyter_costguard.web.base import CostguardHandler
 
 
@@ -32,12 +33,14 @@ class AlertsHandler(CostguardHandler):
             notebook = notebook.strip("/")
         now = self.alerts.clock()
         status = self.service.published.views.data["status"]
+        who = owner_doc(self.service.owner)
         self.write_json({
             "simulated": status["simulated"],
             "currency": status["currency"],
             "time": now,
-            "alerts": self.alerts.documents(now, notebook=notebook,
-                                            include_all=include == "all"),
+            **who,
+            "alerts": [{**a, **who} for a in self.alerts.documents(
+                now, notebook=notebook, include_all=include == "all")],
         })
 
     @web.authenticated
@@ -50,7 +53,8 @@ class AlertsHandler(CostguardHandler):
         except AlertError as e:
             raise _alert_error(e) from None
         await self.service.alerts_changed()
-        self.write_json(alert.to_dict(self.alerts.clock()), 201 if created else 200)
+        self.write_json({**alert.to_dict(self.alerts.clock()), **owner_doc(self.service.owner)},
+                        201 if created else 200)
 
 
 class AlertActionHandler(CostguardHandler):
@@ -80,4 +84,4 @@ class AlertActionHandler(CostguardHandler):
         if alert is None:  # pruned in between
             raise web.HTTPError(404, "no such alert: %s", alert_id)
         await self.service.alerts_changed()
-        self.write_json(alert.to_dict(self.alerts.clock()))
+        self.write_json({**alert.to_dict(self.alerts.clock()), **owner_doc(self.service.owner)})

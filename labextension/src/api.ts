@@ -44,8 +44,22 @@ export interface IHistoryPoint {
   waste: number;
 }
 
+/** Whose server this is, under JupyterHub (absent on older servers). */
+export interface IOwnerFields {
+  /**
+   * The JupyterHub user whose server this is; null (or absent, on older
+   * servers) when not under a hub.
+   */
+  user?: string | null;
+  /**
+   * The JupyterHub named server (`""`: the user's default server); null (or
+   * absent) when not under a hub.
+   */
+  server?: string | null;
+}
+
 /** Fields every document carries (`Common`). */
-export interface ICommonDoc {
+export interface ICommonDoc extends IOwnerFields {
   simulated: boolean;
   currency: string;
   time: number | null;
@@ -101,7 +115,7 @@ export interface ICostPrice {
 }
 
 /** Response of `GET costguard/api/status`. */
-export interface ICostStatus {
+export interface ICostStatus extends IOwnerFields {
   instance: ICostInstance | null;
   rate_per_hour: number | null;
   currency: string;
@@ -247,8 +261,8 @@ export interface IAlertAction {
   args?: { [key: string]: unknown };
 }
 
-/** One alert raised by the server's guard. */
-export interface IAlert {
+/** One alert raised by the server's guard (`user`/`server`: whose server raised it). */
+export interface IAlert extends IOwnerFields {
   id: string;
   kind: string;
   severity: AlertSeverity;

@@ -4,7 +4,8 @@
  * so buttons and hover survive the refreshes.
  *
  * Stable DOM hooks: `#jp-costguard-panel`, `#jp-costguard-panel-simulated`
- * (`.jp-costguard-simulated`), `.jp-costguard-instance-details [data-field]`,
+ * (`.jp-costguard-simulated`), `.jp-costguard-owner` (whose server, under
+ * JupyterHub; `hidden` otherwise), `.jp-costguard-instance-details [data-field]`,
  * `.jp-costguard-totals [data-field]`, `.jp-costguard-gpu-row[data-gpu-uuid]`,
  * `.jp-costguard-notebooks` / `.jp-costguard-kernels` tables with
  * `.jp-costguard-sort[data-table][data-key]` headers (`aria-sort`),
@@ -197,6 +198,10 @@ export class CostPanel extends SidePanel<CostPanelModel> {
     const node = this.node;
     const header = el('div', 'jp-costguard-panel-header');
     header.appendChild(el('h2', 'jp-costguard-panel-title', 'Costguard'));
+    this._owner = el('span', 'jp-costguard-owner');
+    this._owner.title = 'JupyterHub user (server)';
+    this._owner.hidden = true;
+    header.appendChild(this._owner);
     this._simulated = el('span', 'jp-costguard-simulated', 'simulated');
     this._simulated.id = PANEL_SIMULATED_ID;
     this._simulated.title = 'Numbers come from a replayed trace, not this machine';
@@ -316,6 +321,9 @@ export class CostPanel extends SidePanel<CostPanelModel> {
     const model = this.model;
     const data = model.data;
     this._simulated.hidden = !model.simulated;
+    const owner = model.owner;
+    this._owner.hidden = owner === null;
+    setText(this._owner, owner ?? '');
     this.node.dataset.costguardSimulated = model.simulated ? 'true' : 'false';
     let stateText = '';
     if (data.state === 'offline') {
@@ -397,6 +405,10 @@ export class CostPanel extends SidePanel<CostPanelModel> {
     const i = status.instance;
     const price = priceOf(status);
     const items: DetailItem[] = [];
+    const owner = this.model.owner;
+    if (owner) {
+      items.push(['owner', 'Owner', owner]);
+    }
     items.push(['instance-type', 'Type', i?.instance_type ? String(i.instance_type) : 'unknown']);
     items.push(['provider', 'Provider', i?.provider ? String(i.provider) : '–']);
     let gpus = 'none';
@@ -774,6 +786,7 @@ export class CostPanel extends SidePanel<CostPanelModel> {
   private _notebookTable!: HTMLTableElement;
   private _onKernelAction?: (action: KernelAction, kernel: IKernelDoc) => void;
   private _onOpenNotebook?: (path: string) => void;
+  private _owner!: HTMLElement;
   private _scrolledTo: string | null = null;
   private _simulated!: HTMLElement;
   private _stateNode!: HTMLElement;

@@ -12,8 +12,10 @@ import {
   IKernelDoc,
   IKernelList,
   INotebookDoc,
+  IOwnerFields,
   requestAPI
 } from './api';
+import { formatOwner, ownerOf } from './format';
 import { PolledModel } from './polledmodel';
 import { clampInterval, DEFAULT_REFRESH_SECONDS } from './settings';
 import { ISortState, SortDirection, sortRows, toggleSort } from './sort';
@@ -273,6 +275,16 @@ export class CostPanelModel extends PolledModel<IPanelAnswer, PanelState> {
     );
   }
 
+  /**
+   * Whose server this is under JupyterHub (`alice`, `alice · gpu-large`),
+   * from the first document that says; null when not under a hub (or an
+   * older server without the fields).
+   */
+  get owner(): string | null {
+    const owner = ownerOf([this._data.status, this._kernelsOwner, this._gpus]);
+    return owner ? formatOwner(owner.user, owner.server) : null;
+  }
+
   /** Running kernels (from the panel's poll). */
   get kernels(): ReadonlyArray<IKernelDoc> {
     return this._kernels;
@@ -366,6 +378,9 @@ export class CostPanelModel extends PolledModel<IPanelAnswer, PanelState> {
   protected apply({ kernels, gpus }: IPanelAnswer): void {
     this._kernels = Array.isArray(kernels?.kernels) ? kernels.kernels : [];
     this._kernelsSimulated = kernels?.simulated === true;
+    this._kernelsOwner = kernels
+      ? { user: kernels.user ?? null, server: kernels.server ?? null }
+      : null;
     this._gpus = gpus && Array.isArray(gpus.gpus) ? gpus : null;
     this.emitChanged();
   }
@@ -374,6 +389,7 @@ export class CostPanelModel extends PolledModel<IPanelAnswer, PanelState> {
   private _gpus: IGpuList | null = null;
   private _highlight: string | null = null;
   private _kernels: IKernelDoc[] = [];
+  private _kernelsOwner: IOwnerFields | null = null;
   private _kernelsSimulated = false;
   private _kernelSort: ISortState = { ...DEFAULT_SORT };
   private _notebookSort: ISortState = { ...DEFAULT_SORT };

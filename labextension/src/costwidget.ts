@@ -32,6 +32,8 @@ export namespace CostWidgetClasses {
   export const part = 'jp-costguard-widget-part';
   export const separator = 'jp-costguard-widget-separator';
   export const simulated = 'jp-costguard-widget-simulated';
+  /** Whose server this is, under JupyterHub (`alice · `). */
+  export const owner = 'jp-costguard-widget-owner';
   export const alert = 'jp-costguard-widget-alert';
   export const offline = 'jp-costguard-widget-offline';
   export const waiting = 'jp-costguard-widget-waiting';
@@ -174,6 +176,12 @@ export class CostWidgetView extends DOMWidgetView {
 
     const line = el('div', CostWidgetClasses.line);
     line.appendChild(el('span', CostWidgetClasses.icon, ICON));
+    if (summary.owner) {
+      const owner = el('span', CostWidgetClasses.owner, summary.owner);
+      owner.title = 'JupyterHub user (server)';
+      line.appendChild(owner);
+      line.appendChild(el('span', CostWidgetClasses.separator, SEPARATOR));
+    }
     if (summary.state === 'waiting') {
       line.appendChild(
         el(

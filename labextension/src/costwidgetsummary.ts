@@ -20,10 +20,13 @@ import {
   formatBytes,
   formatDuration,
   formatMoney,
+  formatOwner,
+  formatOwnerLine,
   formatPercent,
   formatRate,
   formatTime,
   isNumber,
+  ownerOf,
   SEPARATOR
 } from './format';
 
@@ -192,6 +195,11 @@ export interface ICostWidgetSummary {
   simulated: boolean;
   kernelId: string | null;
   notebook: string | null;
+  /**
+   * Whose server this is under JupyterHub (`alice`, `alice · gpu-large`);
+   * null when not under a hub or on an older server.
+   */
+  owner: string | null;
   /** Plain text of the whole widget (parts joined with ` · `). */
   text: string;
   /** Tooltip of the widget: what each figure means. */
@@ -224,6 +232,9 @@ export function summarizeWidget(input: ICostWidgetInput): ICostWidgetSummary {
     status?.simulated === true;
   const currency =
     input.kernels.currency || notebook?.currency || status?.currency || 'USD';
+  const found = ownerOf([input.kernels, notebook, status]);
+  const owner = found ? formatOwner(found.user, found.server) : null;
+  const ownerLine = found ? formatOwnerLine(found.user, found.server) : null;
   const notebookPath = input.notebookPath;
   const alert = pickAlert(input.alerts, notebookPath);
   const shownAlert = alert
@@ -243,8 +254,10 @@ export function summarizeWidget(input: ICostWidgetInput): ICostWidgetSummary {
       simulated,
       kernelId: null,
       notebook: notebookPath,
+      owner,
       text: WAITING_TEXT,
       title:
+        (ownerLine ? `${ownerLine}\n` : '') +
         "Costguard has not sampled this notebook's kernel yet; " +
         'figures appear after the first sample.'
     };
@@ -364,6 +377,9 @@ export function summarizeWidget(input: ICostWidgetInput): ICostWidgetSummary {
   }
 
   const lines = parts.map(p => `${p.title}: ${p.text}`);
+  if (ownerLine) {
+    lines.unshift(ownerLine);
+  }
   if (shownAlert) {
     lines.push(`Alert: ${shownAlert.text}`);
   }
@@ -379,6 +395,7 @@ export function summarizeWidget(input: ICostWidgetInput): ICostWidgetSummary {
     simulated,
     kernelId: kernel.kernel_id,
     notebook: notebookPath,
+    owner,
     text: parts.map(p => p.text).join(SEPARATOR),
     title: lines.join('\n')
   };

@@ -7,7 +7,8 @@ import type {
   IAlert,
   ICostPrice,
   ICostStatus,
-  INotebookDoc
+  INotebookDoc,
+  IOwnerFields
 } from './api';
 import { priceOf } from './price';
 import { maxSeverity } from './alerts';
@@ -143,6 +144,56 @@ export function formatTime(epochSeconds: number): string {
 }
 
 /**
+ * Whose server this is, in a few words: `alice` for the user's default
+ * server (`server` is `""` or null), `alice · gpu-large` for a named server;
+ * null when not under JupyterHub (`user` null, empty or absent).
+ */
+export function formatOwner(
+  user: string | null | undefined,
+  server: string | null | undefined
+): string | null {
+  if (typeof user !== 'string' || user.length === 0) {
+    return null;
+  }
+  return typeof server === 'string' && server.length > 0
+    ? `${user}${SEPARATOR}${server}`
+    : user;
+}
+
+/**
+ * The tooltip line about the owner: `alice's server` (default server),
+ * `alice's server gpu-large` (named server); null when not under JupyterHub.
+ */
+export function formatOwnerLine(
+  user: string | null | undefined,
+  server: string | null | undefined
+): string | null {
+  if (formatOwner(user, server) === null) {
+    return null;
+  }
+  return typeof server === 'string' && server.length > 0
+    ? `${user}'s server ${server}`
+    : `${user}'s server`;
+}
+
+/**
+ * The owner fields of the first document that names a user (documents of
+ * older servers, without the fields, are skipped); null when none does.
+ */
+export function ownerOf(
+  docs: ReadonlyArray<IOwnerFields | null | undefined>
+): { user: string; server: string | null } | null {
+  for (const doc of docs) {
+    const user = doc?.user;
+    if (typeof user === 'string' && user.length > 0) {
+      const server = doc?.server;
+      return { user, server: typeof server === 'string' ? server : null };
+    }
+  }
+  return null;
+}
+
+/**
  * Summarise a status response (and the active notebook) for the status bar.
  */
 export function summarizeStatus(
@@ -179,6 +230,10 @@ export function summarizeStatus(
   }
 
   const lines: string[] = [];
+  const ownerLine = formatOwnerLine(status.user, status.server);
+  if (ownerLine) {
+    lines.push(ownerLine);
+  }
   const provider = status.instance?.provider;
   if (instanceType) {
     lines.push(

@@ -6,7 +6,7 @@
 import type * as nbformat from '@jupyterlab/nbformat';
 import { ServerConnection } from '@jupyterlab/services';
 
-import { errorStatus, requestAPI } from './api';
+import { errorStatus, IOwnerFields, requestAPI } from './api';
 
 /** What a job asks for; null: the backend's default. */
 export interface IJobResources {
@@ -67,8 +67,8 @@ export type JobState =
 /** Where a job is in its run. */
 export type JobPhase = 'queued' | 'starting' | 'running' | 'finishing' | 'done';
 
-/** One batch job (`Job`). */
-export interface IJob {
+/** One batch job (`Job`; `user`/`server`: whose server submitted it, under JupyterHub). */
+export interface IJob extends IOwnerFields {
   id: number;
   notebook: string;
   backend: string;

@@ -471,3 +471,92 @@ describe('CostPanel', () => {
     });
   });
 });
+
+describe('CostPanel owner (JupyterHub)', () => {
+  function owner(panel: CostPanel): HTMLElement {
+    return panel.node.querySelector<HTMLElement>('.jp-costguard-panel-header .jp-costguard-owner')!;
+  }
+
+  function fields(panel: CostPanel): string[] {
+    return Array.from(
+      panel.node.querySelectorAll<HTMLElement>('.jp-costguard-instance-details dt')
+    ).map(dt => dt.dataset.field!);
+  }
+
+  it("shows whose server it is next to the title and in the instance details", () => {
+    const { data, panel } = setup();
+    Widget.attach(panel, document.body);
+    data.set({ status: { ...status, user: 'alice', server: 'gpu-large' } });
+    const node = owner(panel);
+    expect(node.hidden).toBe(false);
+    expect(node.textContent).toBe('alice · gpu-large');
+    expect(node.title).toBe('JupyterHub user (server)');
+    // Right after the title, before the simulated pill.
+    expect(node.previousElementSibling?.classList).toContain('jp-costguard-panel-title');
+    expect(node.nextElementSibling?.id).toBe(PANEL_SIMULATED_ID);
+    expect(fields(panel)[0]).toBe('owner');
+    expect(panel.node.querySelector('dt[data-field="owner"]')?.textContent).toBe('Owner');
+    expect(field(panel, 'owner')).toBe('alice · gpu-large');
+
+    data.set({ status: { ...status, user: 'alice', server: '' } });
+    expect(node.textContent).toBe('alice');
+    expect(field(panel, 'owner')).toBe('alice');
+    Widget.detach(panel);
+    panel.dispose();
+  });
+
+  it('hides the owner when not under a hub, and when the server stops saying', () => {
+    const { data, panel } = setup();
+    Widget.attach(panel, document.body);
+    data.set({ status: { ...status, user: 'alice', server: '' } });
+    expect(owner(panel).hidden).toBe(false);
+    data.set({ status: { ...status, user: null, server: null } });
+    expect(owner(panel).hidden).toBe(true);
+    expect(owner(panel).textContent).toBe('');
+    expect(fields(panel)).not.toContain('owner');
+    expect(field(panel, 'owner')).toBeUndefined();
+    Widget.detach(panel);
+    panel.dispose();
+  });
+
+  it("renders an older server's documents (no user, no server) as before", () => {
+    const { panel } = setup();
+    Widget.attach(panel, document.body);
+    expect('user' in status).toBe(false);
+    expect(owner(panel).hidden).toBe(true);
+    expect(owner(panel).textContent).toBe('');
+    expect(fields(panel)).toEqual([
+      'instance-type',
+      'provider',
+      'gpus',
+      'host',
+      'rate',
+      'market',
+      'price-source',
+      'price-detail',
+      'retrieved'
+    ]);
+    Widget.detach(panel);
+    panel.dispose();
+  });
+
+  it("falls back to the kernels document's owner", async () => {
+    mockedRequest.mockImplementation(async (endPoint?: string) => {
+      if (endPoint === 'kernels') {
+        return { simulated: false, currency: 'USD', time: 1, kernels, user: 'bob', server: 'big' } as any;
+      }
+      if (endPoint === 'gpus') {
+        return gpus as any;
+      }
+      throw new Error(`unexpected ${endPoint}`);
+    });
+    const { panel } = setup();
+    expect(owner(panel).hidden).toBe(true);
+    Widget.attach(panel, document.body);
+    await wait();
+    expect(owner(panel).hidden).toBe(false);
+    expect(owner(panel).textContent).toBe('bob · big');
+    Widget.detach(panel);
+    panel.dispose();
+  });
+});

@@ -225,4 +225,31 @@ describe('CostWidgetView', () => {
     await new Promise(resolve => setTimeout(resolve, 700));
     expect(requested.length).toBe(count);
   });
+
+  it("shows whose server it is in front of the figures, under JupyterHub", async () => {
+    responses['kernels'] = () => ({ ...(kernels() as any), user: 'alice', server: 'gpu-large' });
+    const view = make();
+    await tick(view);
+    const line = view.el.querySelector('.jp-costguard-widget-line')!;
+    const owner = line.querySelector<HTMLElement>('.jp-costguard-widget-owner');
+    expect(owner?.textContent).toBe('alice · gpu-large');
+    expect(owner?.title).toBe('JupyterHub user (server)');
+    // Right after the icon, then a separator: "⚡alice · gpu-large · spent …".
+    expect(owner?.previousElementSibling?.classList).toContain('jp-costguard-widget-icon');
+    expect(owner?.nextElementSibling?.textContent).toBe(' · ');
+    expect(line.textContent).toMatch(/^⚡alice · gpu-large · spent USD 0\.50 · /);
+    expect(view.el.title.split('\n')[0]).toBe("alice's server gpu-large");
+    view.remove();
+  });
+
+  it("renders an older server's documents (no user, no server) as before", async () => {
+    responses['kernels'] = () => kernels();
+    const view = make();
+    await tick(view);
+    const line = view.el.querySelector('.jp-costguard-widget-line')!;
+    expect(line.querySelector('.jp-costguard-widget-owner')).toBeNull();
+    expect(line.textContent).toMatch(/^⚡spent USD 0\.50 · /);
+    expect(view.el.title).not.toContain("'s server");
+    view.remove();
+  });
 });

@@ -267,3 +267,59 @@ describe('summarizeWidget', () => {
     expect(summary.parts).toEqual([]);
   });
 });
+
+describe('summarizeWidget owner (JupyterHub)', () => {
+  const input = {
+    kernels,
+    kernel,
+    notebookPath: 'work/explore.ipynb',
+    notebook,
+    status,
+    alerts: []
+  };
+
+  it("names the user's server from the kernels document", () => {
+    const summary = summarizeWidget({
+      ...input,
+      kernels: { ...kernels, user: 'alice', server: 'gpu-large' }
+    });
+    expect(summary.owner).toBe('alice · gpu-large');
+    expect(summary.title.split('\n')[0]).toBe("alice's server gpu-large");
+    // The figures are unchanged.
+    expect(summary.text).toBe(summarizeWidget(input).text);
+  });
+
+  it('falls back to the notebook and status documents', () => {
+    expect(
+      summarizeWidget({ ...input, notebook: { ...notebook, user: 'bob', server: '' } }).owner
+    ).toBe('bob');
+    expect(
+      summarizeWidget({ ...input, status: { ...status, user: 'carol', server: null } }).owner
+    ).toBe('carol');
+  });
+
+  it('says it in the waiting state too', () => {
+    const summary = summarizeWidget({
+      ...input,
+      kernels: { ...kernels, user: 'alice', server: '' },
+      kernel: null
+    });
+    expect(summary.state).toBe('waiting');
+    expect(summary.owner).toBe('alice');
+    expect(summary.title.split('\n')[0]).toBe("alice's server");
+  });
+
+  it('is null without a hub and on older servers, the tooltip unchanged', () => {
+    const older = summarizeWidget(input);
+    expect(older.owner).toBeNull();
+    expect(older.title).not.toContain("'s server");
+    const noHub = summarizeWidget({
+      ...input,
+      kernels: { ...kernels, user: null, server: null },
+      notebook: { ...notebook, user: null, server: null },
+      status: { ...status, user: null, server: null }
+    });
+    expect(noHub.owner).toBeNull();
+    expect(noHub.title).toBe(older.title);
+  });
+});

@@ -4,9 +4,12 @@ import {
   formatDuration,
   formatElapsed,
   formatMoney,
+  formatOwner,
+  formatOwnerLine,
   formatPercent,
   formatPriceSource,
   formatRate,
+  ownerOf,
   summarizeStatus
 } from '../format';
 import type { ICostStatus } from '../api';
@@ -241,5 +244,54 @@ describe('the figures the cost widget shows', () => {
     expect(formatPercent(2)).toBe('2%');
     expect(formatPercent(0.46)).toBe('0.5%');
     expect(formatPercent(87.6)).toBe('88%');
+  });
+});
+
+describe('whose server (JupyterHub)', () => {
+  it.each([
+    ['alice', '', 'alice'],
+    ['alice', null, 'alice'],
+    ['alice', undefined, 'alice'],
+    ['alice', 'gpu-large', 'alice · gpu-large'],
+    [null, 'gpu-large', null],
+    [null, null, null],
+    ['', '', null],
+    [undefined, undefined, null]
+  ])('formatOwner(%p, %p) -> %p', (user, server, expected) => {
+    expect(formatOwner(user, server)).toBe(expected);
+  });
+
+  it('writes the tooltip line', () => {
+    expect(formatOwnerLine('alice', '')).toBe("alice's server");
+    expect(formatOwnerLine('alice', null)).toBe("alice's server");
+    expect(formatOwnerLine('alice', 'gpu-large')).toBe("alice's server gpu-large");
+    expect(formatOwnerLine(null, 'gpu-large')).toBeNull();
+    expect(formatOwnerLine('', '')).toBeNull();
+  });
+
+  it('takes the first document that names a user', () => {
+    expect(ownerOf([])).toBeNull();
+    expect(ownerOf([null, {}, { user: null, server: null }])).toBeNull();
+    expect(
+      ownerOf([{}, { user: 'alice', server: 'gpu-large' }, { user: 'bob', server: '' }])
+    ).toEqual({ user: 'alice', server: 'gpu-large' });
+    expect(ownerOf([{ user: 'alice' }])).toEqual({ user: 'alice', server: null });
+  });
+
+  it("starts the status tooltip with the owner's server", () => {
+    const named = summarizeStatus({ ...base, user: 'alice', server: 'gpu-large' });
+    expect(named.tooltip.split('\n')[0]).toBe("alice's server gpu-large");
+    const main = summarizeStatus({ ...base, user: 'alice', server: '' });
+    expect(main.tooltip.split('\n')[0]).toBe("alice's server");
+    // The status-bar text itself does not change.
+    expect(named.text).toBe(summarizeStatus(base).text);
+  });
+
+  it('leaves the tooltip as it was without a hub or on an older server', () => {
+    const older = summarizeStatus(base);
+    expect(older.tooltip.split('\n')[0]).toBe('Instance: p4d.24xlarge (aws)');
+    const noHub = summarizeStatus({ ...base, user: null, server: null });
+    expect(noHub.tooltip).toBe(older.tooltip);
+    expect(noHub.tooltip).not.toContain("'s server");
   });
 });

@@ -198,4 +198,16 @@ describe('CostStatusWidget', () => {
     expect(widget.node.title).not.toContain('price of');
     expect(widget.node.title).not.toContain('Container share');
   });
+
+  it("names the JupyterHub user's server first in the tooltip", () => {
+    const { model, widget } = make();
+    model.set({ state: 'ok', status: { ...status, user: 'alice', server: 'gpu-large' } });
+    expect(widget.node.title.split('\n')[0]).toBe("alice's server gpu-large");
+    expect(widget.node.textContent).toBe('⚡ p4d.24xlarge · USD 32.77/h' + 'simulated');
+    model.set({ status: { ...status, user: 'alice', server: '' } });
+    expect(widget.node.title.split('\n')[0]).toBe("alice's server");
+    model.set({ status });
+    expect(widget.node.title.split('\n')[0]).toBe('Instance: p4d.24xlarge (aws)');
+    expect(widget.node.title).not.toContain("'s server");
+  });
 });
