@@ -48,7 +48,7 @@ def _catalog_update(args: argparse.Namespace) -> int:
 
     try:
         r = update_catalog(Path(args.output) if args.output else None,
-                           providers=args.provider or None)
+                           providers=args.provider or None, timeout=args.timeout)
     except RefreshError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
@@ -216,6 +216,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                      help="only this provider (repeatable; aws, gcp, azure, lambda, …)")
     upd.add_argument("--output", help="file to write (default: the user catalog under "
                      "Jupyter's data directory, which the server loads)")
+    upd.add_argument("--timeout", type=float, default=60.0,
+                     help="seconds each download may take (default: %(default)s)")
     upd.set_defaults(func=_catalog_update)
     det = sub.add_parser("detect", help="what pricing the server would decide here, and how")
     det.add_argument("--json", action="store_true", help="as JSON")

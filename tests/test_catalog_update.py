@@ -284,6 +284,26 @@ def closed_loopback_port() -> int:
     return port
 
 
+def test_a_mirror_that_never_answers_times_out(monkeypatch: pytest.MonkeyPatch,
+                                               tmp_path: Path) -> None:
+    """A listener that accepts and never answers: each download gets the timeout, then the
+    update fails naming it (before, gpuhunt's urlopen without a timeout waited forever)."""
+    hole = socket.socket()
+    hole.bind(("127.0.0.1", 0))
+    hole.listen(64)
+    try:
+        url = f"http://127.0.0.1:{hole.getsockname()[1]}/v3"
+        monkeypatch.setenv("GPUHUNT_CATALOG_URL", url)
+        before = socket.getdefaulttimeout()
+        with pytest.raises(RefreshError) as e:
+            update_catalog(tmp_path / "catalog.csv", now=NOW, timeout=0.3)
+        assert url in str(e.value) and "timed out" in str(e.value).lower(), str(e.value)
+        assert socket.getdefaulttimeout() == before, "the process default is restored"
+        assert not (tmp_path / "catalog.csv").exists()
+    finally:
+        hole.close()
+
+
 def test_unreachable_catalog_url(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
                                  capsys: pytest.CaptureFixture[str],
                                  caplog: pytest.LogCaptureFixture) -> None:

@@ -47,6 +47,7 @@ import logging
 import math
 import os
 import re
+import socket
 import tempfile
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
@@ -138,13 +139,15 @@ def read_fetched(path: Path) -> str | None:
 
 
 def update_catalog(path: Path | None = None, providers: Sequence[str] | None = None,
-                   now: datetime | None = None) -> UpdateResult:
+                   now: datetime | None = None, timeout: float = 60.0) -> UpdateResult:
     """Download gpuhunt's catalog and replace ``path`` (default `user_catalog_path`) whole.
 
     ``providers`` (costguard or gpuhunt names) limits the rows written; each one named must
     load. Without it, every offline provider that loads is written and the rest are reported
     in ``failed``; if none loads, nothing is written. gpuhunt's ``Catalog.load`` fetches every
-    offline provider either way (it has no per-provider load), and sets no socket timeout.
+    offline provider either way (it has no per-provider load) and sets no socket timeout of
+    its own, so each of its requests gets ``timeout`` seconds here (the process's default
+    socket timeout, restored after): a mirror that hangs is an error, not a hang.
     """
     try:
         import gpuhunt
@@ -161,11 +164,16 @@ def update_catalog(path: Path | None = None, providers: Sequence[str] | None = N
     fetched = fetched_at.strftime("%Y-%m-%dT%H:%M:%SZ")
 
     catalog = gpuhunt.Catalog(balance_resources=False, auto_reload=False)
-    with _load_failures() as failures:
-        try:
-            catalog.load()
-        except Exception as e:  # gpuhunt raises GPUHuntError when no provider loaded
-            raise RefreshError(_failure_message(url, wanted, failures, e)) from None
+    before = socket.getdefaulttimeout()
+    socket.setdefaulttimeout(timeout)
+    try:
+        with _load_failures() as failures:
+            try:
+                catalog.load()
+            except Exception as e:  # gpuhunt raises GPUHuntError when no provider loaded
+                raise RefreshError(_failure_message(url, wanted, failures, e)) from None
+    finally:
+        socket.setdefaulttimeout(before)
     loaded: dict[str, Any] = dict(getattr(catalog, "catalog", {}))
     missing = [p for p in wanted if p not in loaded]
     if missing and (providers is not None or len(missing) == len(wanted)):
