@@ -20,7 +20,6 @@ instance is paid for, however few GPUs a process sees. ``COSTGUARD_CONTAINER_SHA
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -157,14 +156,6 @@ def container_share(*, mode: str, environ: Mapping[str, str], limits: CgroupLimi
     held = min(gpus_held, gpus_instance) if gpus_instance else 0
     if held >= gpus_instance and cpu >= 1.0 and mem >= 1.0:
         return None, f"{why}, holding the whole instance ({limits.detail})"
-    share = ContainerShare(held, gpus_instance, cpu, mem, "")
     detail = (f"{why}: {held} of {gpus_instance} GPUs, CPU share {cpu:.1%}, memory share "
-              f"{mem:.1%} ({limits.detail}); host part priced at {share.host_share:.1%}")
+              f"{mem:.1%} ({limits.detail}); host part priced at {max(cpu, mem):.1%}")
     return ContainerShare(held, gpus_instance, cpu, mem, detail), detail
-
-
-def host_facts() -> tuple[int, int]:
-    """(CPUs, RAM bytes) of the host as the process sees them (the node's, in a pod)."""
-    import psutil
-
-    return os.cpu_count() or 1, int(psutil.virtual_memory().total)

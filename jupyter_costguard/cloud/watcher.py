@@ -21,15 +21,12 @@ log = logging.getLogger(__name__)
 class MetadataWatcher:
     """`result` is None until the first lookup has answered, then the latest answer."""
 
-    def __init__(self, lookup: Callable[[], MetadataResult], interval: float = 300.0,
-                 on_change: Callable[[MetadataResult], None] | None = None) -> None:
+    def __init__(self, lookup: Callable[[], MetadataResult], interval: float = 300.0) -> None:
         self._lookup = lookup
         self.interval = max(1.0, interval)
-        self.on_change = on_change
         self.result: MetadataResult | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self.answered = threading.Event()
 
     def start(self) -> None:
         if self._thread is None:
@@ -51,9 +48,6 @@ class MetadataWatcher:
                     if self.result is None or result.identity != self.result.identity:
                         log.info("costguard: %s", describe(result))
                     self.result = result
-                    if self.on_change is not None:
-                        self.on_change(result)
-                self.answered.set()
             if not self.result or not self.result.enabled:
                 return  # turned off: nothing will change
             self._stop.wait(self.interval)

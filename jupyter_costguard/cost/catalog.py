@@ -266,12 +266,6 @@ class Catalog:
     def providers(self) -> tuple[str, ...]:
         return tuple(sorted({r.provider for r in self._rows.values()}))
 
-    @property
-    def oldest_retrieved(self) -> str | None:
-        """The oldest price date among the rows (what a stale warning is about)."""
-        dates = [r.retrieved for r in self._rows.values() if r.retrieved]
-        return min(dates) if dates else None
-
     def __len__(self) -> int:
         return len(self._rows)
 
