@@ -114,3 +114,14 @@ def test_outside_a_hub_nothing_is_added(tmp_path):
         server.stop()
     assert (status["user"], status["server"]) == (None, None)
     assert families and not any("user" in s.labels for f in families for s in f.samples)
+
+
+def test_a_stored_owner_is_read_back_with_care():
+    """Job records come back from disk: an old or edited one names no owner, or a wrong one."""
+    from jupyter_costguard.sampling.owner import owner_from_doc
+
+    assert owner_from_doc({"user": "alice", "server": "gpu"}) == Owner("alice", "gpu")
+    assert owner_from_doc({"user": "alice"}) == Owner("alice", "")
+    assert owner_from_doc({"user": "alice", "server": 3}) == Owner("alice", "")
+    for bad in (None, "alice", {}, {"user": ""}, {"user": 7}, ["alice"]):
+        assert owner_from_doc(bad) is None, bad

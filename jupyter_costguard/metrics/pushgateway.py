@@ -20,6 +20,8 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from jupyter_costguard.sampling.owner import owner_from_doc
+
 __all__ = [
     "GROUP_LABEL",
     "JOB_LABEL",
@@ -188,9 +190,9 @@ def push_finished_job(url: str, job: Any, *, currency: str,
     the mean utilisation of its GPUs. Meant for `JobService.listeners`; with `background` the
     HTTP request runs on a thread of its own, so the follower never waits on the gateway."""
     labels = {"notebook": job.spec.notebook, "backend": job.spec.backend, "state": job.state}
-    owner = job.record.get("owner") if isinstance(job.record, dict) else None
-    if isinstance(owner, dict) and owner.get("user"):  # whose job, under JupyterHub
-        labels.update(user=str(owner["user"]), server=str(owner.get("server") or ""))
+    owner = owner_from_doc(job.record.get("owner"))
+    if owner is not None:  # whose job, under JupyterHub
+        labels.update(user=owner.user, server=owner.server)
     gpus = job.spec.resources.gpus
     metrics: dict[str, float | None] = {
         "spend": float(job.spend),

@@ -16,6 +16,7 @@ from jupyter_costguard.offload.accounting import Accounting
 from jupyter_costguard.offload.backends.base import Backend
 from jupyter_costguard.offload.spec import Job, label
 from jupyter_costguard.offload.state import load_code
+from jupyter_costguard.sampling.owner import owner_doc, owner_from_doc
 
 log = logging.getLogger("jupyter_costguard")
 
@@ -49,7 +50,8 @@ class JobDocuments:
             "timeline": [p.to_json(now) for p in job.timeline()],
             "backend_detail": self._backend_detail(job, detail),
             "gpu_utilization_percent": self.accounting.gpu_mean(job),
-            **_owner(job.record),
+            # whose job it is (JupyterHub user and server), as its record says
+            **owner_doc(owner_from_doc(job.record.get("owner"))),
         }
         if detail:
             doc["slice"] = dict(job.slice_doc)
@@ -128,15 +130,6 @@ class JobDocuments:
             "results_path": str(pickled) if has else None,
             "load_code": load_code(job.id, str(pickled), str(digest)) if has else None,
         }
-
-
-def _owner(record: Any) -> dict[str, Any]:
-    """Whose job it is (JupyterHub user and server), as its record says; null outside a hub."""
-    owner = record.get("owner") if isinstance(record, dict) else None
-    if not isinstance(owner, dict) or not isinstance(owner.get("user"), str):
-        return {"user": None, "server": None}
-    server = owner.get("server")
-    return {"user": owner["user"], "server": server if isinstance(server, str) else ""}
 
 
 def _open_log(path: Path) -> BinaryIO:

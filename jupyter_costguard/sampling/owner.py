@@ -31,3 +31,12 @@ def owner_from_environ(environ: Mapping[str, str]) -> Owner | None:
 def owner_doc(owner: Owner | None) -> dict[str, Any]:
     """The two fields every document carries (null outside a hub)."""
     return {"user": owner.user if owner else None, "server": owner.server if owner else None}
+
+
+def owner_from_doc(doc: Any) -> Owner | None:
+    """The owner a stored `owner_doc` names (a job record's ``owner``), None when it names
+    none or is not one: records are read back from disk and may be old or edited."""
+    if not isinstance(doc, dict) or not isinstance(doc.get("user"), str) or not doc["user"]:
+        return None
+    server = doc.get("server")
+    return Owner(doc["user"], server if isinstance(server, str) else "")

@@ -5,6 +5,8 @@ the request awaits (bounded), so an answered change is on disk."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from jupyter_server.auth.decorator import authorized
 from tornado import web
 
@@ -18,7 +20,13 @@ def _alert_error(e: AlertError) -> web.HTTPError:
     return web.HTTPError(429 if isinstance(e, AlertLimitError) else 400, "%s", str(e))
 
 
-class AlertsHandler(CostguardHandler):
+class _AlertHandler(CostguardHandler):
+    def _owned(self, alert: dict[str, Any]) -> dict[str, Any]:
+        """An alert document with whose server it is (null outside a hub)."""
+        return {**alert, **owner_doc(self.service.owner)}
+
+
+class AlertsHandler(_AlertHandler):
     """List alerts (GET) and raise one (POST: tests, admins, scripts)."""
 
     @web.authenticated
@@ -33,13 +41,12 @@ class AlertsHandler(CostguardHandler):
             notebook = notebook.strip("/")
         now = self.alerts.clock()
         status = self.service.published.views.data["status"]
-        who = owner_doc(self.service.owner)
         self.write_json({
             "simulated": status["simulated"],
             "currency": status["currency"],
             "time": now,
-            **who,
-            "alerts": [{**a, **who} for a in self.alerts.documents(
+            **owner_doc(self.service.owner),
+            "alerts": [self._owned(a) for a in self.alerts.documents(
                 now, notebook=notebook, include_all=include == "all")],
         })
 
@@ -53,11 +60,11 @@ class AlertsHandler(CostguardHandler):
         except AlertError as e:
             raise _alert_error(e) from None
         await self.service.alerts_changed()
-        self.write_json({**alert.to_dict(self.alerts.clock()), **owner_doc(self.service.owner)},
+        self.write_json(self._owned(alert.to_dict(self.alerts.clock())),
                         201 if created else 200)
 
 
-class AlertActionHandler(CostguardHandler):
+class AlertActionHandler(_AlertHandler):
     """POST alerts/{id}/dismiss and alerts/{id}/snooze; both idempotent."""
 
     def initialize(self, action: str) -> None:
@@ -84,4 +91,4 @@ class AlertActionHandler(CostguardHandler):
         if alert is None:  # pruned in between
             raise web.HTTPError(404, "no such alert: %s", alert_id)
         await self.service.alerts_changed()
-        self.write_json({**alert.to_dict(self.alerts.clock()), **owner_doc(self.service.owner)})
+        self.write_json(self._owned(alert.to_dict(self.alerts.clock())))
