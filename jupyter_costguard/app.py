@@ -38,7 +38,7 @@ from jupyter_costguard.offload.service import JobService
 from jupyter_costguard.offload.settings import OffloadTraits, ServerHooks
 from jupyter_costguard.offload.store import JobStore
 from jupyter_costguard.sampling.kernels import gather_kernels
-from jupyter_costguard.sampling.owner import owner_from_environ
+from jupyter_costguard.sampling.owner import owner_from_doc, owner_from_environ
 from jupyter_costguard.sampling.records import KernelInfo
 from jupyter_costguard.sampling.sources import SamplingTraits
 from jupyter_costguard.sampling.telemetry import Telemetry
@@ -104,8 +104,11 @@ class CostGuard(ExtensionApp, CostTraits, SamplingTraits, GuardTraits, OffloadTr
             def push(job: Any) -> None:
                 gpu = job.record.get("gpu") or {}
                 mean = gpu.get("mean_utilization_percent")
+                owner = owner_from_doc(job.record.get("owner"))  # whose job, under a hub
                 push_finished_job(url, job, currency=service.published.pricing.currency,
-                                  gpu_utilization_ratio=mean / 100 if mean is not None else None)
+                                  gpu_utilization_ratio=mean / 100 if mean is not None else None,
+                                  extra_labels={"user": owner.user, "server": owner.server}
+                                  if owner is not None else None)
 
             jobs.listeners.append(push)
         metrics.install(lambda: service.published.metrics + (jobs.metrics() if jobs else []),

@@ -188,12 +188,14 @@ def test_a_jobs_runner_code_and_server_push_to_one_group(gateway: str, tmp_path:
     job = Job(id=77, spec=spec, state="succeeded", phase="done", created=time.time(),
               spend=0.42)
     thread = pushgateway.push_finished_job(gateway, job, currency="USD",
-                                           gpu_utilization_ratio=0.61)
+                                           gpu_utilization_ratio=0.61,
+                                           extra_labels={"user": "alice", "server": ""})
     assert thread is not None
     thread.join(30)
     got = job_samples(gateway, 77)
     spend_labels, spend = one(got, "costguard_job_spend")
     assert spend == pytest.approx(0.42) and spend_labels["currency"] == "USD"
+    assert (spend_labels["user"], spend_labels.get("server", "")) == ("alice", "")
     assert one(got, "costguard_job_gpu_utilization_ratio")[1] == pytest.approx(0.61)
     assert one(got, "costguard_job_gpus")[1] == 2
     assert one(got, "costguard_job_duration_seconds")[1] == duration  # the runner's stays

@@ -20,8 +20,6 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from jupyter_costguard.sampling.owner import owner_from_doc
-
 __all__ = [
     "GROUP_LABEL",
     "JOB_LABEL",
@@ -185,14 +183,14 @@ def push_runner_metrics(url: str, job_id: int | str, status: Mapping[str, Any], 
 
 def push_finished_job(url: str, job: Any, *, currency: str,
                       gpu_utilization_ratio: float | None = None, background: bool = True,
-                      timeout: float = TIMEOUT_SECONDS) -> threading.Thread | None:
+                      timeout: float = TIMEOUT_SECONDS,
+                      extra_labels: Mapping[str, str] | None = None) -> threading.Thread | None:
     """What the server knows when it sees a job end (a `spec.Job`): its spend and, when known,
     the mean utilisation of its GPUs. Meant for `JobService.listeners`; with `background` the
-    HTTP request runs on a thread of its own, so the follower never waits on the gateway."""
+    HTTP request runs on a thread of its own, so the follower never waits on the gateway.
+    ``extra_labels`` go on every series (whose job it is, under JupyterHub)."""
     labels = {"notebook": job.spec.notebook, "backend": job.spec.backend, "state": job.state}
-    owner = owner_from_doc(job.record.get("owner"))
-    if owner is not None:  # whose job, under JupyterHub
-        labels.update(user=owner.user, server=owner.server)
+    labels.update(extra_labels or {})
     gpus = job.spec.resources.gpus
     metrics: dict[str, float | None] = {
         "spend": float(job.spend),
