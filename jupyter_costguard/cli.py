@@ -18,17 +18,16 @@ from jupyter_costguard.cost.ledger import default_db_path
 
 
 def _catalog(args: argparse.Namespace) -> int:
-    from jupyter_costguard.cost.refresh import read_fetched, user_catalog_path
+    from jupyter_costguard.cost.refresh import read_fetched, user_catalog_files
 
-    user = user_catalog_path()
-    files = ([str(user)] if user.is_file() else []) + list(args.catalog_file or ())
+    user = user_catalog_files()
     try:
-        catalog = Catalog.load(files)
+        catalog = Catalog.load(user + tuple(args.catalog_file or ()))
     except CatalogError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    if user.is_file():
-        print(f"# with the refreshed catalog {user} (fetched {read_fetched(user) or '?'})")
+    for path in user:
+        print(f"# with the refreshed catalog {path} (fetched {read_fetched(Path(path)) or '?'})")
     rows = [r for r in catalog.rows
             if (not args.provider or r.provider == args.provider) and (not args.gpu or r.is_gpu)
             and (not args.region or r.region == args.region)]
@@ -93,6 +92,7 @@ def _detect(args: argparse.Namespace) -> int:
     from jupyter_costguard.cost.config import CostTraits
     from jupyter_costguard.cost.pricing import ContainerFacts
     from jupyter_costguard.cost.service import decide_pricing, dmi_provider, load_catalog
+    from jupyter_costguard.cost.views import price_doc
     from jupyter_costguard.sampling.sources import SamplingTraits
     from jupyter_costguard.sampling.telemetry import Telemetry
 
@@ -121,23 +121,14 @@ def _detect(args: argparse.Namespace) -> int:
                                                   mode=app.container_share))
     i = pricing.instance
     share = pricing.share
+    # what the server's status says of the price (`status.price`), and the rate beside it
     doc = {
-        "provider": pricing.provider or (i.provider if i else None),
-        "instance_type": i.instance_type if i else None,
-        "region": pricing.region, "region_priced": (i.region or None) if i else None,
-        "region_note": pricing.region_note,
-        "market": pricing.market, "market_source": pricing.market_source,
-        "rate_per_hour": pricing.rate_per_hour,
-        "instance_rate_per_hour": pricing.instance_rate_per_hour,
-        "currency": pricing.currency, "source": pricing.source,
-        "price_date": i.retrieved if i else None,
+        **price_doc(pricing, time.time(), config.stale_after_days),
+        "rate_per_hour": pricing.rate_per_hour, "currency": pricing.currency,
+        "source": pricing.source, "price_date": i.retrieved if i else None,
         "price_source_url": (i.source_url or i.origin) if i else None,
-        "share": None if share is None else {
-            "gpus_held": share.gpus_held, "gpus_instance": share.gpus_instance,
-            "cpu_share": share.cpu_share, "memory_share": share.memory_share,
-            "host_share": share.host_share, "detail": share.detail},
         "gpu_share": pricing.gpu_share, "detail": pricing.detail,
-        "tried": list(pricing.tried), "seconds": round(time.monotonic() - started, 3),
+        "seconds": round(time.monotonic() - started, 3),
     }
     if args.json:
         print(json.dumps(doc, indent=2))

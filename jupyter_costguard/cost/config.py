@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-
 from traitlets import Bool, CaselessStrEnum, Dict, Float, HasTraits, Int, List, Unicode, default
 
 from jupyter_costguard.cost.ledger import default_db_path
@@ -80,10 +78,9 @@ class CostTraits(HasTraits):
     def catalog_paths(self) -> tuple[str, ...]:
         """The refreshed user catalog (`jupyter costguard catalog update`) when there is one,
         then the configured files: each on top of the shipped catalog, in this order."""
-        from jupyter_costguard.cost.refresh import user_catalog_path
+        from jupyter_costguard.cost.refresh import user_catalog_files
 
-        user = user_catalog_path()
-        return ((str(user),) if os.path.isfile(user) else ()) + tuple(self.catalog_files)
+        return user_catalog_files() + tuple(self.catalog_files)
 
     def pricing_config(self) -> PricingConfig:
         return PricingConfig(

@@ -124,6 +124,13 @@ def user_catalog_path() -> Path:
     return Path(jupyter_data_dir()) / "costguard" / "catalog.csv"
 
 
+def user_catalog_files() -> tuple[str, ...]:
+    """The refreshed catalog when there is one: what the server, `detect` and `catalog` load
+    first on top of the shipped catalog."""
+    user = user_catalog_path()
+    return (str(user),) if user.is_file() else ()
+
+
 def read_fetched(path: Path) -> str | None:
     """The ``# fetched:`` timestamp of a refreshed file; None if absent or unreadable."""
     try:
