@@ -22,12 +22,11 @@ from jupyter_costguard.cost.pricing import ContainerFacts, Pricing, resolve_pric
 from jupyter_costguard.cost.spend import split_interval
 from jupyter_costguard.sampling.records import (
     GpuReading,
-    GpuSample,
-    HostSample,
     KernelInfo,
     KernelSample,
     Sample,
 )
+from tests.support.readings import host, reading
 
 GIB = 1024**3
 A100_40 = "NVIDIA A100-SXM4-40GB"
@@ -57,15 +56,7 @@ def catalog(tmp_path_factory: pytest.TempPathFactory) -> Catalog:
 
 
 def gpus(n: int, name: str = A100_40) -> GpuReading:
-    return GpuReading(status="ok", driver_version="550", gpus=tuple(
-        GpuSample(index=i, uuid=f"GPU-{i}", name=name, memory_total_bytes=40 * GIB,
-                  memory_used_bytes=0, utilization_percent=0.0, power_watts=None)
-        for i in range(n)))
-
-
-def host(cpus: int, mem_gib: float) -> HostSample:
-    return HostSample(cpu_count=cpus, cpu_percent=0.0, memory_total_bytes=int(mem_gib * GIB),
-                      memory_used_bytes=0)
+    return reading(name, n)
 
 
 def answer(provider: str, itype: str, region: str, market: str = "on-demand") -> MetadataResult:

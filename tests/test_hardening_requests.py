@@ -413,17 +413,26 @@ async def test_a_notebook_name_too_long_for_the_filesystem_is_400(jp_fetch):
     assert code_ == 400 and "cannot be used" in doc["message"], doc
 
 
-async def test_a_null_body_is_400_not_no_body(jp_fetch):
-    raised = await post(jp_fetch, "alerts", body={
+async def raise_alert(jp_fetch: Fetch) -> dict[str, Any]:
+    doc: dict[str, Any] = await post(jp_fetch, "alerts", body={
         "kind": "k", "severity": "info", "title": "t", "message": "m"}, code=201)
+    return doc
+
+
+@pytest.mark.parametrize(("raw", "needle"), [("null", "not null"), (" ", None)],
+                         ids=["null", "whitespace"])
+async def test_a_body_that_is_not_an_object_is_400_not_no_body(jp_fetch, raw, needle):
+    """`null` and a body of whitespace are bodies, and not JSON objects: never "no body"."""
+    raised = await raise_alert(jp_fetch)
     code_, doc = await refused(jp_fetch, "alerts", raised["id"], "dismiss", method="POST",
-                               raw="null")
-    assert code_ == 400 and "not null" in doc["message"], doc
+                               raw=raw)
+    assert code_ == 400, doc
+    if needle is not None:
+        assert needle in doc["message"], doc
 
 
 async def test_snooze_takes_a_whole_number_written_as_a_float(jp_fetch):
-    raised = await post(jp_fetch, "alerts", body={
-        "kind": "k", "severity": "info", "title": "t", "message": "m"}, code=201)
+    raised = await raise_alert(jp_fetch)
     snoozed = await post(jp_fetch, "alerts", raised["id"], "snooze", body={"seconds": 600.0})
     assert snoozed["state"] == "snoozed"
     code_, doc = await refused(jp_fetch, "alerts", raised["id"], "snooze", method="POST",
@@ -446,11 +455,3 @@ async def test_a_backend_that_is_not_a_string_is_400(jp_fetch, jp_root_dir, back
     code_, doc = await refused(jp_fetch, "jobs", method="POST", body={
         "notebook": "n.ipynb", "selected": ["b"], "backend": backend})
     assert code_ == 400 and "backend must be a string" in doc["message"], doc
-
-
-async def test_a_body_of_whitespace_is_not_json_and_is_400(jp_fetch):
-    raised = await post(jp_fetch, "alerts", body={
-        "kind": "k", "severity": "info", "title": "t", "message": "m"}, code=201)
-    code_, doc = await refused(jp_fetch, "alerts", raised["id"], "dismiss", method="POST",
-                               raw=" ")
-    assert code_ == 400, doc

@@ -25,7 +25,8 @@ from jupyter_costguard.cost.pricing import (
     provider_from_dmi,
     resolve_pricing,
 )
-from jupyter_costguard.sampling.records import GpuReading, GpuSample, HostSample
+from jupyter_costguard.sampling.records import GpuReading, GpuSample
+from tests.support.readings import host, reading
 
 GIB = 1024**3
 
@@ -33,20 +34,6 @@ GIB = 1024**3
 @pytest.fixture(scope="module")
 def catalog() -> Catalog:
     return Catalog.load()
-
-
-def reading(name: str, count: int, memory_gib: int = 40) -> GpuReading:
-    gpus = tuple(
-        GpuSample(index=i, uuid=f"GPU-{i}", name=name, memory_total_bytes=memory_gib * GIB,
-                  memory_used_bytes=0, utilization_percent=0.0, power_watts=None)
-        for i in range(count)
-    )
-    return GpuReading(status="ok", driver_version="550.54", gpus=gpus)
-
-
-def host(vcpus: int, memory_gib: float) -> HostSample:
-    return HostSample(cpu_count=vcpus, cpu_percent=0.0, memory_total_bytes=int(memory_gib * GIB),
-                      memory_used_bytes=0)
 
 
 def resolve(catalog: Catalog, **kw: object) -> Pricing:
