@@ -32,6 +32,10 @@ ext=.venv/share/jupyter/labextensions/jupyter-costguard
 [ -L "$ext" ] && rm "$ext"
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q -e ".[test]"
+# the hub tests' real proxy (npm configurable-http-proxy), kept inside the venv
+chp=.venv/node/node_modules/.bin/configurable-http-proxy
+[ -x "$chp" ] || (mkdir -p .venv/node && cd .venv/node \
+  && npm install --silent --no-audit --no-fund configurable-http-proxy@5 >/dev/null)
 # link the built labextension into the env, so a rebuild is what the browser tests load
 rm -rf "$ext" && ln -s "$PWD/jupyter_costguard/labextension" "$ext"
 

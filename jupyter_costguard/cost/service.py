@@ -31,7 +31,7 @@ from jupyter_costguard.cost.pricing import (
 )
 from jupyter_costguard.cost.published import Published
 from jupyter_costguard.cost.spend import split_interval
-from jupyter_costguard.cost.views import build_views, history_doc
+from jupyter_costguard.cost.views import build_views, gpu_busy, history_doc
 from jupyter_costguard.sampling.owner import owner_from_environ
 from jupyter_costguard.sampling.records import KernelInfo, Sample
 from jupyter_costguard.sampling.telemetry import Telemetry
@@ -142,6 +142,8 @@ class CostService:
         self.after_sample = list(after_sample)
         self._stopping = False
         self.samples_total = 0
+        #: when a GPU was last busy (the first sample counts as busy: idle time starts there)
+        self._gpu_busy_time: float | None = None
         # Alerts share the ledger's file; their writes run on the worker, like the ledger's.
         self.alerts = alerts if alerts is not None else AlertStore(
             ledger.db_path, schedule=self._executor.submit, logger=logger or log)
@@ -194,12 +196,15 @@ class CostService:
             paths={k.info.kernel_id: k.info.path for k in sample.kernels},
             names={k.info.kernel_id: k.info.name for k in sample.kernels},
         )
+        if self._gpu_busy_time is None or any(
+                gpu_busy(g, self.idle_threshold_percent) for g in sample.gpu.gpus):
+            self._gpu_busy_time = sample.time
         now = self.alerts.clock()
         summary = self.alerts.summary(now)
         views = build_views(sample, cost, pricing, self.ledger, self.sample_interval,
                             self.idle_threshold_percent, alerts=summary,
                             stale_after_days=self.pricing_config.stale_after_days,
-                            owner=self.owner)
+                            owner=self.owner, gpu_busy_time=self._gpu_busy_time)
         self.samples_total += 1
         published = Published(sample=sample, cost=cost, pricing=pricing, views=views,
                               samples_total=self.samples_total,

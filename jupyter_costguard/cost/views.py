@@ -114,6 +114,28 @@ def gpu_doc(g: GpuSample, owners: dict[int, str]) -> dict[str, Any]:
     }
 
 
+def gpu_activity_doc(sample: Sample | None, idle_threshold_percent: float,
+                     busy_time: float | None) -> dict[str, Any]:
+    """How many GPUs are held and busy now, and since when every GPU has been idle: what a
+    hub's culler needs to tell a forgotten GPU server from a silent training run."""
+    if sample is None:
+        return {"gpus_held": 0, "gpus_busy": 0, "idle_since": None}
+    busy = sum(1 for g in sample.gpu.gpus if gpu_busy(g, idle_threshold_percent))
+    return {
+        "gpus_held": sum(1 for g in sample.gpu.gpus if g.processes),
+        "gpus_busy": busy,
+        "idle_since": None if busy else busy_time,
+    }
+
+
+def gpu_busy(g: GpuSample, idle_threshold_percent: float) -> bool:
+    """At or above the threshold; a device that reports no utilisation (a MIG instance)
+    counts as busy while anything holds it, so what cannot be seen is never called idle."""
+    if g.utilization_percent is None:
+        return bool(g.processes)
+    return g.utilization_percent >= idle_threshold_percent
+
+
 def alerts_doc(summary: dict[str, dict[str, Any]] | None, path: str) -> dict[str, Any]:
     """A notebook's active alerts: their ids and the highest severity (None when none)."""
     entry = (summary or {}).get(path)
@@ -162,10 +184,13 @@ def build_views(
     alerts: dict[str, dict[str, Any]] | None = None,
     stale_after_days: int = 90,
     owner: Owner | None = None,
+    gpu_busy_time: float | None = None,
 ) -> Views:
     """Render every document from the latest sample and the ledger's totals.
 
-    `alerts` maps a notebook path to its active alerts (`AlertStore.summary`).
+    `alerts` maps a notebook path to its active alerts (`AlertStore.summary`);
+    `gpu_busy_time` is when a GPU was last at or above the idle threshold (the service
+    tracks it across samples), for the status document's `gpu_activity`.
     """
     now = sample.time if sample else None
     simulated = sample.simulated if sample is not None else simulated
@@ -266,6 +291,7 @@ def build_views(
             "unattributed_gpu": _money(server.unattributed_gpu),
         },
         "history": history_doc(ledger.recent_history(""), SPARKLINE_POINTS),
+        "gpu_activity": gpu_activity_doc(sample, idle_threshold_percent, gpu_busy_time),
     }
     gpu_list = {**common, "status": status["gpu_status"], "detail": status["gpu_detail"],
                 "driver_version": sample.gpu.driver_version if sample else None, "gpus": gpus}

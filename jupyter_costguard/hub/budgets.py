@@ -1,0 +1,90 @@
+"""Budgets per user and per group, with a period: what the admin page shows as "budget used"
+and what the spawn hook refuses a GPU profile on.
+
+A user's own budget is `user_budgets[name]`, else `default_user_budget`; each group in
+`group_budgets` has one budget that all its members' spend counts against. A user may start a
+GPU server only while their own budget and every budget of a group they belong to has
+something left in the current period.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from jupyter_costguard.hub.periods import PERIODS, period_end, period_start
+
+
+@dataclass(frozen=True)
+class Budgets:
+    period: str = "month"
+    user_budgets: Mapping[str, float] | None = None
+    group_budgets: Mapping[str, float] | None = None
+    default_user_budget: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.period not in PERIODS:
+            raise ValueError(f"budget period must be one of {', '.join(PERIODS)}, "
+                             f"not {self.period!r}")
+
+    def for_user(self, user: str) -> float | None:
+        value = (self.user_budgets or {}).get(user, self.default_user_budget)
+        return value if value is not None and value > 0 else None
+
+    def for_group(self, group: str) -> float | None:
+        value = (self.group_budgets or {}).get(group)
+        return value if value is not None and value > 0 else None
+
+    def start(self, now: float) -> float:
+        return period_start(self.period, now)
+
+    def end(self, now: float) -> float:
+        return period_end(self.period, now)
+
+
+@dataclass(frozen=True)
+class BudgetState:
+    """One budget in the current period."""
+
+    scope: str  # "user" or "group"
+    name: str
+    budget: float
+    spent: float
+    period: str
+    period_start: float
+    period_end: float
+
+    @property
+    def remaining(self) -> float:
+        return max(0.0, self.budget - self.spent)
+
+    @property
+    def used(self) -> float:
+        return self.spent / self.budget
+
+    @property
+    def exhausted(self) -> bool:
+        return self.spent >= self.budget
+
+    def doc(self) -> dict[str, object]:
+        return {"scope": self.scope, "name": self.name, "budget": round(self.budget, 6),
+                "spent": round(self.spent, 6), "remaining": round(self.remaining, 6),
+                "used": round(self.used, 6), "period": self.period,
+                "period_start": self.period_start, "period_end": self.period_end}
+
+
+def budget_states(budgets: Budgets, user: str, groups: list[str],
+                  user_spend: float, group_spend: Mapping[str, float], now: float,
+                  ) -> list[BudgetState]:
+    """Every budget that applies to `user`, with what the period has spent of it."""
+    start, end = budgets.start(now), budgets.end(now)
+    out = []
+    own = budgets.for_user(user)
+    if own is not None:
+        out.append(BudgetState("user", user, own, user_spend, budgets.period, start, end))
+    for g in groups:
+        b = budgets.for_group(g)
+        if b is not None:
+            out.append(BudgetState("group", g, b, group_spend.get(g, 0.0), budgets.period,
+                                   start, end))
+    return out

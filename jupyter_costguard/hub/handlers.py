@@ -1,0 +1,245 @@
+"""The service's routes, behind the Hub's OAuth: thin handlers over the report and the store.
+
+Who sees what: an *admin* (the `custom:costguard:admin` scope on their token, or a name in
+`admin_users`, or a group in `admin_groups`) sees every user, group and server; anyone else
+with access to the service sees their own figures only, and asking for another's is a 403.
+API routes answer a missing or invalid token with 403 JSON, never a login redirect; pages
+send a browser through the Hub's login.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from jupyterhub.services.auth import HubOAuthenticated, UserNotAllowed
+from tornado import web
+
+from jupyter_costguard.hub import report
+from jupyter_costguard.hub.budgets import budget_states
+from jupyter_costguard.hub.metrics import exposition
+from jupyter_costguard.hub.periods import parse_time
+
+ADMIN_SCOPE = "custom:costguard:admin"
+PAGE = Path(__file__).with_name("page.html")
+#: the longest chart a request may ask for, in points
+MAX_POINTS = 24 * 400
+
+
+class BaseHandler(HubOAuthenticated, web.RequestHandler):
+    """Identifies the caller off the IO loop's critical path: the Hub is asked asynchronously
+    (the HubAuth cache answers repeat visits), in `prepare`."""
+
+    api = True
+
+    @property
+    def ctx(self) -> Any:
+        return self.settings["costguard"]
+
+    async def prepare(self) -> None:
+        model = await self.hub_auth.get_user(self, sync=False)
+        user = None
+        if model:
+            try:
+                user = self.check_hub_user(model)
+            except UserNotAllowed:
+                user = None
+        self._hub_auth_user_cache = user
+        if user is None and self.api:
+            raise web.HTTPError(403, "a valid JupyterHub token with access to this service "
+                                     "is required")
+
+    @property
+    def who(self) -> dict[str, Any]:
+        user = self.current_user
+        assert user is not None
+        return user
+
+    def is_admin(self) -> bool:
+        return self.ctx.is_admin(self.who)
+
+    def require_admin(self, what: str) -> None:
+        if not self.is_admin():
+            raise web.HTTPError(403, f"{what} is for costguard admins ({ADMIN_SCOPE})")
+
+    def arg_time(self, name: str) -> float | None:
+        raw = self.get_query_argument(name, None)
+        if raw is None or raw == "":
+            return None
+        try:
+            return parse_time(raw, name)
+        except ValueError as e:
+            raise web.HTTPError(400, str(e)) from None
+
+    def arg_choice(self, name: str, choices: tuple[str, ...], default: str) -> str:
+        value = self.get_query_argument(name, default)
+        if value not in choices:
+            raise web.HTTPError(400, f"{name} must be one of {', '.join(choices)}, "
+                                     f"not {value!r}")
+        return value
+
+    def own_users(self) -> list[str] | None:
+        """None for an admin (everyone), else the caller's own name; `?user=` narrows it."""
+        asked = self.get_query_argument("user", None)
+        name = self.who.get("name", "")
+        if self.is_admin():
+            return None if asked in (None, "") else [asked]
+        if asked not in (None, "", name):
+            raise web.HTTPError(403, "you may read only your own figures")
+        return [name]
+
+    def write_json(self, doc: Any) -> None:
+        self.set_header("Content-Type", "application/json; charset=UTF-8")
+        self.set_header("Cache-Control", "no-store")
+        self.finish(json.dumps(doc))
+
+    def write_error(self, status_code: int, **kwargs: Any) -> None:
+        message = self._reason
+        exc = kwargs.get("exc_info", (None, None, None))[1]
+        if isinstance(exc, web.HTTPError) and exc.log_message:
+            message = exc.log_message % exc.args if exc.args else exc.log_message
+        if self.api:
+            self.set_header("Content-Type", "application/json; charset=UTF-8")
+            self.finish(json.dumps({"message": message, "status": status_code}))
+        else:
+            self.set_header("Content-Type", "text/plain; charset=UTF-8")
+            self.finish(f"{status_code}: {message}\n")
+
+
+class PageHandler(BaseHandler):
+    """The page: every user and group for an admin, one's own spend and budget for others."""
+
+    api = False
+
+    @web.authenticated
+    async def get(self) -> None:
+        html = await self.ctx.run(PAGE.read_text, "utf-8")
+        boot = {"admin": self.is_admin(), "user": self.who.get("name"),
+                "prefix": self.ctx.prefix, "simulated_note": "simulated"}
+        self.set_header("Content-Type", "text/html; charset=UTF-8")
+        self.set_header("Cache-Control", "no-store")
+        self.finish(html.replace("__COSTGUARD_BOOT__", json.dumps(boot).replace("<", "\\u003c")))
+
+
+class SpendHandler(BaseHandler):
+    """`api/spend?by=user|group|server&since=&until=&user=` as JSON, or CSV with
+    `format=csv` (or the `api/spend.csv` route)."""
+
+    def initialize(self, fmt: str = "json") -> None:
+        self.fmt = fmt
+
+    @web.authenticated
+    async def get(self) -> None:
+        by = self.arg_choice("by", report.BY, "user")
+        fmt = self.arg_choice("format", ("json", "csv"), self.fmt)
+        since, until = self.arg_time("since"), self.arg_time("until")
+        if since is not None and until is not None and until <= since:
+            raise web.HTTPError(400, "until must be after since")
+        users = self.own_users()
+        if by == "group" and users is not None and not self.is_admin():
+            raise web.HTTPError(403, "group totals are for costguard admins")
+        now = time.time()
+        rows = await self.ctx.run(report.rows, self.ctx.store, self.ctx.budgets, by, now,
+                                  since, until, users)
+        if fmt == "csv":
+            body = report.to_csv(rows)
+            self.set_header("Content-Type", "text/csv; charset=UTF-8")
+            self.set_header("Content-Disposition",
+                            f'attachment; filename="costguard-{by}.csv"')
+            self.finish(body)
+            return
+        self.write_json({"by": by, "since": since, "until": until, "time": now,
+                         "poll": self.ctx.poll_doc(),
+                         "rows": [r.doc() for r in rows]})
+
+
+class SeriesHandler(BaseHandler):
+    """`api/series?by=&step=hour|day&since=&until=&key=`: the chart's stacked points."""
+
+    @web.authenticated
+    async def get(self) -> None:
+        by = self.arg_choice("by", report.BY, "user")
+        step = self.arg_choice("step", ("hour", "day"), "hour")
+        now = time.time()
+        until = self.arg_time("until") or now
+        since = self.arg_time("since")
+        width = 3600 if step == "hour" else 86400
+        if since is None:
+            since = until - (48 * 3600 if step == "hour" else 30 * 86400)
+        if until <= since:
+            raise web.HTTPError(400, "until must be after since")
+        if (until - since) / width > MAX_POINTS:
+            raise web.HTTPError(400, f"at most {MAX_POINTS} points; ask for a shorter "
+                                     "period or a longer step")
+        keys = self.get_query_arguments("key") or None
+        users = self.own_users()
+        if users is not None and not self.is_admin():
+            if by == "group":
+                raise web.HTTPError(403, "group totals are for costguard admins")
+            name = users[0]
+            allowed = [name] if by == "user" else None
+            if by == "server":
+                keys = [k for k in (keys or []) if k.split("/", 1)[0] == name] or \
+                    [f"{name}/{s.server}" for s in self.ctx.store.servers() if s.user == name]
+            else:
+                keys = allowed
+        elif users is not None:  # an admin narrowing to one user
+            keys = keys or (users if by == "user" else None)
+        doc = await self.ctx.run(report.series, self.ctx.store, by, since, until, step, keys)
+        self.write_json(doc)
+
+
+class MeHandler(BaseHandler):
+    """`api/me`: the caller's own spend, servers and budgets (what the user's page shows)."""
+
+    @web.authenticated
+    async def get(self) -> None:
+        name = self.who.get("name", "")
+        now = time.time()
+        ctx = self.ctx
+        user_rows = await ctx.run(report.rows, ctx.store, ctx.budgets, "user", now, None,
+                                  None, [name])
+        server_rows = await ctx.run(report.rows, ctx.store, ctx.budgets, "server", now,
+                                    None, None, [name])
+        self.write_json({"user": name, "admin": self.is_admin(), "time": now,
+                         "totals": user_rows[0].doc() if user_rows else None,
+                         "servers": [r.doc() for r in server_rows],
+                         "budgets": [b.doc() for b in await ctx.run(ctx.budgets_of, name, now)],
+                         })
+
+
+class EventsHandler(BaseHandler):
+    """`api/events`: what the service did to servers (cull warnings and stops), newest first."""
+
+    @web.authenticated
+    async def get(self) -> None:
+        self.require_admin("the event log")
+        events = await self.ctx.run(self.ctx.store.events)
+        self.write_json({"events": [
+            {"time": t, "user": u, "server": s, "kind": k, "detail": d}
+            for t, u, s, k, d in events]})
+
+
+class MetricsHandler(BaseHandler):
+    """`metrics`: per-user and per-group series (Prometheus text format)."""
+
+    @web.authenticated
+    async def get(self) -> None:
+        self.require_admin("metrics")
+        body = await self.ctx.run(exposition, self.ctx.collector)
+        self.set_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+        self.finish(body)
+
+
+def budgets_of(ctx: Any, name: str, now: float) -> list[Any]:
+    """Every budget that applies to `name` with what this period has spent of it."""
+    store = ctx.store
+    groups = store.memberships().get(name, [])
+    start = ctx.budgets.start(now)
+    spent_user = store.user_spend(name, start)
+    members = store.memberships()
+    spent_group = {g: sum(store.user_spend(u, start) for u, gs in members.items() if g in gs)
+                   for g in groups}
+    return budget_states(ctx.budgets, name, groups, spent_user, spent_group, now)

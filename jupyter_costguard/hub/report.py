@@ -1,0 +1,183 @@
+"""The figures the pages, the JSON and CSV and the metrics show, per user, group or server.
+
+Spend for all time is exact to the last reading of each server; spend for a period adds the
+whole hours that start in [since, until) (what two polls saw is spread evenly over the hours
+between them). A user in two groups counts in both groups, so groups need not add up to the
+hub; users and servers always do.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from jupyter_costguard.hub.budgets import Budgets, BudgetState, budget_states
+from jupyter_costguard.hub.store import OK, STALE, HubStore, ServerRow
+
+BY = ("user", "group", "server")
+#: group name for users who belong to none
+NO_GROUP = "(no group)"
+
+CSV_COLUMNS = ("key", "user", "group", "server", "spend", "waste", "idle_gpu_hours",
+               "rate_per_hour", "gpus_held", "gpus_busy", "servers_running", "servers_stale",
+               "budget", "budget_spent", "budget_used", "currency", "simulated")
+
+
+@dataclass
+class Row:
+    key: str
+    user: str | None = None
+    group: str | None = None
+    server: str | None = None
+    spend: float = 0.0
+    waste: float = 0.0
+    idle_gpu_seconds: float = 0.0
+    rate_per_hour: float = 0.0
+    gpus_held: int = 0
+    gpus_busy: int = 0
+    servers_running: int = 0
+    servers_stale: int = 0
+    currency: str | None = None
+    simulated: bool = False
+    last_ok: float | None = None
+    state: str | None = None
+    detail: str | None = None
+    budget: BudgetState | None = None
+
+    def add(self, s: ServerRow, spend: float, waste: float, idle: float) -> None:
+        self.spend += spend
+        self.waste += waste
+        self.idle_gpu_seconds += idle
+        if s.state in (OK, STALE):
+            self.rate_per_hour += s.rate_per_hour
+            self.gpus_held += s.gpus_held
+            self.gpus_busy += s.gpus_busy
+            self.servers_running += 1
+            self.servers_stale += s.state == STALE
+        self.currency = self.currency or s.currency
+        self.simulated = self.simulated or s.simulated
+        if s.last_ok is not None:
+            self.last_ok = max(self.last_ok or 0.0, s.last_ok)
+
+    def doc(self) -> dict[str, Any]:
+        d: dict[str, Any] = {
+            "key": self.key, "user": self.user, "group": self.group, "server": self.server,
+            "spend": round(self.spend, 6), "waste": round(self.waste, 6),
+            "idle_gpu_hours": round(self.idle_gpu_seconds / 3600.0, 4),
+            "rate_per_hour": round(self.rate_per_hour, 6), "gpus_held": self.gpus_held,
+            "gpus_busy": self.gpus_busy, "servers_running": self.servers_running,
+            "servers_stale": self.servers_stale, "currency": self.currency,
+            "simulated": self.simulated, "last_ok": self.last_ok,
+            "budget": self.budget.doc() if self.budget else None,
+        }
+        if self.state is not None:
+            d["state"], d["detail"] = self.state, self.detail
+        return d
+
+
+def rows(store: HubStore, budgets: Budgets, by: str, now: float,
+         since: float | None = None, until: float | None = None,
+         users: Iterable[str] | None = None) -> list[Row]:
+    """Rows `by` user, group or server, for all time or [since, until), biggest first;
+    only those of `users` when given (a non-admin sees their own)."""
+    if by not in BY:
+        raise ValueError(f"by must be one of {', '.join(BY)}, not {by!r}")
+    wanted = None if users is None else set(users)
+    servers = [s for s in store.servers() if wanted is None or s.user in wanted]
+    totals = store.totals(since, until)
+    members = store.memberships()
+    period = store.totals(budgets.start(now), None)
+    user_period: dict[str, float] = {}
+    for (user, _), (spend, _, _) in period.items():
+        user_period[user] = user_period.get(user, 0.0) + spend
+    group_period: dict[str, float] = {}
+    for user, groups in members.items():
+        for g in groups:
+            group_period[g] = group_period.get(g, 0.0) + user_period.get(user, 0.0)
+
+    out: dict[str, Row] = {}
+    for s in servers:
+        spend, waste, idle = totals.get((s.user, s.server), (0.0, 0.0, 0.0))
+        if by == "server":
+            keys = [f"{s.user}/{s.server}"]
+        elif by == "user":
+            keys = [s.user]
+        else:
+            keys = members.get(s.user) or [NO_GROUP]
+        for key in keys:
+            row = out.get(key)
+            if row is None:
+                row = out[key] = Row(key=key)
+                if by == "server":
+                    row.user, row.server = s.user, s.server
+                    row.state, row.detail = s.state, s.detail
+                elif by == "user":
+                    row.user = s.user
+                else:
+                    row.group = key
+            row.add(s, spend, waste, idle)
+    for row in out.values():
+        if by == "group" and row.group is not None:
+            b = budgets.for_group(row.group)
+            if b is not None:
+                row.budget = BudgetState("group", row.group, b,
+                                         group_period.get(row.group, 0.0), budgets.period,
+                                         budgets.start(now), budgets.end(now))
+        elif row.user is not None and by == "user":
+            own = budget_states(budgets, row.user, [], user_period.get(row.user, 0.0), {},
+                                now)
+            row.budget = own[0] if own else None
+    return sorted(out.values(), key=lambda r: (-r.spend, r.key))
+
+
+def series(store: HubStore, by: str, since: float, until: float, step: str,
+           keys: Iterable[str] | None = None) -> dict[str, Any]:
+    """Spend and waste per `step` (hour or day, UTC) per key: the chart's data."""
+    if step not in ("hour", "day"):
+        raise ValueError(f"step must be hour or day, not {step!r}")
+    if by not in BY:
+        raise ValueError(f"by must be one of {', '.join(BY)}, not {by!r}")
+    width = 3600 if step == "hour" else 86400
+    members = store.memberships()
+    wanted = None if keys is None else set(keys)
+    points: dict[str, dict[int, list[float]]] = {}
+    for user, server, hour, spend, waste in store.series(since, until):
+        if by == "user":
+            ks = [user]
+        elif by == "server":
+            ks = [f"{user}/{server}"]
+        else:
+            ks = members.get(user) or [NO_GROUP]
+        t = (hour * 3600) // width * width
+        for k in ks:
+            if wanted is not None and k not in wanted:
+                continue
+            p = points.setdefault(k, {}).setdefault(t, [0.0, 0.0])
+            p[0] += spend
+            p[1] += waste
+    return {
+        "by": by, "step": step, "since": since, "until": until,
+        "series": [{"key": k, "points": [
+            {"time": t, "spend": round(v[0], 6), "waste": round(v[1], 6)}
+            for t, v in sorted(pts.items())]} for k, pts in sorted(points.items())],
+    }
+
+
+def to_csv(rows_: list[Row]) -> str:
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\r\n")
+    w.writerow(CSV_COLUMNS)
+    for r in rows_:
+        d = r.doc()
+        b = r.budget
+        w.writerow([
+            d["key"], d["user"] or "", d["group"] or "", "" if d["server"] is None
+            else d["server"], f"{r.spend:.6f}", f"{r.waste:.6f}", d["idle_gpu_hours"],
+            f"{r.rate_per_hour:.6f}", r.gpus_held, r.gpus_busy, r.servers_running,
+            r.servers_stale, "" if b is None else f"{b.budget:.2f}",
+            "" if b is None else f"{b.spent:.6f}", "" if b is None else f"{b.used:.4f}",
+            r.currency or "", str(r.simulated).lower()])
+    return buf.getvalue()

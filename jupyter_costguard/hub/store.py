@@ -1,0 +1,285 @@
+"""The hub service's SQLite: what every user server has spent, kept so that nothing counts twice.
+
+A server's `/status` reports cumulative totals since its ledger began (`totals.since`). The
+store keeps one *epoch* per (user, server, since) holding the latest cumulative figures read:
+polling the same server again only moves that epoch forward, a server restarted on the same
+ledger continues its epoch, and a server whose ledger is new (a fresh pod without a volume)
+starts a second epoch beside the first. A server's spend is the sum of its epochs, a user's
+the sum of their servers'. What an epoch gained between two polls is also spread evenly over
+the hours between them, for periods and charts.
+
+All methods run on the service's worker thread; one connection, one writer.
+"""
+
+from __future__ import annotations
+
+import math
+import sqlite3
+import threading
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+HOUR = 3600
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS epochs (
+    user TEXT NOT NULL, server TEXT NOT NULL, since REAL NOT NULL,
+    spend REAL NOT NULL, waste REAL NOT NULL, first_seen REAL NOT NULL, last_seen REAL NOT NULL,
+    PRIMARY KEY (user, server, since));
+CREATE TABLE IF NOT EXISTS hours (
+    user TEXT NOT NULL, server TEXT NOT NULL, hour INTEGER NOT NULL,
+    spend REAL NOT NULL DEFAULT 0, waste REAL NOT NULL DEFAULT 0,
+    idle_gpu_seconds REAL NOT NULL DEFAULT 0,
+    PRIMARY KEY (user, server, hour));
+CREATE TABLE IF NOT EXISTS servers (
+    user TEXT NOT NULL, server TEXT NOT NULL, url TEXT NOT NULL,
+    state TEXT NOT NULL, detail TEXT NOT NULL DEFAULT '',
+    last_ok REAL, last_try REAL, currency TEXT, simulated INTEGER NOT NULL DEFAULT 0,
+    rate_per_hour REAL NOT NULL DEFAULT 0, gpu_count INTEGER NOT NULL DEFAULT 0,
+    gpus_held INTEGER NOT NULL DEFAULT 0, gpus_busy INTEGER NOT NULL DEFAULT 0,
+    gpu_idle_since REAL, profile TEXT NOT NULL DEFAULT '',
+    PRIMARY KEY (user, server));
+CREATE TABLE IF NOT EXISTS memberships (
+    user TEXT NOT NULL, grp TEXT NOT NULL, PRIMARY KEY (user, grp));
+CREATE TABLE IF NOT EXISTS events (
+    id INTEGER PRIMARY KEY AUTOINCREMENT, time REAL NOT NULL, user TEXT NOT NULL,
+    server TEXT NOT NULL, kind TEXT NOT NULL, detail TEXT NOT NULL);
+"""
+
+#: server states: answering, not answering (kept with its last figures), no longer running
+OK, STALE, STOPPED = "ok", "stale", "stopped"
+
+
+@dataclass(frozen=True)
+class Reading:
+    """What one poll of one server's `/status` said (the fields the hub keeps)."""
+
+    user: str
+    server: str
+    url: str
+    time: float
+    since: float
+    spend: float
+    waste: float
+    currency: str
+    simulated: bool
+    rate_per_hour: float
+    gpu_count: int
+    gpus_held: int
+    gpus_busy: int
+    gpu_idle_since: float | None
+    profile: str = ""
+
+
+@dataclass(frozen=True)
+class ServerRow:
+    user: str
+    server: str
+    url: str
+    state: str
+    detail: str
+    last_ok: float | None
+    last_try: float | None
+    currency: str | None
+    simulated: bool
+    rate_per_hour: float
+    gpu_count: int
+    gpus_held: int
+    gpus_busy: int
+    gpu_idle_since: float | None
+    profile: str
+    spend: float
+    waste: float
+
+
+def spread(start: float, end: float, amount: float) -> dict[int, float]:
+    """`amount` spread evenly over [start, end), by the hour (epoch seconds // 3600)."""
+    if amount == 0:
+        return {}
+    if not end > start:
+        return {int(end // HOUR): amount}
+    out: dict[int, float] = {}
+    t = start
+    while t < end:
+        hour = int(t // HOUR)
+        stop = min(end, (hour + 1) * HOUR)
+        out[hour] = out.get(hour, 0.0) + amount * (stop - t) / (end - start)
+        t = stop
+    return out
+
+
+class HubStore:
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+        self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.executescript(SCHEMA)
+        self.path.chmod(0o600)
+        self._lock = threading.Lock()
+
+    def close(self) -> None:
+        self.db.close()
+
+    # --- writes (one transaction per poll cycle) -----------------------------------------
+
+    def record(self, readings: Iterable[Reading], failures: Mapping[tuple[str, str], str],
+               running: Mapping[tuple[str, str], str], memberships: Mapping[str, list[str]],
+               now: float) -> None:
+        """One poll cycle: the readings that came back, the servers that did not answer
+        (why), every server that is running (its URL), and each user's groups."""
+        with self._lock:
+            db = self.db
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                for r in readings:
+                    self._record_one(r)
+                for (user, server), why in failures.items():
+                    url = running.get((user, server), "")
+                    db.execute(
+                        "INSERT INTO servers (user, server, url, state, detail, last_try) "
+                        "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (user, server) DO UPDATE SET "
+                        "state = excluded.state, detail = excluded.detail, "
+                        "last_try = excluded.last_try, url = excluded.url",
+                        (user, server, url, STALE, why, now))
+                # servers the hub no longer lists as running
+                for user, server in db.execute(
+                        "SELECT user, server FROM servers WHERE state != ?", (STOPPED,)
+                ).fetchall():
+                    if (user, server) not in running:
+                        db.execute(
+                            "UPDATE servers SET state = ?, detail = 'not running', "
+                            "rate_per_hour = 0, gpus_held = 0, gpus_busy = 0, "
+                            "gpu_idle_since = NULL WHERE user = ? AND server = ?",
+                            (STOPPED, user, server))
+                db.execute("DELETE FROM memberships")
+                db.executemany("INSERT OR IGNORE INTO memberships VALUES (?, ?)",
+                               [(u, g) for u, gs in memberships.items() for g in gs])
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+
+    def _record_one(self, r: Reading) -> None:
+        db = self.db
+        prev = db.execute(
+            "SELECT spend, waste, last_seen FROM epochs WHERE user = ? AND server = ? "
+            "AND since = ?", (r.user, r.server, r.since)).fetchone()
+        old = db.execute("SELECT last_ok, gpu_count, gpus_busy, state FROM servers "
+                         "WHERE user = ? AND server = ?", (r.user, r.server)).fetchone()
+        if prev is None:
+            d_spend, d_waste, start = r.spend, r.waste, r.since
+            db.execute("INSERT INTO epochs VALUES (?, ?, ?, ?, ?, ?, ?)",
+                       (r.user, r.server, r.since, r.spend, r.waste, r.time, r.time))
+        else:
+            spend0, waste0, last_seen = prev
+            # a figure that went backwards (a ledger edited in place) moves the baseline only
+            d_spend, d_waste = max(0.0, r.spend - spend0), max(0.0, r.waste - waste0)
+            start = last_seen
+            if r.time >= last_seen:
+                db.execute("UPDATE epochs SET spend = ?, waste = ?, last_seen = ? "
+                           "WHERE user = ? AND server = ? AND since = ?",
+                           (max(spend0, r.spend), max(waste0, r.waste), r.time,
+                            r.user, r.server, r.since))
+            else:  # an older document than one already read: nothing new
+                d_spend = d_waste = 0.0
+        spend_h = spread(start, r.time, d_spend)
+        waste_h = spread(start, r.time, d_waste)
+        idle_h: dict[int, float] = {}
+        if old is not None and old[0] is not None and old[3] == OK and r.time > old[0]:
+            # GPU-seconds below the idle threshold between two answers
+            idle = max(0, old[1] - old[2]) * (r.time - old[0])
+            idle_h = spread(old[0], r.time, idle)
+        for hour in set(spend_h) | set(waste_h) | set(idle_h):
+            db.execute(
+                "INSERT INTO hours VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (user, server, hour) "
+                "DO UPDATE SET spend = spend + excluded.spend, waste = waste + excluded.waste, "
+                "idle_gpu_seconds = idle_gpu_seconds + excluded.idle_gpu_seconds",
+                (r.user, r.server, hour, spend_h.get(hour, 0.0), waste_h.get(hour, 0.0),
+                 idle_h.get(hour, 0.0)))
+        db.execute(
+            "INSERT INTO servers (user, server, url, state, detail, last_ok, last_try, currency,"
+            " simulated, rate_per_hour, gpu_count, gpus_held, gpus_busy, gpu_idle_since, profile)"
+            " VALUES (?, ?, ?, ?, '', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+            "ON CONFLICT (user, server) DO UPDATE SET url = excluded.url, state = excluded.state,"
+            " detail = '', last_ok = excluded.last_ok, last_try = excluded.last_try,"
+            " currency = excluded.currency, simulated = excluded.simulated,"
+            " rate_per_hour = excluded.rate_per_hour, gpu_count = excluded.gpu_count,"
+            " gpus_held = excluded.gpus_held, gpus_busy = excluded.gpus_busy,"
+            " gpu_idle_since = excluded.gpu_idle_since, profile = excluded.profile",
+            (r.user, r.server, r.url, OK, r.time, r.time, r.currency, int(r.simulated),
+             r.rate_per_hour, r.gpu_count, r.gpus_held, r.gpus_busy, r.gpu_idle_since,
+             r.profile))
+
+    def add_event(self, time: float, user: str, server: str, kind: str, detail: str) -> None:
+        """Something the service did to a server (a cull warning, a stop), and why."""
+        with self._lock:
+            self.db.execute("INSERT INTO events (time, user, server, kind, detail) "
+                            "VALUES (?, ?, ?, ?, ?)", (time, user, server, kind, detail))
+
+    # --- reads -----------------------------------------------------------------------------
+
+    def servers(self) -> list[ServerRow]:
+        with self._lock:
+            rows = self.db.execute(
+                "SELECT s.user, s.server, url, state, detail, last_ok, last_try, currency, "
+                "simulated, rate_per_hour, gpu_count, gpus_held, gpus_busy, gpu_idle_since, "
+                "profile, COALESCE(SUM(e.spend), 0), COALESCE(SUM(e.waste), 0) FROM servers s "
+                "LEFT JOIN epochs e ON e.user = s.user AND e.server = s.server "
+                "GROUP BY s.user, s.server ORDER BY s.user, s.server").fetchall()
+        return [ServerRow(user=r[0], server=r[1], url=r[2], state=r[3], detail=r[4],
+                          last_ok=r[5], last_try=r[6], currency=r[7], simulated=bool(r[8]),
+                          rate_per_hour=r[9], gpu_count=r[10], gpus_held=r[11],
+                          gpus_busy=r[12], gpu_idle_since=r[13], profile=r[14], spend=r[15],
+                          waste=r[16]) for r in rows]
+
+    def totals(self, since: float | None = None, until: float | None = None,
+               ) -> dict[tuple[str, str], tuple[float, float, float]]:
+        """(user, server) -> (spend, waste, idle GPU seconds) over whole hours in
+        [since, until); all time when both are None (spend and waste then come from the
+        epochs, exact to the last reading)."""
+        with self._lock:
+            out: dict[tuple[str, str], tuple[float, float, float]] = {}
+            lo = -math.inf if since is None else since
+            hi = math.inf if until is None else until
+            for user, server, spend, waste, idle in self.db.execute(
+                    "SELECT user, server, SUM(spend), SUM(waste), SUM(idle_gpu_seconds) "
+                    "FROM hours WHERE hour * 3600 >= ? AND hour * 3600 < ? "
+                    "GROUP BY user, server", (lo, hi)):
+                out[(user, server)] = (spend, waste, idle)
+            if since is None and until is None:
+                for user, server, spend, waste in self.db.execute(
+                        "SELECT user, server, SUM(spend), SUM(waste) FROM epochs "
+                        "GROUP BY user, server"):
+                    idle = out.get((user, server), (0.0, 0.0, 0.0))[2]
+                    out[(user, server)] = (spend, waste, idle)
+            return out
+
+    def series(self, since: float, until: float) -> list[tuple[str, str, int, float, float]]:
+        """(user, server, hour, spend, waste) for the hours in [since, until)."""
+        with self._lock:
+            return self.db.execute(
+                "SELECT user, server, hour, spend, waste FROM hours "
+                "WHERE hour * 3600 >= ? AND hour * 3600 < ? ORDER BY hour",
+                (since, until)).fetchall()
+
+    def memberships(self) -> dict[str, list[str]]:
+        with self._lock:
+            out: dict[str, list[str]] = {}
+            for user, grp in self.db.execute("SELECT user, grp FROM memberships ORDER BY grp"):
+                out.setdefault(user, []).append(grp)
+            return out
+
+    def events(self, limit: int = 200) -> list[tuple[float, str, str, str, str]]:
+        with self._lock:
+            return self.db.execute(
+                "SELECT time, user, server, kind, detail FROM events ORDER BY id DESC LIMIT ?",
+                (limit,)).fetchall()
+
+    def user_spend(self, user: str, since: float) -> float:
+        """A user's spend, all servers, in the hours from `since` (budgets)."""
+        with self._lock:
+            row = self.db.execute("SELECT COALESCE(SUM(spend), 0) FROM hours WHERE user = ? "
+                                  "AND hour * 3600 >= ?", (user, since)).fetchone()
+            return float(row[0])
