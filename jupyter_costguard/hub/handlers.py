@@ -117,7 +117,7 @@ class PageHandler(BaseHandler):
     async def get(self) -> None:
         html = await self.ctx.run(PAGE.read_text, "utf-8")
         boot = {"admin": self.is_admin(), "user": self.who.get("name"),
-                "prefix": self.ctx.prefix, "simulated_note": "simulated"}
+                "prefix": self.ctx.prefix, "xsrf": self.xsrf_token.decode()}
         self.set_header("Content-Type", "text/html; charset=UTF-8")
         self.set_header("Cache-Control", "no-store")
         self.finish(html.replace("__COSTGUARD_BOOT__", json.dumps(boot).replace("<", "\\u003c")))

@@ -135,6 +135,8 @@ class Poller:
             resp = await self.http.fetch(HTTPRequest(url, headers=self._headers(),
                                                      follow_redirects=False))
         except HTTPClientError as e:
+            if e.code == 599:  # tornado's own: the connection or the answer timed out
+                raise ValueError(f"no answer within {self.timeout:g} s") from None
             raise ValueError(f"HTTP {e.code} from {server.url}costguard/api/status") from None
         try:
             doc = json.loads(resp.body)

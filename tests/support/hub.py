@@ -94,6 +94,7 @@ c.JupyterHub.services = [
       "command": [sys.executable, "-m", "jupyter_costguard.hub",
                   "--config=" + spec["service_config"]],
       "oauth_client_allowed_scopes": ["custom:costguard:admin"],
+      "oauth_no_confirm": True,
       "environment": spec["env"]}},
     {{"name": "tester", "api_token": spec["tester_token"]}},
 ]
@@ -266,6 +267,14 @@ class Hub:
             server = (model.get("servers") or {}).get("")
             return bool(server and server.get("ready"))
         self._wait(ready, timeout, f"{user}'s server")
+
+    def start_kernel(self, user: str) -> str:
+        """A kernel on the user's server (through the proxy, the tester's token)."""
+        status, _, data = self.request("POST", f"/user/{user}/api/kernels", self.tester_token,
+                                       {"name": "python3"})
+        if status >= 400:
+            raise RuntimeError(f"kernel for {user}: {status} {data[:300]!r}")
+        return str(json.loads(data)["id"])
 
     def stop_server(self, user: str) -> None:
         self.api("DELETE", f"/users/{user}/server")
