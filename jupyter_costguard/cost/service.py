@@ -21,6 +21,7 @@ from jupyter_costguard.alerts.store import AlertStore
 from jupyter_costguard.cloud.metadata import MetadataResult
 from jupyter_costguard.cloud.watcher import MetadataWatcher
 from jupyter_costguard.cost.catalog import Catalog
+from jupyter_costguard.cost.hubbudget import budgets_doc, budgets_from_environ
 from jupyter_costguard.cost.ledger import HISTORY_BUCKET_SECONDS, Ledger
 from jupyter_costguard.cost.pricing import (
     ContainerFacts,
@@ -142,6 +143,9 @@ class CostService:
         self.after_sample = list(after_sample)
         self._stopping = False
         self.samples_total = 0
+        #: the budgets a JupyterHub gave this server at spawn, and the spend they started from
+        self.hub_budgets = budgets_from_environ(self.environ)
+        self._spend_at_start = ledger.server.spend
         #: when a GPU was last busy (the first sample counts as busy: idle time starts there)
         self._gpu_busy_time: float | None = None
         # Alerts share the ledger's file; their writes run on the worker, like the ledger's.
@@ -204,7 +208,10 @@ class CostService:
         views = build_views(sample, cost, pricing, self.ledger, self.sample_interval,
                             self.idle_threshold_percent, alerts=summary,
                             stale_after_days=self.pricing_config.stale_after_days,
-                            owner=self.owner, gpu_busy_time=self._gpu_busy_time)
+                            owner=self.owner, gpu_busy_time=self._gpu_busy_time,
+                            hub_budgets=budgets_doc(
+                                self.hub_budgets, self.ledger.server.spend
+                                - self._spend_at_start, sample.time))
         self.samples_total += 1
         published = Published(sample=sample, cost=cost, pricing=pricing, views=views,
                               samples_total=self.samples_total,

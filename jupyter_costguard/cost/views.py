@@ -185,6 +185,7 @@ def build_views(
     stale_after_days: int = 90,
     owner: Owner | None = None,
     gpu_busy_time: float | None = None,
+    hub_budgets: list[dict[str, Any]] | None = None,
 ) -> Views:
     """Render every document from the latest sample and the ledger's totals.
 
@@ -292,6 +293,7 @@ def build_views(
         },
         "history": history_doc(ledger.recent_history(""), SPARKLINE_POINTS),
         "gpu_activity": gpu_activity_doc(sample, idle_threshold_percent, gpu_busy_time),
+        "hub_budgets": hub_budgets or [],
     }
     gpu_list = {**common, "status": status["gpu_status"], "detail": status["gpu_detail"],
                 "driver_version": sample.gpu.driver_version if sample else None, "gpus": gpus}

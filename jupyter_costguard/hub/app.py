@@ -22,11 +22,12 @@ from jupyterhub.services.auth import HubOAuth, HubOAuthCallbackHandler
 from jupyterhub.utils import url_path_join
 from tornado import web
 from tornado.httpserver import HTTPServer
-from traitlets import Dict, Enum, Float, Integer, Set, Unicode, default
+from traitlets import Bool, Dict, Enum, Float, Integer, List, Set, Unicode, default
 from traitlets.config import Application
 
 from jupyter_costguard.hub import handlers
 from jupyter_costguard.hub.budgets import Budgets, BudgetState
+from jupyter_costguard.hub.cull import Culler, policies_from
 from jupyter_costguard.hub.metrics import HubCollector
 from jupyter_costguard.hub.periods import PERIODS
 from jupyter_costguard.hub.poller import Cycle, Poller
@@ -60,6 +61,15 @@ class CostGuardHub(Application):
     group_budgets = Dict(config=True, help="group name -> budget for all its members.")
     default_user_budget = Float(None, allow_none=True, config=True,
                                 help="Budget of a user with no entry in user_budgets.")
+    gpu_profiles = Set(Unicode(), config=True,
+                       help="Spawner profiles (the `profile` user option) that run on GPUs: "
+                            "the spawn hook refuses them once a budget is spent.")
+    cull_policies = List(Dict(), config=True,
+                         help="GPU culling policies, first match wins: {name, profiles, "
+                              "groups, idle_minutes, warn_minutes} (see hub/cull.py). "
+                              "Empty: no culling.")
+    cull_dry_run = Bool(False, config=True,
+                        help="Log and record what would be stopped instead of stopping it.")
     ip = Unicode(config=True, help="Listen address (default: from JUPYTERHUB_SERVICE_URL).")
     port = Integer(0, config=True, help="Listen port (default: from JUPYTERHUB_SERVICE_URL).")
 
@@ -86,6 +96,8 @@ class CostGuardHub(Application):
         self.last_cycle: Cycle | None = None
         self.collector = HubCollector(self.store, self.budgets, self._last_poll)
         self._task: asyncio.Task[None] | None = None
+        self.policies = policies_from(self.cull_policies)
+        self.culler: Culler | None = None
 
     def _last_poll(self) -> tuple[float, float] | None:
         c = self.last_cycle
@@ -102,6 +114,9 @@ class CostGuardHub(Application):
 
     def budgets_of(self, name: str, now: float) -> list[BudgetState]:
         return handlers.budgets_of(self, name, now)
+
+    def _record_event(self, t: float, user: str, server: str, kind: str, detail: str) -> None:
+        self.store.add_event(t, user, server, kind, detail)
 
     def poll_doc(self) -> dict[str, Any] | None:
         c = self.last_cycle
@@ -132,6 +147,10 @@ class CostGuardHub(Application):
                        {k: s.url for k, s in cycle.running.items()}, cycle.memberships,
                        cycle.time)
         self.last_cycle = cycle
+        if self.culler is not None:
+            rows = [r for r in await self.run(self.store.servers)
+                    if (r.user, r.server) in cycle.running]
+            await self.culler.run(rows, cycle.memberships, time.time())
         self.log.info("costguard-hub: polled %d servers in %.2f s (%d not answering)",
                       len(cycle.running), cycle.seconds, len(cycle.failures))
         return cycle
@@ -152,6 +171,10 @@ class CostGuardHub(Application):
         self.poller = Poller(os.environ["JUPYTERHUB_API_URL"], self.proxy_url,
                              os.environ["JUPYTERHUB_API_TOKEN"], timeout=self.poll_timeout,
                              concurrency=self.poll_concurrency)
+        if self.policies:
+            self.culler = Culler(self.policies, self.poller, dry_run=self.cull_dry_run,
+                                 record=self._record_event, log=self.log)
+            self.culler.kept.update(await self.run(self.store.kept))
         server = HTTPServer(self.make_app(), xheaders=True)
         server.listen(port, ip)
         self.log.info("costguard-hub: serving %s on %s:%d, polling every %g s via %s",

@@ -14,10 +14,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode
 
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
 
+from jupyter_costguard.hub.cull import CullClient
 from jupyter_costguard.hub.store import Reading
 
 #: the Hub's pagination media type (JupyterHub 2+); without it /users is one unpaged list
@@ -75,7 +76,7 @@ def reading_from_status(server: RunningServer, doc: Any, now: float) -> Reading:
         raise ValueError(f"not a costguard status document ({type(e).__name__}: {e})") from None
 
 
-class Poller:
+class Poller(CullClient):
     def __init__(self, hub_api_url: str, proxy_url: str, token: str, *,
                  timeout: float = 5.0, concurrency: int = 50,
                  clock: Callable[[], float] = time.time) -> None:
@@ -143,6 +144,33 @@ class Poller:
         except ValueError:
             raise ValueError("the answer is not JSON") from None
         return reading_from_status(server, doc, self.clock())
+
+    # --- what the culler does (hub.cull.CullClient) -----------------------------------
+
+    async def _server_call(self, url: str, path: str, method: str = "GET",
+                           body: Any = None) -> Any:
+        req = HTTPRequest(f"{self.proxy_url}{url}costguard/api/{path}", method=method,
+                          headers={**self._headers(), "Content-Type": "application/json"},
+                          body=None if body is None else json.dumps(body),
+                          follow_redirects=False)
+        resp = await self.http.fetch(req)
+        return json.loads(resp.body) if resp.body else None
+
+    async def raise_alert(self, url: str, body: dict[str, Any]) -> dict[str, Any]:
+        doc = await self._server_call(url, "alerts", "POST", body)
+        return doc if isinstance(doc, dict) else {}
+
+    async def dismiss_alert(self, url: str, alert_id: str) -> None:
+        await self._server_call(url, f"alerts/{alert_id}/dismiss", "POST", {})
+
+    async def active_jobs(self, url: str) -> int:
+        doc = await self._server_call(url, "jobs?limit=500")
+        return sum(1 for j in doc.get("jobs", []) if j.get("state") in ("queued", "running"))
+
+    async def stop_server(self, user: str, server: str) -> None:
+        path = f"/users/{quote(user)}/server" if not server else \
+            f"/users/{quote(user)}/servers/{quote(server)}"
+        await self.hub("DELETE", path)
 
     async def poll(self) -> Cycle:
         started = time.monotonic()

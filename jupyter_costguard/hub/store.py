@@ -277,6 +277,13 @@ class HubStore:
                 "SELECT time, user, server, kind, detail FROM events ORDER BY id DESC LIMIT ?",
                 (limit,)).fetchall()
 
+    def kept(self) -> dict[tuple[str, str], float]:
+        """When each server's user last chose "Keep running" (the culler's idle clock)."""
+        with self._lock:
+            return {(u, s): t for u, s, t in self.db.execute(
+                "SELECT user, server, MAX(time) FROM events WHERE kind = 'kept' "
+                "GROUP BY user, server")}
+
     def user_spend(self, user: str, since: float) -> float:
         """A user's spend, all servers, in the hours from `since` (budgets)."""
         with self._lock:

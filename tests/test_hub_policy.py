@@ -1,0 +1,240 @@
+"""GPU-aware culling and budgets at spawn on a real JupyterHub with real costguard servers:
+the idle GPU server is warned in its own JupyterLab, then stopped; the GPU-busy but
+kernel-silent one never; "Keep running" keeps it; the real jupyterhub-idle-culler with the
+arbiter hook decides the same; a GPU spawn over budget is refused with the reason, a CPU one
+is not."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from jupyter_costguard.hub.cull import (
+    ALERT_KIND,
+    STOP,
+    WARN,
+    CullClient,
+    Culler,
+    decide,
+    policies_from,
+)
+from jupyter_costguard.hub.store import HubStore, Reading
+from tests.support.hub import BIN, Hub, HubUser
+from tests.test_hub import gpu_trace, wait_for
+
+pytestmark = pytest.mark.timeout(600)
+
+#: a GPU profile's servers are stopped after 24 s with every GPU idle, warned 12 s before
+POLICY = {"name": "gpu", "profiles": ["gpu"], "idle_minutes": 0.4, "warn_minutes": 0.2}
+USERS = {"erin": 0, "frank": 90, "gina": 0, "hank": 0, "dave": 0}
+
+
+@pytest.fixture(scope="module")
+def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Hub]:
+    d = tmp_path_factory.mktemp("hubpolicy")
+    users = [HubUser(name, gpu_trace(d / f"{name}.json", util), ["lab"])
+             for name, util in USERS.items()]
+    h = Hub(d / "hub", users, service_settings={
+        "cull_policies": [POLICY], "gpu_profiles": {"gpu"}, "budget_period": "day",
+        "user_budgets": {"dave": 0.002}},
+        extra_config="from jupyter_costguard.hub.spawn import budget_hook\n"
+                     "c.Spawner.pre_spawn_hook = budget_hook(spec['service_config'])\n")
+    h.start()
+    try:
+        yield h
+    finally:
+        h.stop()
+
+
+def running(hub: Hub, user: str) -> bool:
+    server = (hub.api("GET", f"/users/{user}").get("servers") or {}).get("")
+    return bool(server and server.get("ready"))
+
+
+def alerts(hub: Hub, user: str) -> list[dict[str, Any]]:
+    status, _, data = hub.request("GET", f"/user/{user}/costguard/api/alerts?include=all",
+                                  hub.tester_token)
+    return json.loads(data)["alerts"] if status == 200 else []
+
+
+def service_event_rows(hub: Hub) -> list[tuple[float, str, str, str, str]]:
+    """The service's event log, oldest first (read from its SQLite)."""
+    store = HubStore(hub.service_db)
+    try:
+        return list(reversed(store.events()))
+    finally:
+        store.close()
+
+
+def service_events(hub: Hub) -> list[tuple[str, str]]:
+    return [(u, k) for _, u, _, k, _ in service_event_rows(hub)]
+
+
+def test_the_idle_gpu_server_is_warned_then_stopped_and_the_busy_one_never(hub: Hub) -> None:
+    for user in ("erin", "frank", "gina"):
+        hub.start_server(user, {"profile": "cpu" if user == "gina" else "gpu"})
+    for user in ("erin", "frank", "gina"):
+        hub.wait_ready(user)
+    hub.start_kernel("frank")  # holds GPU 0 at 90% in frank's trace, and runs no cell
+    # the warning reaches erin's own JupyterLab (her server's alerts) before the stop
+    warning = wait_for(lambda: next((a for a in alerts(hub, "erin")
+                                     if a["kind"] == ALERT_KIND), None), 30, "the warning")
+    assert warning["actions"] == [{"id": "dismiss", "label": "Keep running"}]
+    assert "will be stopped in" in warning["title"]
+    assert running(hub, "erin")
+    wait_for(lambda: not running(hub, "erin"), 40, "erin stopped")
+    kinds = service_events(hub)
+    assert kinds.index(("erin", "warn")) < kinds.index(("erin", "stop"))
+    times = {k: t for t, u, _, k, _ in service_event_rows(hub) if u == "erin"}
+    # warned the policy's 12 s ahead at least, and not stopped before the 24 s limit
+    assert times["stop"] - times["warn"] >= 12
+    assert times["stop"] >= warning["details"]["stop_at"]
+    # frank's kernels are silent, his GPU busy: never culled; gina's profile has no policy
+    time.sleep(5)
+    assert running(hub, "frank") and running(hub, "gina")
+    assert ("frank", "warn") not in kinds and ("gina", "warn") not in service_events(hub)
+    assert not [a for a in alerts(hub, "frank") if a["kind"] == ALERT_KIND]
+    status, doc = hub.service("api/events", hub.token_for("admin"))
+    assert status == 200
+    stop = next(e for e in doc["events"] if e["user"] == "erin" and e["kind"] == "stop")
+    assert "every GPU idle" in stop["detail"] and "policy gpu" in stop["detail"]
+
+
+def test_keep_running_keeps_the_server(hub: Hub) -> None:
+    hub.start_server("hank", {"profile": "gpu"})
+    hub.wait_ready("hank")
+    warning = wait_for(lambda: next((a for a in alerts(hub, "hank")
+                                     if a["kind"] == ALERT_KIND), None), 30, "the warning")
+    # what JupyterLab's "Keep running" button does
+    status, _, _ = hub.request("POST", f"/user/hank/costguard/api/alerts/{warning['id']}/"
+                               "dismiss", hub.tester_token, {})
+    assert status == 200
+    kept_at = time.time()
+    wait_for(lambda: ("hank", "kept") in service_events(hub), 15, "the keep recorded")
+    # the idle clock starts again: still up past the original limit
+    time.sleep(max(0.0, kept_at + 14 - time.time()))
+    assert running(hub, "hank")
+    assert ("hank", "stop") not in service_events(hub)
+    hub.stop_server("hank")
+
+
+def test_the_idle_culler_with_the_arbiter_hook_decides_the_same(hub: Hub, tmp_path: Path,
+                                                                 ) -> None:
+    """The real jupyterhub-idle-culler, every server idle by its rule (1 s): the hook keeps
+    frank (GPU busy), lets the usual rule cull gina (no policy), and logs each decision."""
+    assert running(hub, "frank") and running(hub, "gina")
+    log = tmp_path / "decisions.jsonl"
+    config = tmp_path / "culler_config.py"
+    config.write_text(
+        "import json\n"
+        "from jupyter_costguard.hub.cull import cull_arbiter_hook\n"
+        f"arbiter = cull_arbiter_hook({str(hub.service_config)!r})\n"
+        "def logged(**kw):\n"
+        "    result = arbiter(**kw)\n"
+        f"    with open({str(log)!r}, 'a') as f:\n"
+        "        f.write(json.dumps({'server': kw['server']['full_name'],"
+        " 'inactive': kw['inactive'].total_seconds(), 'cull': result}) + '\\n')\n"
+        "    return result\n"
+        "c = get_config()  # noqa\n"
+        "c.IdleCuller.cull_arbiter_hook = logged\n")
+    culler = subprocess.Popen(
+        [sys.executable, "-m", "jupyterhub_idle_culler", f"--config={config}",
+         f"--url={hub.url}/hub/api", "--timeout=1", "--cull-every=2"],
+        env={"JUPYTERHUB_API_TOKEN": hub.tester_token, "PATH": str(BIN)},
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        wait_for(lambda: not running(hub, "gina"), 40, "gina culled by the usual rule")
+        wait_for(lambda: log.exists() and any(
+            json.loads(line)["server"] == "frank/" and json.loads(line)["inactive"] >= 1
+            for line in log.read_text().splitlines()), 20, "frank judged")
+    finally:
+        culler.terminate()
+        out = culler.communicate(timeout=10)[0].decode(errors="replace")
+    decisions = [json.loads(line) for line in log.read_text().splitlines()]
+    assert {d["cull"] for d in decisions if d["server"] == "frank/"} == {False}, out
+    assert any(d["cull"] for d in decisions if d["server"] == "gina/"), out
+    assert running(hub, "frank")
+    hub.stop_server("frank")
+
+
+def test_a_gpu_spawn_over_budget_is_refused_and_a_cpu_spawn_is_not(hub: Hub) -> None:
+    hub.start_server("dave", {"profile": "cpu"})
+    hub.wait_ready("dave")
+    # 36/h: the 0.002 budget is spent in a fraction of a second of polls
+    wait_for(lambda: (lambda s: s[1]["rows"] and s[1]["rows"][0]["budget"] and
+                      s[1]["rows"][0]["budget"]["used"] >= 1)(
+        hub.service("api/spend?by=user&user=dave", hub.token_for("admin"))), 30,
+        "dave over budget")
+    status, me = hub.service("api/me", hub.token_for("dave"))
+    assert status == 200 and me["budgets"][0]["remaining"] == 0
+    assert me["budgets"][0]["period"] == "day"
+    hub.stop_server("dave")
+    wait_for(lambda: not running(hub, "dave"), 30, "dave stopped")
+    status, _, body = hub.request("POST", "/hub/api/users/dave/server", hub.tester_token,
+                                  {"profile": "gpu"})
+    assert status == 403, body
+    message = json.loads(body)["message"]
+    assert "GPU servers are refused" in message and "daily budget of 0.00 USD" in message
+    assert "a CPU profile can still be started" in message
+    assert not running(hub, "dave")
+    status, _, body = hub.request("POST", "/hub/api/users/dave/server", hub.tester_token,
+                                  {"profile": "cpu"})
+    assert status in (201, 202), body
+    hub.wait_ready("dave")
+    # the server was told its budget at spawn
+    doc = hub.server_status("dave")
+    assert doc["hub_budgets"][0]["scope"] == "user"
+    assert doc["hub_budgets"][0]["remaining"] == 0
+
+
+# --- dry run: the culler's decisions on a real store, with a recording client -------------
+
+class Recorder(CullClient):
+    """Records what the culler asks for; the alert it raises comes back active."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, ...]] = []
+
+    async def raise_alert(self, url: str, body: dict[str, Any]) -> dict[str, Any]:
+        self.calls.append(("alert", url, body["key"]))
+        return {"id": "a1", "state": "active"}
+
+    async def dismiss_alert(self, url: str, alert_id: str) -> None:
+        self.calls.append(("dismiss", url, alert_id))
+
+    async def active_jobs(self, url: str) -> int:
+        self.calls.append(("jobs", url))
+        return 0
+
+    async def stop_server(self, user: str, server: str) -> None:
+        self.calls.append(("stop", user, server))
+
+
+async def test_dry_run_logs_and_records_what_it_would_stop_and_stops_nothing(
+        tmp_path: Path) -> None:
+    store = HubStore(tmp_path / "hub.sqlite")
+    t0 = 1_800_000_000.0
+    store.record([Reading("ann", "", "/user/ann/", t0, t0 - 3600, 1.0, 0.5, "USD", True,
+                          10.0, 2, 0, 0, t0 - 1000, "gpu")], {}, {("ann", ""): "/user/ann/"},
+                 {"ann": []}, t0)
+    recorder = Recorder()
+    culler = Culler(policies_from([POLICY]), recorder, dry_run=True, record=store.add_event,
+                    log=__import__("logging").getLogger("test"))
+    rows = store.servers()
+    first = await culler.run(rows, {}, t0)
+    assert first[0][1].action == WARN  # past the limit, but never stopped unwarned
+    assert ("alert", "/user/ann/", f"{ALERT_KIND}:{t0 - 1000:.0f}") in recorder.calls
+    later = await culler.run(rows, {}, t0 + 13)
+    assert later[0][1].action == STOP
+    assert not [c for c in recorder.calls if c[0] == "stop"]
+    assert [k for _, _, _, k, _ in store.events()] == ["would-stop", "warn"]
+    # a busy GPU is kept whatever the idle time says
+    busy = rows[0].__class__(**{**rows[0].__dict__, "gpus_busy": 1, "gpu_idle_since": None})
+    assert decide(busy, [], policies_from([POLICY]), t0 + 60).action == "keep"
