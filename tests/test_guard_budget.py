@@ -93,6 +93,43 @@ def test_server_budget_counts_everything(tmp_path: Path):
     assert a is not None and a.severity == "critical" and "This server" in a.message
 
 
+def test_the_server_budget_starts_again_each_period(tmp_path: Path):
+    # T0 is 22:13:20 UTC; the day's budget of 0.36 is 36 s at 36/h
+    midnight = 1_700_006_400.0
+    h, _ = budget_harness(tmp_path, server_budget=0.36, server_budget_period="day")
+    h.run(T0 + 40, 1, [])
+    a = h.alert(KIND, "server")
+    assert a is not None and a.severity == "critical"
+    assert "per day since 2023-11-14 UTC" in a.details["budget_source"]
+    h.run(midnight - 10, 10, [])
+    assert h.alert(KIND, "server").severity == "critical"
+    # a new day: the period's spend starts from what the server had spent at midnight
+    h.run(midnight + 20, 1, [])
+    assert h.alert(KIND, "server") is None
+    assert h.ledger.period_spend(midnight) == pytest.approx(20 * 0.01, abs=0.02)
+    h.run(midnight + 40, 1, [])
+    a = h.alert(KIND, "server")
+    assert a is not None and a.severity == "critical"
+    assert "since 2023-11-15 UTC" in a.details["budget_source"]
+
+
+def test_the_period_mark_survives_a_restart(tmp_path: Path):
+    from jupyter_costguard.cost.ledger import Ledger
+    ledger = Ledger(tmp_path / "l.sqlite", now=T0 - 86400 * 3)
+    ledger.server.spend = 5.0
+    assert ledger.period_spend(T0) == 0.0  # the ledger began before the period: marked now
+    ledger.server.spend = 7.5
+    assert ledger.period_spend(T0) == 7.5 - 5.0
+    ledger.db.close()
+    again = Ledger(tmp_path / "l.sqlite", now=T0)
+    again.server.spend = 8.0
+    assert again.period_spend(T0) == pytest.approx(3.0)
+    # a ledger begun inside the period counts all of its spend
+    fresh = Ledger(tmp_path / "f.sqlite", now=T0 + 5)
+    fresh.server.spend = 1.25
+    assert fresh.period_spend(T0) == 1.25
+
+
 def test_no_budget_no_alert(tmp_path: Path):
     h, rule = budget_harness(tmp_path, budget_enforce=True)
     h.run(T0 + 3600, 60, [K("k1", "a.ipynb", state="busy")])

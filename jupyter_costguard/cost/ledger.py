@@ -18,6 +18,10 @@ from pathlib import Path
 from jupyter_costguard.cost.spend import IntervalCost
 
 SCHEMA = """
+CREATE TABLE IF NOT EXISTS period_marks (
+    start REAL PRIMARY KEY,      -- a budget period's start (epoch seconds)
+    spend REAL NOT NULL          -- the server's spend when that period began
+);
 CREATE TABLE IF NOT EXISTS consumer (
     kind TEXT NOT NULL,          -- 'kernel' (jobs later)
     id TEXT NOT NULL,
@@ -153,6 +157,24 @@ class Ledger:
         if d is None:
             d = self._history[path] = deque(maxlen=HISTORY_IN_MEMORY)
         return d
+
+    def period_spend(self, start: float) -> float:
+        """The server's spend since `start` (a budget period's beginning).
+
+        What the server had spent when the period began is marked the first time the
+        period is asked about (nothing, if the ledger began inside it) and kept in the
+        ledger, so a restart does not reset the period's count."""
+        with self._lock:
+            row = self.db.execute("SELECT spend FROM period_marks WHERE start = ?",
+                                  (start,)).fetchone()
+            if row is None:
+                mark = 0.0 if self.server.since >= start else self.server.spend
+                self.db.execute("INSERT INTO period_marks VALUES (?, ?)", (start, mark))
+                self.db.execute("DELETE FROM period_marks WHERE start < ?",
+                                (start - 400 * 86400,))
+            else:
+                mark = float(row[0])
+            return max(0.0, self.server.spend - mark)
 
     def record(
         self,

@@ -2,9 +2,10 @@
 
 Budgets are amounts in the configured currency, compared with the ledger's running totals:
 a notebook's spend over all the kernels that ever served it (persisted across restarts) and
-the server's whole spend since its ledger began. A notebook's budget is the number in its
-metadata, `{"costguard": {"budget": 12.5}}`, else `notebook_budget`; the server's is
-`server_budget`. Budgets that are unset (None) or not positive are off.
+the server's spend in `server_budget_period` (calendar month by default, UTC; "none": since
+its ledger began, as before), counted from a mark the ledger keeps. A notebook's budget is
+the number in its metadata, `{"costguard": {"budget": 12.5}}`, else `notebook_budget`; the
+server's is `server_budget`. Budgets that are unset (None) or not positive are off.
 
 At `budget_warn_fraction` of a budget the rule raises a warning; at 100% the same alert
 (kind "budget", key "server" or "notebook:<path>") turns critical. With `budget_enforce`,
@@ -24,6 +25,7 @@ import logging
 import math
 import os
 import threading
+import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +33,7 @@ from typing import Any
 
 from jupyter_costguard.guard.base import Act, Finding, GuardContext, RuleResult
 from jupyter_costguard.guard.config import GuardConfig
+from jupyter_costguard.periods import period_start
 from jupyter_costguard.sampling.records import KernelSample
 
 log = logging.getLogger("jupyter_costguard")
@@ -97,8 +100,9 @@ class BudgetRule:
         if server_budget is None:
             self._forget(SERVER_KEY, refusals)
         else:
-            self._judge(ctx, result, refusals, SERVER_KEY, None, ctx.ledger.server.spend,
-                        server_budget, "config", list(sample.kernels), currency)
+            spend, source = self._server_spend(ctx, sample.time)
+            self._judge(ctx, result, refusals, SERVER_KEY, None, spend, server_budget,
+                        source, list(sample.kernels), currency)
 
         for path, kernels in sorted(live.items()):
             key = notebook_key(path)
@@ -112,6 +116,15 @@ class BudgetRule:
                         currency)
         self._refusals = refusals
         return result
+
+    def _server_spend(self, ctx: GuardContext, now: float) -> tuple[float, str]:
+        """The server's spend in its budget period, and where the budget comes from."""
+        period = self.config.server_budget_period
+        if period == "none":
+            return ctx.ledger.server.spend, "config"
+        start = period_start(period, now)
+        since = time.strftime("%Y-%m-%d", time.gmtime(start))
+        return ctx.ledger.period_spend(start), f"config, per {period} since {since} UTC"
 
     def _budget_for(self, ctx: GuardContext, path: str) -> tuple[float | None, str]:
         try:

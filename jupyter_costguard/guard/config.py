@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from traitlets import Bool, Float, HasTraits, Int, List, Unicode
+from traitlets import Bool, Enum, Float, HasTraits, Int, List, Unicode
 
 
 @dataclass(frozen=True)
@@ -39,6 +39,9 @@ class GuardConfig:
     # --- budgets ----------------------------------------------------------------------
     notebook_budget: float | None = None
     server_budget: float | None = None
+    #: the server budget is per calendar month (UTC), ISO week or day; "none": since the
+    #: ledger began
+    server_budget_period: str = "month"
     budget_warn_fraction: float = 0.8
     #: at 100%: interrupt the notebook's kernels and refuse new offloads
     budget_enforce: bool = False
@@ -96,7 +99,12 @@ class GuardTraits(HasTraits):
         help="Budget per notebook (currency units); a notebook's metadata "
         "costguard.budget overrides it.")
     server_budget = Float(_D.server_budget, allow_none=True, config=True,
-                          help="Budget for the whole server (currency units).")
+                          help="Budget for the whole server (currency units), per "
+                          "server_budget_period.")
+    server_budget_period = Enum(["month", "week", "day", "none"],
+                                _D.server_budget_period, config=True,
+                                help="The server budget's period: calendar month, ISO week "
+                                "or day (UTC), or none (since the ledger began).")
     budget_warn_fraction = Float(_D.budget_warn_fraction, config=True,
                                  help="Warn when this fraction of a budget is spent.")
     budget_enforce = Bool(_D.budget_enforce, config=True,

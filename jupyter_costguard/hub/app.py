@@ -29,9 +29,9 @@ from jupyter_costguard.hub import handlers
 from jupyter_costguard.hub.budgets import Budgets, BudgetState
 from jupyter_costguard.hub.cull import Culler, policies_from
 from jupyter_costguard.hub.metrics import HubCollector
-from jupyter_costguard.hub.periods import PERIODS
 from jupyter_costguard.hub.poller import Cycle, Poller
 from jupyter_costguard.hub.store import HubStore
+from jupyter_costguard.periods import PERIODS
 
 T = TypeVar("T")
 ENV_CONFIG = "COSTGUARD_HUB_CONFIG"

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from jupyter_costguard.hub.periods import PERIODS, period_end, period_start
+from jupyter_costguard.periods import PERIODS, period_end, period_start
 
 
 @dataclass(frozen=True)

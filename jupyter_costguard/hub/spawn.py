@@ -24,7 +24,7 @@ from tornado import web
 from traitlets.config import Config, PyFileConfigLoader
 
 from jupyter_costguard.hub.budgets import Budgets, BudgetState, budget_states
-from jupyter_costguard.hub.periods import period_start
+from jupyter_costguard.periods import period_start
 
 #: what the user's server reads to show the budget in JupyterLab
 ENV_BUDGET = "COSTGUARD_HUB_BUDGET"
