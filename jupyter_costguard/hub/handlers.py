@@ -151,7 +151,7 @@ class SpendHandler(BaseHandler):
             self.finish(body)
             return
         self.write_json({"by": by, "since": since, "until": until, "time": now,
-                         "poll": self.ctx.poll_doc(),
+                         "poll": self.ctx.poll_doc() if self.is_admin() else None,
                          "rows": [r.doc() for r in rows]})
 
 

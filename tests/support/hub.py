@@ -73,6 +73,7 @@ c.JupyterHub.pid_file = os.path.join(spec["dir"], "hub.pid")
 c.JupyterHub.cleanup_servers = True
 c.JupyterHub.authenticator_class = "shared-password"
 c.SharedPasswordAuthenticator.user_password = spec["password"]
+c.SharedPasswordAuthenticator.admin_password = spec["admin_password"]
 c.Authenticator.allow_all = True
 c.Authenticator.admin_users = {{"admin"}}
 c.JupyterHub.spawner_class = "simple"
@@ -126,6 +127,8 @@ class Hub:
         self.port = free_port()
         self.service_port = free_port()
         self.password = secrets.token_hex(8)
+        #: JupyterHub's shared-password login takes admins only with their own password
+        self.admin_password = secrets.token_hex(24)
         self.tester_token = secrets.token_hex(16)
         self.proc: subprocess.Popen[bytes] | None = None
         self.service_settings = {"poll_interval": 1.0, "poll_timeout": 3.0,
@@ -170,6 +173,7 @@ class Hub:
         env["PATH"] = f"{BIN}:{os.environ.get('PATH', '')}"
         spec = {"dir": str(self.dir), "port": self.port, "hub_port": free_port(),
                 "proxy_api_port": free_port(), "chp": chp, "password": self.password,
+                "admin_password": self.admin_password,
                 "singleuser": str(BIN / "jupyterhub-singleuser"), "env": env,
                 "groups": groups, "service_port": self.service_port,
                 "service_config": str(service_config), "tester_token": self.tester_token,
@@ -187,7 +191,7 @@ class Hub:
         log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(
             [str(BIN / "jupyterhub"), "-f", str(config)], cwd=self.dir,
-            env={**os.environ, "PATH": f"{BIN}:{os.environ.get('PATH', '')}",
+            env={**os.environ, **self.env, "PATH": f"{BIN}:{os.environ.get('PATH', '')}",
                  "PYTHONUNBUFFERED": "1"},
             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         self._wait(lambda: self.api("GET", "/") is not None, timeout, "the hub")

@@ -1,0 +1,28 @@
+# The costguard hub service's settings (c.CostGuardHub), read by the service and by the spawn
+# hook and the idle-culler hook, so budgets and policies are written once.
+# Run by examples/jupyterhub/jupyterhub_config.py; copy it for a real site.
+import os
+
+c = get_config()  # noqa: F821 - provided by traitlets when it loads this file
+
+state = os.environ.get("COSTGUARD_DEMO_STATE", os.path.expanduser("~/.costguard-hub-demo"))
+c.CostGuardHub.db_path = os.path.join(state, "costguard_hub.sqlite")
+# where the Hub's proxy answers: the service reads every server through it
+c.CostGuardHub.proxy_url = os.environ.get("COSTGUARD_HUB_PROXY_URL", "http://127.0.0.1:8000")
+c.CostGuardHub.poll_interval = 10.0
+
+# Budgets: per calendar month (UTC) by default; also "week" or "day"
+c.CostGuardHub.budget_period = "month"
+c.CostGuardHub.user_budgets = {"bob": 20.0}
+c.CostGuardHub.default_user_budget = 500.0
+c.CostGuardHub.group_budgets = {"research": 50.0}
+# the spawner profiles that run on GPUs: refused once a budget is spent
+c.CostGuardHub.gpu_profiles = {"gpu"}
+
+# GPU-aware culling: GPU servers with every GPU idle for 30 min are warned 5 min ahead in
+# their JupyterLab, then stopped; CPU servers are left to the usual culler. The demo only
+# logs what it would stop (the event log on the admin page says "would-stop").
+c.CostGuardHub.cull_policies = [
+    {"name": "gpu", "profiles": ["gpu"], "idle_minutes": 30, "warn_minutes": 5},
+]
+c.CostGuardHub.cull_dry_run = True

@@ -1,0 +1,128 @@
+# A real JupyterHub with costguard on this machine: local processes, four demo users in two
+# groups, each user's server playing its own recorded GPU day (every figure says "simulated"
+# where no NVIDIA driver is found), the costguard service, budgets at spawn, GPU culling in
+# dry run.
+#
+#   pip install "jupyter-costguard[hub]" jupyterlab && npm install -g configurable-http-proxy
+#   jupyterhub -f examples/jupyterhub/jupyterhub_config.py
+#
+# then open http://127.0.0.1:8000, log in as admin (or alice, bob, carol) with the password
+# below, start a server, and open http://127.0.0.1:8000/services/costguard/.
+# Loopback only: the hub listens on 127.0.0.1 and no server asks a cloud's metadata service.
+import json
+import os
+import sys
+from pathlib import Path
+
+here = Path(__file__).resolve().parent
+examples = here.parent
+c = get_config()  # noqa: F821 - provided by JupyterHub when it loads this file
+
+state = Path(os.environ.get("COSTGUARD_DEMO_STATE", Path.home() / ".costguard-hub-demo"))
+state.mkdir(parents=True, exist_ok=True)
+os.environ["COSTGUARD_DEMO_STATE"] = str(state)
+port = int(os.environ.get("COSTGUARD_DEMO_PORT", "8000"))
+
+c.JupyterHub.ip = "127.0.0.1"
+c.JupyterHub.port = port
+c.JupyterHub.hub_ip = "127.0.0.1"
+c.JupyterHub.db_url = f"sqlite:///{state / 'jupyterhub.sqlite'}"
+c.JupyterHub.cookie_secret_file = str(state / "jupyterhub_cookie_secret")
+c.ConfigurableHTTPProxy.pid_file = str(state / "proxy.pid")
+c.JupyterHub.cleanup_servers = True
+
+# demo logins: one shared password, for a hub that only listens on loopback
+c.JupyterHub.authenticator_class = "shared-password"
+c.SharedPasswordAuthenticator.user_password = "costguard-demo"
+c.Authenticator.allowed_users = {"alice", "bob", "carol", "admin"}
+c.Authenticator.admin_users = {"admin"}
+c.JupyterHub.load_groups = {"ml": {"users": ["alice", "bob"]},
+                            "research": {"users": ["carol"]}}
+
+# local processes, one home per user under the demo's state folder
+c.JupyterHub.spawner_class = "simple"
+c.SimpleLocalProcessSpawner.home_dir_template = str(state / "home" / "{username}")
+c.Spawner.cmd = [str(Path(sys.executable).with_name("jupyterhub-singleuser"))]
+c.Spawner.default_url = "/lab"
+if os.geteuid() == 0:
+    c.Spawner.args = ["--allow-root"]
+c.Spawner.options_form = """
+<label for="profile">Profile</label>
+<select class="form-control" name="profile" id="profile">
+  <option value="gpu">GPU: p4d.24xlarge, 8 x A100 (simulated)</option>
+  <option value="cpu">CPU only</option>
+</select>
+"""
+
+
+def options_from_form(formdata):
+    return {"profile": formdata.get("profile", ["gpu"])[0]}
+
+
+c.Spawner.options_from_form = options_from_form
+
+# each user's costguard: their own ledger and their own part of the recorded trace (replayed
+# from a different point per user, so the pages show different figures)
+def rotated_trace(user: str, share: float) -> Path:
+    doc = json.loads((examples / "gpu_trace.json").read_text())
+    frames, duration = doc["frames"], float(doc["duration"])
+    k = int(len(frames) * share)
+    t0 = frames[k]["t"]
+    doc["frames"] = ([{**f, "t": f["t"] - t0} for f in frames[k:]]
+                     + [{**f, "t": f["t"] + duration - t0} for f in frames[:k]])
+    doc["description"] = f"{doc.get('description', '')} (from {share:.0%} in, for {user})"
+    path = state / "traces" / f"{user}.json"
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(json.dumps(doc))
+    return path
+
+
+OFFSETS = {"alice": 0.0, "bob": 0.25, "carol": 0.5, "admin": 0.75}
+for user, offset in OFFSETS.items():
+    conf = state / "conf" / user
+    conf.mkdir(parents=True, exist_ok=True)
+    (conf / "jupyter_server_config.json").write_text(json.dumps({"CostGuard": {
+        "replay_trace": str(rotated_trace(user, offset)),
+        "replay_mode": "fallback",
+        "db_path": str(state / "ledgers" / f"{user}.sqlite"),
+        "sample_interval": 2.0,
+        "cloud_metadata": False,
+        "container_share": "off",
+    }}))
+(state / "ledgers").mkdir(exist_ok=True)
+c.Spawner.environment = {
+    "JUPYTER_CONFIG_DIR": lambda spawner: str(state / "conf" / spawner.user.name),
+    "COSTGUARD_CLOUD_METADATA": "off",
+    "AWS_EC2_METADATA_DISABLED": "true",
+}
+
+# the costguard service: its own role with the narrowest scopes that work (README explains
+# each), an admin scope for the platform team, and every user may open their own page
+service_config = str(here / "costguard_hub_config.py")
+c.JupyterHub.services = [{
+    "name": "costguard",
+    "url": "http://127.0.0.1:%s" % os.environ.get("COSTGUARD_DEMO_SERVICE_PORT", "10101"),
+    "command": [sys.executable, "-m", "jupyter_costguard.hub", f"--config={service_config}"],
+    "environment": {"COSTGUARD_DEMO_STATE": str(state),
+                    "COSTGUARD_HUB_PROXY_URL": f"http://127.0.0.1:{port}"},
+    "oauth_client_allowed_scopes": ["custom:costguard:admin"],
+    "oauth_no_confirm": True,
+    "display": True,
+}]
+c.JupyterHub.custom_scopes = {
+    "custom:costguard:admin": {"description": "See every user's and group's costguard figures"},
+}
+c.JupyterHub.load_roles = [
+    {"name": "costguard", "services": ["costguard"],
+     "scopes": ["list:users", "read:users:name", "read:users:groups", "read:servers",
+                "access:servers", "admin:servers"]},
+    {"name": "user", "scopes": ["self", "access:services!service=costguard"]},
+    {"name": "costguard-admins", "users": ["admin"],
+     "scopes": ["custom:costguard:admin", "access:services!service=costguard"]},
+]
+
+# budgets at spawn: a GPU profile is refused once the user's or their group's budget for the
+# month is spent; CPU servers always start
+from jupyter_costguard.hub.spawn import budget_hook  # noqa: E402
+
+c.Spawner.pre_spawn_hook = budget_hook(service_config)

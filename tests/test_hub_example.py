@@ -1,0 +1,66 @@
+"""examples/jupyterhub/jupyterhub_config.py runs: a real hub from it (ports and the state
+folder moved for the test), a user's GPU server, and the costguard service adding it up."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support.hub import ROOT, Hub
+from tests.support.server_proc import free_port
+from tests.test_hub import wait_for
+
+pytestmark = pytest.mark.timeout(300)
+EXAMPLE = ROOT / "examples" / "jupyterhub" / "jupyterhub_config.py"
+
+
+class ExampleHub(Hub):
+    """The example's own config, loaded as is; the test only moves ports and adds the
+    tester service it drives the hub with."""
+
+    def write_config(self, chp: str) -> Path:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.env.update({"COSTGUARD_DEMO_STATE": str(self.dir / "state"),
+                         "COSTGUARD_DEMO_PORT": str(self.port),
+                         "COSTGUARD_DEMO_SERVICE_PORT": str(self.service_port)})
+        self.service_config = EXAMPLE.with_name("costguard_hub_config.py")
+        path = self.dir / "jupyterhub_config.py"
+        path.write_text(
+            "c = get_config()  # noqa\n"
+            f"load_subconfig({str(EXAMPLE)!r})\n"
+            f"c.JupyterHub.hub_port = {free_port()}\n"
+            f"c.ConfigurableHTTPProxy.api_url = 'http://127.0.0.1:{free_port()}'\n"
+            f"c.ConfigurableHTTPProxy.command = [{chp!r}]\n"
+            f"c.JupyterHub.services.append({{'name': 'tester', "
+            f"'api_token': {self.tester_token!r}}})\n"
+            "c.JupyterHub.load_roles.append({'name': 'tester', 'services': ['tester'], "
+            "'scopes': ['admin:users', 'admin:servers', 'tokens', 'access:servers']})\n")
+        return path
+
+
+@pytest.fixture(scope="module")
+def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Hub]:
+    h = ExampleHub(tmp_path_factory.mktemp("example"), [])
+    try:
+        yield h.start()
+    finally:
+        h.stop()
+
+
+def test_the_example_hub_adds_up_a_users_simulated_gpu_server(hub: Hub) -> None:
+    hub.start_server("alice", {"profile": "gpu"})
+    hub.wait_ready("alice")
+    status = hub.server_status("alice")
+    assert status["simulated"] is True and status["user"] == "alice"
+    assert status["instance"]["instance_type"] == "p4d.24xlarge"
+    admin = hub.token_for("admin")
+    rows = wait_for(lambda: (lambda s: s[1]["rows"] if s[0] == 200 and s[1]["rows"]
+                             and s[1]["rows"][0]["spend"] > 0 else None)(
+        hub.service("api/spend?by=group", admin)), 60, "alice's spend on the page")
+    assert [r["key"] for r in rows] == ["ml"]
+    assert rows[0]["simulated"] is True
+    # bob's budget (20 a month) is not spent: a GPU server starts
+    status, me = hub.service("api/me", hub.token_for("bob"))
+    assert status == 200 and me["budgets"][0]["budget"] == 20.0
