@@ -64,3 +64,34 @@ def test_the_example_hub_adds_up_a_users_simulated_gpu_server(hub: Hub) -> None:
     # bob's budget (20 a month) is not spent: a GPU server starts
     status, me = hub.service("api/me", hub.token_for("bob"))
     assert status == 200 and me["budgets"][0]["budget"] == 20.0
+
+
+def test_the_zero_to_jupyterhub_values_are_what_costguard_reads(tmp_path: Path) -> None:
+    import yaml
+
+    from jupyter_costguard.hub.cull import policies_from
+    from jupyter_costguard.hub.spawn import load_settings
+
+    values = yaml.safe_load(EXAMPLE.with_name("values.yaml").read_text())
+    files = values["hub"]["extraFiles"]
+    config = tmp_path / "costguard_hub_config.py"
+    config.write_text(files["costguard-hub-config"]["stringData"])
+    settings = load_settings(config)
+    assert policies_from(settings["cull_policies"])[0].profiles == {"a100", "h100-spot"}
+    # every GPU profile is one costguard treats as GPU, and says what it runs on
+    for profile in values["singleuser"]["profileList"]:
+        env = profile["kubespawner_override"].get("environment", {})
+        if profile["slug"] in settings["gpu_profiles"]:
+            assert set(env) == {"COSTGUARD_INSTANCE_TYPE", "COSTGUARD_REGION",
+                                "COSTGUARD_MARKET"}
+            assert profile["kubespawner_override"]["extra_resource_limits"]
+    # the culler's config names the same hub config, and both services have a command
+    assert files["costguard-hub-config"]["mountPath"] in \
+        files["costguard-culler-config"]["stringData"]
+    assert {"costguard", "idle-culler"} <= set(values["hub"]["services"])
+    # the service's role is the one the example hub (which the tests run) grants
+    example_roles = EXAMPLE.read_text()
+    for scope in ("list:users", "read:users:name", "read:users:groups", "read:servers",
+                  "access:servers", "admin:servers"):
+        assert f'"{scope}"' in values["hub"]["extraConfig"]["costguard"]
+        assert f'"{scope}"' in example_roles
