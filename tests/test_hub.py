@@ -17,35 +17,12 @@ from typing import Any
 import pytest
 
 from jupyter_costguard.hub import report
-from tests.support.hub import Hub, HubUser
-from tests.support.traces import write_trace
-from tests.support.units import GiB
+from tests.support.hub import Hub, HubUser, gpu_trace, wait_for
 
 pytestmark = pytest.mark.timeout(600)
 
 USERS = {"alice": (["ml"], 36.0, 90), "bob": (["ml", "research"], 12.0, 0),
          "carol": (["research"], 3.0, 40)}
-
-
-def gpu_trace(path: Path, utilization: float) -> Path:
-    """GPU 0 held by the server's first kernel at `utilization`, GPU 1 unused."""
-    held = [{"kernel": 0, "used_memory_bytes": 4 * GiB}] if utilization else []
-    frame = {"t": 0, "gpus": [
-        {"utilization_percent": utilization, "power_watts": 60 + 3 * utilization,
-         "processes": held},
-        {"utilization_percent": 0, "power_watts": 60, "processes": []}]}
-    return write_trace(path, [frame], gpus=2)
-
-
-def wait_for(check: Any, timeout: float = 60.0, what: str = "") -> Any:
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = check()
-        if last:
-            return last
-        time.sleep(0.3)
-    raise AssertionError(f"timed out waiting for {what or check}: {last!r}")
 
 
 @pytest.fixture(scope="module")

@@ -8,9 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.hub import ROOT, Hub
+from tests.support.hub import ROOT, Hub, wait_for
 from tests.support.server_proc import free_port
-from tests.test_hub import wait_for
 
 pytestmark = pytest.mark.timeout(300)
 EXAMPLE = ROOT / "examples" / "jupyterhub" / "jupyterhub_config.py"

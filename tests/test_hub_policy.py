@@ -26,8 +26,7 @@ from jupyter_costguard.hub.cull import (
     policies_from,
 )
 from jupyter_costguard.hub.store import HubStore, Reading
-from tests.support.hub import BIN, Hub, HubUser
-from tests.test_hub import gpu_trace, wait_for
+from tests.support.hub import BIN, Hub, HubUser, gpu_trace, wait_for
 
 pytestmark = pytest.mark.timeout(600)
 

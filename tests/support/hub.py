@@ -25,6 +25,8 @@ from typing import Any
 import pytest
 
 from tests.support.server_proc import free_port
+from tests.support.traces import write_trace
+from tests.support.units import GiB
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -303,3 +305,24 @@ class Hub:
             except ProcessLookupError:
                 pass
         self.proc = None
+
+
+def gpu_trace(path: Path, utilization: float) -> Path:
+    """GPU 0 held by the server's first kernel at `utilization`, GPU 1 unused."""
+    held = [{"kernel": 0, "used_memory_bytes": 4 * GiB}] if utilization else []
+    frame = {"t": 0, "gpus": [
+        {"utilization_percent": utilization, "power_watts": 60 + 3 * utilization,
+         "processes": held},
+        {"utilization_percent": 0, "power_watts": 60, "processes": []}]}
+    return write_trace(path, [frame], gpus=2)
+
+
+def wait_for(check: Any, timeout: float = 60.0, what: str = "") -> Any:
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = check()
+        if last:
+            return last
+        time.sleep(0.3)
+    raise AssertionError(f"timed out waiting for {what or check}: {last!r}")
