@@ -114,6 +114,40 @@ export interface ICostPrice {
   tried: string[];
 }
 
+/** A budget period (UTC): calendar month, ISO week (from Monday), day. */
+export type BudgetPeriod = 'month' | 'week' | 'day';
+
+/**
+ * One budget the JupyterHub site gave this user's server at spawn (the
+ * user's own or one of their groups'), with this server's spend since it
+ * started added (`status.hub_budgets[]`, in `status.currency`).
+ */
+export interface IHubBudget {
+  /** `user`: the user's own budget; `group`: a group's (`name`). */
+  scope: 'user' | 'group';
+  /** The user's or the group's name. */
+  name: string;
+  budget: number;
+  spent: number;
+  /** `max(0, budget - spent)`. */
+  remaining: number;
+  /** `spent / budget`; may exceed 1. */
+  used: number;
+  period: BudgetPeriod | string;
+  /** Epoch seconds. */
+  period_start: number;
+  /** Epoch seconds: when the budget resets. */
+  period_end: number;
+}
+
+/** GPUs held and busy now, and since when none has been (`status.gpu_activity`). */
+export interface IGpuActivity {
+  gpus_held: number;
+  gpus_busy: number;
+  /** Epoch seconds; null while a GPU is busy. */
+  idle_since: number | null;
+}
+
 /** Response of `GET costguard/api/status`. */
 export interface ICostStatus extends IOwnerFields {
   instance: ICostInstance | null;
@@ -140,6 +174,13 @@ export interface ICostStatus extends IOwnerFields {
   history?: IHistoryPoint[];
   /** Where the price comes from and how old it is (absent on older servers). */
   price?: ICostPrice | null;
+  /**
+   * The JupyterHub budgets of this user's server (empty outside a hub; absent
+   * on older servers). Read through `hubBudgetsOf`.
+   */
+  hub_budgets?: IHubBudget[];
+  /** GPUs held and busy (absent on older servers). Read through `gpuActivityOf`. */
+  gpu_activity?: IGpuActivity | null;
   /** The server sends more fields; see openapi.yaml. */
   [key: string]: unknown;
 }

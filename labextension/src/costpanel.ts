@@ -13,11 +13,26 @@
  * cells `td[data-key]`, `.jp-costguard-sparkline`, `.jp-costguard-kernel-interrupt`,
  * `.jp-costguard-kernel-shutdown`, `.jp-costguard-price-tried` (the `<details>`
  * listing how the price was decided), `dd.jp-costguard-warn` (a stale price),
- * `.jp-costguard-detail-note` (a row's second line).
+ * `.jp-costguard-detail-note` (a row's second line); under JupyterHub with
+ * budgets, `.jp-costguard-hub-budgets-section` (`hidden` without budgets) with
+ * one `.jp-costguard-hub-budget[data-scope][data-name][data-period]` per
+ * budget (`data-costguard-level` `ok`/`warning`/`critical`, classes
+ * `.jp-costguard-hub-budget-warning` from 80% used and
+ * `.jp-costguard-hub-budget-critical` once spent), its
+ * `.jp-costguard-hub-budget-bar` (`role="progressbar"`) and its
+ * `-who`, `-period`, `-used`, `-remaining`, `-reset`, `-note` parts.
  */
-import type { IGpuDoc, IKernelDoc, INotebookDoc } from './api';
+import type { IGpuDoc, IHubBudget, IKernelDoc, INotebookDoc } from './api';
 import { notebookSeverity } from './alerts';
+import { budgetBarFraction, budgetLevel, isBudgetSpent } from './budgets';
 import {
+  BUDGET_SPENT_TEXT,
+  formatBudgetLine,
+  formatBudgetPeriod,
+  formatBudgetRemaining,
+  formatBudgetReset,
+  formatBudgetUsed,
+  formatBudgetWho,
   formatBytes,
   formatContainerShare,
   formatDuration,
@@ -29,7 +44,8 @@ import {
   formatRate,
   formatRegion,
   formatStale,
-  formatTime
+  formatTime,
+  formatUtcDate
 } from './format';
 import {
   CostPanelModel,
@@ -87,15 +103,15 @@ function shortId(id: string): string {
  * Put `rows` into `body` in order, reusing the row element of each key.
  * Returns the row elements by key (the new cache).
  */
-function syncRows<T>(
-  body: HTMLTableSectionElement,
-  cache: Map<string, HTMLTableRowElement>,
+function syncRows<T, E extends Element = HTMLTableRowElement>(
+  body: Element,
+  cache: Map<string, E>,
   rows: ReadonlyArray<T>,
   keyOf: (row: T) => string,
-  create: (row: T) => HTMLTableRowElement,
-  update: (tr: HTMLTableRowElement, row: T) => void
-): Map<string, HTMLTableRowElement> {
-  const next = new Map<string, HTMLTableRowElement>();
+  create: (row: T) => E,
+  update: (tr: E, row: T) => void
+): Map<string, E> {
+  const next = new Map<string, E>();
   rows.forEach((row, index) => {
     const key = keyOf(row);
     if (next.has(key)) {
@@ -212,6 +228,15 @@ export class CostPanel extends SidePanel<CostPanelModel> {
 
     const body = el('div', 'jp-costguard-panel-body');
     node.appendChild(body);
+
+    this._budgetSection = this._section('Budget', 'jp-costguard-hub-budgets-section');
+    this._budgetSection.title =
+      "Your JupyterHub budgets, with this server's spend since it started " +
+      "(other servers' later spend is on the hub's page); periods are in UTC";
+    this._budgetSection.hidden = true;
+    this._budgetList = el('div', 'jp-costguard-hub-budgets');
+    this._budgetSection.appendChild(this._budgetList);
+    body.appendChild(this._budgetSection);
 
     body.appendChild(this._section('Instance', 'jp-costguard-instance-section'));
     this._instance = el('dl', 'jp-costguard-details jp-costguard-instance-details');
@@ -333,6 +358,7 @@ export class CostPanel extends SidePanel<CostPanelModel> {
     }
     setText(this._stateNode, stateText);
     this.node.dataset.costguardState = data.state;
+    this._renderBudgets();
     this._renderInstance();
     this._renderTotals();
     this._renderGpus();
@@ -392,6 +418,85 @@ export class CostPanel extends SidePanel<CostPanelModel> {
       dd.classList.toggle('jp-costguard-warn', extra?.warn === true);
       setAttr(dd, 'title', note ? `${text}\n${note}` : text);
     }
+  }
+
+  /** The JupyterHub budgets: one row each, the section only when there are any. */
+  private _renderBudgets(): void {
+    const budgets = this.model.hubBudgets;
+    const currency = this.model.currency;
+    this._budgetSection.hidden = budgets.length === 0;
+    this._budgetRows = syncRows<IHubBudget, HTMLElement>(
+      this._budgetList,
+      this._budgetRows,
+      budgets,
+      b => `${b.scope}\u0000${b.name}\u0000${b.period}`,
+      () => {
+        const row = el('div', 'jp-costguard-hub-budget');
+        const head = el('div', 'jp-costguard-hub-budget-head');
+        head.appendChild(el('span', 'jp-costguard-hub-budget-who'));
+        head.appendChild(el('span', 'jp-costguard-hub-budget-period'));
+        head.appendChild(el('span', 'jp-costguard-hub-budget-used'));
+        row.appendChild(head);
+        const bar = el('div', 'jp-costguard-hub-budget-bar');
+        bar.setAttribute('role', 'progressbar');
+        bar.setAttribute('aria-valuemin', '0');
+        bar.setAttribute('aria-valuemax', '100');
+        bar.appendChild(el('div', 'jp-costguard-hub-budget-fill'));
+        row.appendChild(bar);
+        const figures = el('div', 'jp-costguard-hub-budget-figures');
+        figures.appendChild(el('span', 'jp-costguard-hub-budget-remaining'));
+        figures.appendChild(el('span', 'jp-costguard-hub-budget-reset'));
+        row.appendChild(figures);
+        const note = el('div', 'jp-costguard-hub-budget-note', BUDGET_SPENT_TEXT);
+        note.hidden = true;
+        row.appendChild(note);
+        return row;
+      },
+      (row, b) => {
+        const level = budgetLevel(b);
+        row.dataset.scope = b.scope;
+        row.dataset.name = b.name;
+        row.dataset.period = b.period;
+        row.dataset.costguardLevel = level;
+        row.classList.toggle('jp-costguard-hub-budget-warning', level === 'warning');
+        row.classList.toggle('jp-costguard-hub-budget-critical', level === 'critical');
+        const who = formatBudgetWho(b);
+        const period = formatBudgetPeriod(b.period);
+        const used = formatBudgetUsed(b);
+        setText(row.querySelector('.jp-costguard-hub-budget-who')!, who);
+        setText(row.querySelector('.jp-costguard-hub-budget-period')!, period);
+        setText(row.querySelector('.jp-costguard-hub-budget-used')!, `${used} used`);
+        const percent = Math.round(budgetBarFraction(b) * 1000) / 10;
+        const bar = row.querySelector<HTMLElement>('.jp-costguard-hub-budget-bar')!;
+        setAttr(bar, 'aria-valuenow', String(percent));
+        setAttr(bar, 'aria-label', `${who}, ${period}: ${used} of the budget used`);
+        const fill = row.querySelector<HTMLElement>('.jp-costguard-hub-budget-fill')!;
+        if (fill.style.width !== `${percent}%`) {
+          fill.style.width = `${percent}%`;
+        }
+        setText(
+          row.querySelector('.jp-costguard-hub-budget-remaining')!,
+          formatBudgetRemaining(b, currency)
+        );
+        setText(
+          row.querySelector('.jp-costguard-hub-budget-reset')!,
+          formatBudgetReset(b) ?? ''
+        );
+        const note = row.querySelector<HTMLElement>('.jp-costguard-hub-budget-note')!;
+        note.hidden = !isBudgetSpent(b);
+        const since = Number.isFinite(b.period_start)
+          ? ` since ${formatUtcDate(b.period_start)}`
+          : '';
+        setAttr(
+          row,
+          'title',
+          `${formatBudgetLine(b, currency)}\nSpent ${formatMoney(
+            b.spent,
+            currency
+          )} (${used})${since}${isBudgetSpent(b) ? `\n${BUDGET_SPENT_TEXT}` : ''}`
+        );
+      }
+    );
   }
 
   private _renderInstance(): void {
@@ -775,6 +880,9 @@ export class CostPanel extends SidePanel<CostPanelModel> {
     }
   }
 
+  private _budgetList!: HTMLElement;
+  private _budgetRows = new Map<string, HTMLElement>();
+  private _budgetSection!: HTMLElement;
   private _gpuRows = new Map<string, HTMLTableRowElement>();
   private _gpuTable!: HTMLTableElement;
   private _instance!: HTMLElement;

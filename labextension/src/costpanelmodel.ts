@@ -9,12 +9,14 @@ import type { ServerConnection } from '@jupyterlab/services';
 import {
   ICostStatus,
   IGpuList,
+  IHubBudget,
   IKernelDoc,
   IKernelList,
   INotebookDoc,
   IOwnerFields,
   requestAPI
 } from './api';
+import { hubBudgetsOf } from './budgets';
 import { formatOwner, ownerOf } from './format';
 import { PolledModel } from './polledmodel';
 import { clampInterval, DEFAULT_REFRESH_SECONDS } from './settings';
@@ -283,6 +285,14 @@ export class CostPanelModel extends PolledModel<IPanelAnswer, PanelState> {
   get owner(): string | null {
     const owner = ownerOf([this._data.status, this._kernelsOwner, this._gpus]);
     return owner ? formatOwner(owner.user, owner.server) : null;
+  }
+
+  /**
+   * The JupyterHub budgets of this server, in display order (the user's own,
+   * then the groups' by name); `[]` outside a hub or from an older server.
+   */
+  get hubBudgets(): IHubBudget[] {
+    return hubBudgetsOf(this._data.status);
   }
 
   /** Running kernels (from the panel's poll). */

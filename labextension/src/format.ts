@@ -7,11 +7,13 @@ import type {
   IAlert,
   ICostPrice,
   ICostStatus,
+  IHubBudget,
   INotebookDoc,
   IOwnerFields
 } from './api';
 import { priceOf } from './price';
 import { maxSeverity } from './alerts';
+import { hubBudgetsOf, isBudgetSpent, spentUntil } from './budgets';
 
 /** Largest number of decimals used for small amounts. */
 const MAX_DECIMALS = 6;
@@ -87,7 +89,7 @@ export const DEFAULT_SUMMARY_OPTIONS: ISummaryOptions = {
 
 /** One piece of the status-bar text; `kind` maps to a CSS class. */
 export interface ISummaryPart {
-  kind: 'instance' | 'rate' | 'unpriced' | 'notebook' | 'spend';
+  kind: 'instance' | 'rate' | 'unpriced' | 'notebook' | 'spend' | 'budget';
   text: string;
 }
 
@@ -118,6 +120,8 @@ export interface IStatusSummary {
   severity: AlertSeverity | null;
   /** Whether the server says the price is out of date (`price.stale`). */
   stale: boolean;
+  /** Whether a JupyterHub budget of this server is spent (`hub_budgets`). */
+  budgetSpent: boolean;
   tooltip: string;
 }
 
@@ -228,6 +232,11 @@ export function summarizeStatus(
   if (options.showServerTotal && isNumber(spend)) {
     parts.push({ kind: 'spend', text: `total ${formatMoney(spend, currency)}` });
   }
+  const budgets = hubBudgetsOf(status);
+  const spentLine = formatBudgetsSpent(budgets);
+  if (spentLine) {
+    parts.push({ kind: 'budget', text: BUDGET_SPENT_PART });
+  }
 
   const lines: string[] = [];
   const ownerLine = formatOwnerLine(status.user, status.server);
@@ -288,6 +297,12 @@ export function summarizeStatus(
       lines.push(`Unattributed: ${formatMoney(totals.unattributed, currency)}`);
     }
   }
+  for (const budget of budgets) {
+    lines.push(formatBudgetLine(budget, currency));
+  }
+  if (spentLine) {
+    lines.push(spentLine);
+  }
   if (status.gpu_status && status.gpu_status !== 'ok') {
     const detail = status.gpu_detail ? ` (${status.gpu_detail})` : '';
     lines.push(`GPU telemetry: ${status.gpu_status}${detail}`);
@@ -308,8 +323,100 @@ export function summarizeStatus(
     unpriced,
     severity: maxSeverity(alerts.map(a => a.severity)),
     stale: price?.stale === true,
+    budgetSpent: spentLine !== null,
     tooltip: lines.join('\n')
   };
+}
+
+/** Status-bar part shown while a JupyterHub budget is spent. */
+export const BUDGET_SPENT_PART = 'budget spent';
+
+/** What a spent budget means for the user. */
+export const BUDGET_SPENT_TEXT = 'GPU servers cannot be started until the reset';
+
+/** Adjectives of the budget periods. */
+const BUDGET_PERIOD_LABELS: Record<string, string> = {
+  month: 'monthly',
+  week: 'weekly',
+  day: 'daily'
+};
+
+/** A budget period as an adjective: `monthly`, `weekly`, `daily` (else as sent). */
+export function formatBudgetPeriod(period: string | null | undefined): string {
+  if (!period) {
+    return '';
+  }
+  return BUDGET_PERIOD_LABELS[period] ?? period;
+}
+
+/** Whose budget: `you` (the user's own), `group ml`. */
+export function formatBudgetWho(budget: Pick<IHubBudget, 'scope' | 'name'>): string {
+  if (budget.scope === 'user') {
+    return 'you';
+  }
+  return budget.name ? `group ${budget.name}` : 'group';
+}
+
+/**
+ * An instant in UTC, as budget periods are: `2027-01-01 UTC` at midnight,
+ * `2027-01-01 13:05 UTC` otherwise; `–` when unknown.
+ */
+export function formatUtcDate(epochSeconds: number | null | undefined): string {
+  if (!isNumber(epochSeconds)) {
+    return '–';
+  }
+  const iso = new Date(epochSeconds * 1000).toISOString();
+  const date = iso.slice(0, 10);
+  const time = iso.slice(11, 16);
+  return time === '00:00' ? `${date} UTC` : `${date} ${time} UTC`;
+}
+
+/** What remains of a budget: `USD 12.40 left of 50.00`. */
+export function formatBudgetRemaining(budget: IHubBudget, currency = 'USD'): string {
+  return `${formatMoney(budget.remaining, currency)} left of ${formatAmount(
+    budget.budget
+  )}`;
+}
+
+/** When a budget resets: `resets 2027-01-01 UTC`; null when unknown. */
+export function formatBudgetReset(budget: IHubBudget): string | null {
+  return isNumber(budget.period_end)
+    ? `resets ${formatUtcDate(budget.period_end)}`
+    : null;
+}
+
+/** The share of a budget used, uncapped: `25%`, `124%`. */
+export function formatBudgetUsed(budget: IHubBudget): string {
+  return formatPercent(isNumber(budget.used) ? budget.used * 100 : null);
+}
+
+/**
+ * The tooltip line of a budget, e.g. `Budget (you, monthly): USD 12.40 left
+ * of 50.00 — resets 2027-01-01 UTC`, `Budget (group ml, weekly): …`.
+ */
+export function formatBudgetLine(budget: IHubBudget, currency = 'USD'): string {
+  const label = [formatBudgetWho(budget), formatBudgetPeriod(budget.period)]
+    .filter(Boolean)
+    .join(', ');
+  const reset = formatBudgetReset(budget);
+  return `Budget (${label}): ${formatBudgetRemaining(budget, currency)}${
+    reset ? ` — ${reset}` : ''
+  }`;
+}
+
+/**
+ * The line saying a budget is spent, e.g. `Budget spent: GPU servers cannot
+ * be started until the reset on 2027-01-01 UTC` (the latest reset among the
+ * spent budgets); null when none is spent.
+ */
+export function formatBudgetsSpent(budgets: ReadonlyArray<IHubBudget>): string | null {
+  if (!budgets.some(isBudgetSpent)) {
+    return null;
+  }
+  const until = spentUntil(budgets);
+  return `Budget spent: ${BUDGET_SPENT_TEXT}${
+    until !== null ? ` on ${formatUtcDate(until)}` : ''
+  }`;
 }
 
 /** Format a byte count in binary units: `0 B`, `512 MiB`, `39.5 GiB`. */

@@ -34,7 +34,15 @@ export namespace CostStatusClasses {
   export const alert = 'jp-costguard-alert';
   /** Present while the server says the price is out of date (`price.stale`). */
   export const priceStale = 'jp-costguard-price-stale';
-  /** Per-part classes: jp-costguard-instance, -rate, -unpriced, -notebook, -spend. */
+  /**
+   * Present while a JupyterHub budget of this server is spent (`hub_budgets`):
+   * the hub starts no GPU server until it resets.
+   */
+  export const budgetSpent = 'jp-costguard-budget-spent';
+  /**
+   * Per-part classes: jp-costguard-instance, -rate, -unpriced, -notebook,
+   * -spend, -budget.
+   */
   export function forPart(kind: string): string {
     return `jp-costguard-${kind}`;
   }
@@ -48,7 +56,9 @@ export namespace CostStatusClasses {
  * `offline`), `data-costguard-notebook` (active notebook path, when any),
  * `data-costguard-severity` (`info`, `warning`, `critical`, while an alert is
  * active for that notebook), `data-costguard-simulated="true"`. The class
- * `jp-costguard-price-stale` marks a price the server says is out of date.
+ * `jp-costguard-price-stale` marks a price the server says is out of date,
+ * `jp-costguard-budget-spent` a spent JupyterHub budget (with a `budget spent`
+ * part, and the tooltip's budget lines saying until when).
  */
 export class CostStatusWidget extends Widget {
   constructor(model: CostStatusModel) {
@@ -139,6 +149,7 @@ export class CostStatusWidget extends Widget {
           : 'Costguard: waiting for the first status';
       delete node.dataset.costguardSimulated;
       node.classList.remove(CostStatusClasses.priceStale);
+      node.classList.remove(CostStatusClasses.budgetSpent);
       this._setSeverity(null);
       return;
     }
@@ -173,6 +184,7 @@ export class CostStatusWidget extends Widget {
     // The list can lag the notebook document's own summary: take the highest.
     this._setSeverity(model.activeSeverity ?? summary.severity);
     node.classList.toggle(CostStatusClasses.priceStale, summary.stale);
+    node.classList.toggle(CostStatusClasses.budgetSpent, summary.budgetSpent);
     node.title = summary.tooltip;
   }
 

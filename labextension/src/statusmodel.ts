@@ -15,6 +15,8 @@ import {
   IAlert,
   IAlertList,
   ICostStatus,
+  IGpuActivity,
+  IHubBudget,
   INotebookDoc,
   INotebookList,
   alertsEndpoint,
@@ -24,6 +26,7 @@ import {
   snoozeAlert
 } from './api';
 import { alertsForNotebook, notebookSeverity } from './alerts';
+import { gpuActivityOf, hubBudgetsOf } from './budgets';
 import {
   DEFAULT_SUMMARY_OPTIONS,
   IActiveNotebook,
@@ -90,6 +93,20 @@ export class CostStatusModel extends PolledModel<IStatusAnswer, CostStatusState>
   /** The latest successful `status` response, or null. */
   get status(): ICostStatus | null {
     return this._status;
+  }
+
+  /**
+   * The JupyterHub budgets of the latest `status` (user's first, then the
+   * groups'); `[]` outside a hub, before the first response, or from an
+   * older server without `hub_budgets`.
+   */
+  get hubBudgets(): IHubBudget[] {
+    return hubBudgetsOf(this._status);
+  }
+
+  /** `gpu_activity` of the latest `status`; null when none (older servers). */
+  get gpuActivity(): IGpuActivity | null {
+    return gpuActivityOf(this._status);
   }
 
   /** Notebooks of the latest successful `notebooks` response. */

@@ -9,7 +9,18 @@ import { requestAPI } from '../api';
 import type { CostStatusModel } from '../statusmodel';
 import { CostPanel, PANEL_ID, PANEL_SIMULATED_ID } from '../costpanel';
 import { CostPanelModel } from '../costpanelmodel';
-import { alert, gpus, kernel, notebook, pricedStatus, share, status } from './fixtures';
+import {
+  alert,
+  budgetStatus,
+  gpus,
+  groupBudget,
+  hubBudget,
+  kernel,
+  notebook,
+  pricedStatus,
+  share,
+  status
+} from './fixtures';
 
 jest.mock('../api', () => ({
   ...jest.requireActual('../api'),
@@ -557,6 +568,117 @@ describe('CostPanel owner (JupyterHub)', () => {
     expect(owner(panel).hidden).toBe(false);
     expect(owner(panel).textContent).toBe('bob · big');
     Widget.detach(panel);
+    panel.dispose();
+  });
+});
+
+describe('CostPanel JupyterHub budgets', () => {
+  /** The panel, shown (a hidden panel renders when shown again). */
+  function shown() {
+    const parts = setup();
+    Widget.attach(parts.panel, document.body);
+    return parts;
+  }
+
+  function budgetRows(panel: CostPanel): HTMLElement[] {
+    return Array.from(panel.node.querySelectorAll<HTMLElement>('.jp-costguard-hub-budget'));
+  }
+
+  function part(row: HTMLElement, name: string): string | null | undefined {
+    return row.querySelector(`.jp-costguard-hub-budget-${name}`)?.textContent;
+  }
+
+  function section(panel: CostPanel): HTMLElement {
+    return panel.node.querySelector<HTMLElement>('.jp-costguard-hub-budgets-section')!;
+  }
+
+  it('shows no budget section outside a hub or on an older server', () => {
+    const { data, model, panel } = shown();
+    expect(model.hubBudgets).toEqual([]);
+    expect(section(panel).hidden).toBe(true);
+    expect(budgetRows(panel)).toHaveLength(0);
+    data.set({ status: budgetStatus([]) });
+    expect(section(panel).hidden).toBe(true);
+    expect(budgetRows(panel)).toHaveLength(0);
+    panel.dispose();
+  });
+
+  it('shows one row per budget, under the header, user first', () => {
+    const { data, panel } = shown();
+    data.set({ status: budgetStatus([groupBudget(), hubBudget({ spent: 12.5 })]) });
+    const body = panel.node.querySelector('.jp-costguard-panel-body')!;
+    expect(body.firstElementChild).toBe(section(panel));
+    expect(section(panel).hidden).toBe(false);
+    expect(section(panel).querySelector('h3')?.textContent).toBe('Budget');
+    const rows = budgetRows(panel);
+    expect(rows).toHaveLength(2);
+    const [mine, group] = rows;
+    expect(mine.dataset.scope).toBe('user');
+    expect(mine.dataset.name).toBe('alice');
+    expect(mine.dataset.period).toBe('month');
+    expect(part(mine, 'who')).toBe('you');
+    expect(part(mine, 'period')).toBe('monthly');
+    expect(part(mine, 'used')).toBe('25% used');
+    expect(part(mine, 'remaining')).toBe('USD 37.50 left of 50.00');
+    expect(part(mine, 'reset')).toBe('resets 2027-01-01 UTC');
+    expect(mine.dataset.costguardLevel).toBe('ok');
+    expect(mine.classList).not.toContain('jp-costguard-hub-budget-warning');
+    expect(mine.classList).not.toContain('jp-costguard-hub-budget-critical');
+    const bar = mine.querySelector<HTMLElement>('.jp-costguard-hub-budget-bar')!;
+    expect(bar.getAttribute('role')).toBe('progressbar');
+    expect(bar.getAttribute('aria-valuenow')).toBe('25');
+    expect(bar.querySelector<HTMLElement>('.jp-costguard-hub-budget-fill')!.style.width).toBe(
+      '25%'
+    );
+    expect(mine.querySelector<HTMLElement>('.jp-costguard-hub-budget-note')!.hidden).toBe(true);
+    expect(mine.title.split('\n')[0]).toBe(
+      'Budget (you, monthly): USD 37.50 left of 50.00 — resets 2027-01-01 UTC'
+    );
+    expect(group.dataset.scope).toBe('group');
+    expect(part(group, 'who')).toBe('group ml');
+    expect(part(group, 'period')).toBe('weekly');
+    expect(part(group, 'remaining')).toBe('USD 15.00 left of 20.00');
+    expect(part(group, 'reset')).toBe('resets 2026-12-07 UTC');
+    panel.dispose();
+  });
+
+  it('warns from 80% used and is critical once spent, the bar capped at 100%', () => {
+    const { data, panel } = shown();
+    data.set({ status: budgetStatus([hubBudget({ spent: 42 }), groupBudget({ spent: 26 })]) });
+    const [mine, group] = budgetRows(panel);
+    expect(mine.dataset.costguardLevel).toBe('warning');
+    expect(mine.classList).toContain('jp-costguard-hub-budget-warning');
+    expect(mine.classList).not.toContain('jp-costguard-hub-budget-critical');
+    expect(group.dataset.costguardLevel).toBe('critical');
+    expect(group.classList).toContain('jp-costguard-hub-budget-critical');
+    expect(group.classList).not.toContain('jp-costguard-hub-budget-warning');
+    expect(part(group, 'used')).toBe('130% used');
+    expect(part(group, 'remaining')).toBe('USD 0.00 left of 20.00');
+    const bar = group.querySelector<HTMLElement>('.jp-costguard-hub-budget-bar')!;
+    expect(bar.getAttribute('aria-valuenow')).toBe('100');
+    expect(bar.querySelector<HTMLElement>('.jp-costguard-hub-budget-fill')!.style.width).toBe(
+      '100%'
+    );
+    const note = group.querySelector<HTMLElement>('.jp-costguard-hub-budget-note')!;
+    expect(note.hidden).toBe(false);
+    expect(note.textContent).toBe('GPU servers cannot be started until the reset');
+    expect(group.title).toContain('GPU servers cannot be started until the reset');
+    panel.dispose();
+  });
+
+  it('updates rows in place and removes the section when the budgets go', () => {
+    const { data, panel } = shown();
+    data.set({ status: budgetStatus([hubBudget(), groupBudget()]) });
+    const [mine] = budgetRows(panel);
+    data.set({ status: budgetStatus([hubBudget({ spent: 50 }), groupBudget()]) });
+    expect(budgetRows(panel)[0]).toBe(mine);
+    expect(mine.classList).toContain('jp-costguard-hub-budget-critical');
+    data.set({ status: budgetStatus([hubBudget()]) });
+    expect(budgetRows(panel)).toHaveLength(1);
+    expect(mine.classList).not.toContain('jp-costguard-hub-budget-critical');
+    data.set({ status });
+    expect(budgetRows(panel)).toHaveLength(0);
+    expect(section(panel).hidden).toBe(true);
     panel.dispose();
   });
 });

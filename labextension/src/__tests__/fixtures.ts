@@ -7,6 +7,7 @@ import type {
   ICostPrice,
   ICostStatus,
   IGpuList,
+  IHubBudget,
   IKernelDoc,
   INotebookDoc
 } from '../api';
@@ -189,3 +190,50 @@ export const gpus: IGpuList = {
     }
   ]
 };
+
+/** 2026-12-01T00:00:00Z and 2027-01-01T00:00:00Z: a calendar month (UTC). */
+export const DEC_2026 = 1796083200;
+export const JAN_2027 = 1798761600;
+/** 2026-11-30 and 2026-12-07, Mondays: an ISO week (UTC). */
+export const WEEK_START = 1795996800;
+export const WEEK_END = 1796601600;
+
+/**
+ * A budget of `hub_budgets`: the user's monthly USD 50, USD 37.60 spent
+ * (`remaining` and `used` follow `spent` unless `extra` says).
+ */
+export function hubBudget(extra: Partial<IHubBudget> = {}): IHubBudget {
+  const budget = extra.budget ?? 50;
+  const spent = extra.spent ?? 37.6;
+  return {
+    scope: 'user',
+    name: 'alice',
+    budget,
+    spent,
+    remaining: Math.max(0, budget - spent),
+    used: spent / budget,
+    period: 'month',
+    period_start: DEC_2026,
+    period_end: JAN_2027,
+    ...extra
+  };
+}
+
+/** The ml group's weekly USD 20. */
+export function groupBudget(extra: Partial<IHubBudget> = {}): IHubBudget {
+  return hubBudget({
+    scope: 'group',
+    name: 'ml',
+    budget: 20,
+    spent: 5,
+    period: 'week',
+    period_start: WEEK_START,
+    period_end: WEEK_END,
+    ...extra
+  });
+}
+
+/** `status` of a server under a hub with `budgets`. */
+export function budgetStatus(budgets: IHubBudget[]): ICostStatus {
+  return { ...status, user: 'alice', server: '', hub_budgets: budgets };
+}

@@ -8,7 +8,16 @@ import type { AlertSeverity, IAlert, ICostStatus } from '../api';
 import type { CostStatusModel, CostStatusState } from '../statusmodel';
 import { DEFAULT_SUMMARY_OPTIONS, IActiveNotebook, ISummaryOptions } from '../format';
 import { CostStatusWidget, STATUS_ID } from '../statusbar';
-import { alert, notebook, pricedStatus, share, status as fixture } from './fixtures';
+import {
+  alert,
+  budgetStatus,
+  groupBudget,
+  hubBudget,
+  notebook,
+  pricedStatus,
+  share,
+  status as fixture
+} from './fixtures';
 
 /** Just enough of CostStatusModel for the widget. */
 class FakeModel {
@@ -209,5 +218,56 @@ describe('CostStatusWidget', () => {
     model.set({ status });
     expect(widget.node.title.split('\n')[0]).toBe('Instance: p4d.24xlarge (aws)');
     expect(widget.node.title).not.toContain("'s server");
+  });
+
+  it('lists the JupyterHub budgets in the tooltip, one line each', () => {
+    const { model, widget } = make();
+    model.set({ state: 'ok', status: budgetStatus([groupBudget(), hubBudget()]) });
+    const lines = widget.node.title.split('\n');
+    const budgetLines = lines.filter(l => l.startsWith('Budget'));
+    expect(budgetLines).toEqual([
+      'Budget (you, monthly): USD 12.40 left of 50.00 — resets 2027-01-01 UTC',
+      'Budget (group ml, weekly): USD 15.00 left of 20.00 — resets 2026-12-07 UTC'
+    ]);
+    expect(widget.node.classList).not.toContain('jp-costguard-budget-spent');
+    expect(widget.node.querySelector('.jp-costguard-budget')).toBeNull();
+    expect(widget.node.textContent).toBe('⚡ p4d.24xlarge · USD 32.77/h' + 'simulated');
+  });
+
+  it('marks a spent budget, says GPU servers wait for the reset, and drops the mark', () => {
+    const { model, widget } = make();
+    model.set({
+      state: 'ok',
+      status: budgetStatus([hubBudget(), groupBudget({ spent: 20 })])
+    });
+    expect(widget.node.classList).toContain('jp-costguard-budget-spent');
+    expect(widget.node.querySelector('.jp-costguard-budget')?.textContent).toBe(
+      'budget spent'
+    );
+    expect(widget.node.textContent).toBe(
+      '⚡ p4d.24xlarge · USD 32.77/h · budget spent' + 'simulated'
+    );
+    const lines = widget.node.title.split('\n');
+    expect(lines).toContain(
+      'Budget (group ml, weekly): USD 0.00 left of 20.00 — resets 2026-12-07 UTC'
+    );
+    expect(lines).toContain(
+      'Budget spent: GPU servers cannot be started until the reset on 2026-12-07 UTC'
+    );
+    // a new period (the next spawn's budgets): nothing spent any more
+    model.set({ status: budgetStatus([hubBudget(), groupBudget({ spent: 0 })]) });
+    expect(widget.node.classList).not.toContain('jp-costguard-budget-spent');
+    expect(widget.node.title).not.toContain('cannot be started');
+    model.set({ status: budgetStatus([hubBudget({ spent: 50 })]) });
+    expect(widget.node.classList).toContain('jp-costguard-budget-spent');
+    model.set({ state: 'offline', error: new Error('boom') });
+    expect(widget.node.classList).not.toContain('jp-costguard-budget-spent');
+  });
+
+  it('renders an older server without hub_budgets as before', () => {
+    const { model, widget } = make();
+    model.set({ state: 'ok', status });
+    expect(widget.node.title).not.toContain('Budget');
+    expect(widget.node.classList).not.toContain('jp-costguard-budget-spent');
   });
 });

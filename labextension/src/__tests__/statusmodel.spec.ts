@@ -1,6 +1,6 @@
 import { CostStatusModel } from '../statusmodel';
 import { FakeServer } from './fakeserver';
-import { alert, notebook, status } from './fixtures';
+import { alert, budgetStatus, groupBudget, hubBudget, notebook, status } from './fixtures';
 
 function server(): FakeServer {
   const s = new FakeServer();
@@ -58,6 +58,24 @@ describe('CostStatusModel', () => {
     expect(m.notebooks.map(n => n.path)).toEqual(['train.ipynb', 'explore.ipynb']);
     expect(m.notebooksSimulated).toBe(true);
     expect(changes).toBe(1);
+    m.dispose();
+  });
+
+  it('reads hub_budgets and gpu_activity, [] and null from an older server', async () => {
+    const s = server();
+    const m = model(s);
+    expect(m.hubBudgets).toEqual([]);
+    expect(m.gpuActivity).toBeNull();
+    await m.refresh();
+    expect(m.hubBudgets).toEqual([]);
+    expect(m.gpuActivity).toBeNull();
+    const gpuActivity = { gpus_held: 1, gpus_busy: 0, idle_since: 1764460000 };
+    s.routes['GET status'] = () => ({
+      body: { ...budgetStatus([groupBudget(), hubBudget()]), gpu_activity: gpuActivity }
+    });
+    await m.refresh();
+    expect(m.hubBudgets).toEqual([hubBudget(), groupBudget()]);
+    expect(m.gpuActivity).toEqual(gpuActivity);
     m.dispose();
   });
 
