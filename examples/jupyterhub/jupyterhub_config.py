@@ -101,7 +101,7 @@ c.Spawner.environment = {
 service_config = str(here / "costguard_hub_config.py")
 c.JupyterHub.services = [{
     "name": "costguard",
-    "url": "http://127.0.0.1:%s" % os.environ.get("COSTGUARD_DEMO_SERVICE_PORT", "10101"),
+    "url": f"http://127.0.0.1:{os.environ.get('COSTGUARD_DEMO_SERVICE_PORT', '10101')}",
     "command": [sys.executable, "-m", "jupyter_costguard.hub", f"--config={service_config}"],
     "environment": {"COSTGUARD_DEMO_STATE": str(state),
                     "COSTGUARD_HUB_PROXY_URL": f"http://127.0.0.1:{port}"},

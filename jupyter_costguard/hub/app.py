@@ -77,6 +77,10 @@ class CostGuardHub(Application):
                "proxy-url": "CostGuardHub.proxy_url",
                "poll-interval": "CostGuardHub.poll_interval"}
 
+    @default("log_level")
+    def _log_level(self) -> int:
+        return logging.INFO  # one line per poll: how many servers, how long, how many silent
+
     @default("proxy_url")
     def _proxy_url(self) -> str:
         return os.environ.get("COSTGUARD_HUB_PROXY_URL", "http://127.0.0.1:8000")
@@ -98,6 +102,7 @@ class CostGuardHub(Application):
         self._task: asyncio.Task[None] | None = None
         self.policies = policies_from(self.cull_policies)
         self.culler: Culler | None = None
+        self._cache: dict[tuple[Any, ...], tuple[int, Any]] = {}
 
     def _last_poll(self) -> tuple[float, float] | None:
         c = self.last_cycle
@@ -106,6 +111,20 @@ class CostGuardHub(Application):
     async def run(self, fn: Callable[..., T], *args: Any) -> T:
         """Store work on the worker thread, never on the IO loop."""
         return await asyncio.get_running_loop().run_in_executor(self.worker, fn, *args)
+
+    async def report(self, fn: Callable[..., T], *args: Any) -> T:
+        """`fn(*args)` on the worker, answered from a cache until the store next changes
+        (once per poll): pages opened between polls cost nothing but the lookup."""
+        key = (fn.__name__, *(tuple(a) if isinstance(a, list) else a for a in args[2:]))
+        hit = self._cache.get(key)
+        version = self.store.version
+        if hit is not None and hit[0] == version:
+            return hit[1]
+        value = await self.run(fn, *args)
+        if len(self._cache) >= 256:
+            self._cache.clear()
+        self._cache[key] = (version, value)
+        return value
 
     def is_admin(self, model: dict[str, Any]) -> bool:
         return (handlers.ADMIN_SCOPE in (model.get("scopes") or ())
@@ -183,8 +202,6 @@ class CostGuardHub(Application):
         await asyncio.Event().wait()
 
     def start(self) -> None:
-        logging.basicConfig(level=logging.INFO)
-        self.log.setLevel(logging.INFO)
         asyncio.run(self.serve())
 
 

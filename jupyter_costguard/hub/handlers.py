@@ -10,6 +10,7 @@ send a browser through the Hub's login.
 from __future__ import annotations
 
 import json
+import math
 import time
 from pathlib import Path
 from typing import Any
@@ -141,8 +142,9 @@ class SpendHandler(BaseHandler):
         if by == "group" and users is not None and not self.is_admin():
             raise web.HTTPError(403, "group totals are for costguard admins")
         now = time.time()
-        rows = await self.ctx.run(report.rows, self.ctx.store, self.ctx.budgets, by, now,
-                                  since, until, users)
+        # the cache is keyed on the period's start, not the second (budgets move by period)
+        rows = await self.ctx.report(report.rows, self.ctx.store, self.ctx.budgets, by,
+                                     self.ctx.budgets.start(now) + 1, since, until, users)
         if fmt == "csv":
             body = report.to_csv(rows)
             self.set_header("Content-Type", "text/csv; charset=UTF-8")
@@ -163,7 +165,8 @@ class SeriesHandler(BaseHandler):
         by = self.arg_choice("by", report.BY, "user")
         step = self.arg_choice("step", ("hour", "day"), "hour")
         now = time.time()
-        until = self.arg_time("until") or now
+        # the end of this hour by default: the same chart (and cache entry) all hour
+        until = self.arg_time("until") or math.ceil(now / 3600) * 3600
         since = self.arg_time("since")
         width = 3600 if step == "hour" else 86400
         if since is None:
@@ -187,7 +190,8 @@ class SeriesHandler(BaseHandler):
                 keys = allowed
         elif users is not None:  # an admin narrowing to one user
             keys = keys or (users if by == "user" else None)
-        doc = await self.ctx.run(report.series, self.ctx.store, by, since, until, step, keys)
+        doc = await self.ctx.report(report.series, self.ctx.store, by, since, until, step,
+                                    keys)
         self.write_json(doc)
 
 

@@ -32,6 +32,7 @@ CREATE TABLE IF NOT EXISTS hours (
     spend REAL NOT NULL DEFAULT 0, waste REAL NOT NULL DEFAULT 0,
     idle_gpu_seconds REAL NOT NULL DEFAULT 0,
     PRIMARY KEY (user, server, hour));
+CREATE INDEX IF NOT EXISTS hours_by_hour ON hours (hour);
 CREATE TABLE IF NOT EXISTS servers (
     user TEXT NOT NULL, server TEXT NOT NULL, url TEXT NOT NULL,
     state TEXT NOT NULL, detail TEXT NOT NULL DEFAULT '',
@@ -109,6 +110,13 @@ def spread(start: float, end: float, amount: float) -> dict[int, float]:
     return out
 
 
+def hour_bounds(since: float | None, until: float | None) -> tuple[int, int]:
+    """The hours (epoch seconds // 3600) that start in [since, until)."""
+    lo = -(1 << 62) if since is None else math.ceil(since / HOUR)
+    hi = 1 << 62 if until is None else math.ceil(until / HOUR)
+    return lo, hi
+
+
 class HubStore:
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
@@ -118,6 +126,8 @@ class HubStore:
         self.db.executescript(SCHEMA)
         self.path.chmod(0o600)
         self._lock = threading.Lock()
+        #: bumped by every write, so readers can cache what they built from the store
+        self.version = 0
 
     def close(self) -> None:
         self.db.close()
@@ -157,6 +167,7 @@ class HubStore:
                 db.executemany("INSERT OR IGNORE INTO memberships VALUES (?, ?)",
                                [(u, g) for u, gs in memberships.items() for g in gs])
                 db.execute("COMMIT")
+                self.version += 1
             except BaseException:
                 db.execute("ROLLBACK")
                 raise
@@ -217,6 +228,7 @@ class HubStore:
         with self._lock:
             self.db.execute("INSERT INTO events (time, user, server, kind, detail) "
                             "VALUES (?, ?, ?, ?, ?)", (time, user, server, kind, detail))
+            self.version += 1
 
     # --- reads -----------------------------------------------------------------------------
 
@@ -241,11 +253,10 @@ class HubStore:
         epochs, exact to the last reading)."""
         with self._lock:
             out: dict[tuple[str, str], tuple[float, float, float]] = {}
-            lo = -math.inf if since is None else since
-            hi = math.inf if until is None else until
+            lo, hi = hour_bounds(since, until)
             for user, server, spend, waste, idle in self.db.execute(
                     "SELECT user, server, SUM(spend), SUM(waste), SUM(idle_gpu_seconds) "
-                    "FROM hours WHERE hour * 3600 >= ? AND hour * 3600 < ? "
+                    "FROM hours WHERE hour >= ? AND hour < ? "
                     "GROUP BY user, server", (lo, hi)):
                 out[(user, server)] = (spend, waste, idle)
             if since is None and until is None:
@@ -261,8 +272,8 @@ class HubStore:
         with self._lock:
             return self.db.execute(
                 "SELECT user, server, hour, spend, waste FROM hours "
-                "WHERE hour * 3600 >= ? AND hour * 3600 < ? ORDER BY hour",
-                (since, until)).fetchall()
+                "WHERE hour >= ? AND hour < ? ORDER BY hour",
+                hour_bounds(since, until)).fetchall()
 
     def memberships(self) -> dict[str, list[str]]:
         with self._lock:
@@ -288,5 +299,6 @@ class HubStore:
         """A user's spend, all servers, in the hours from `since` (budgets)."""
         with self._lock:
             row = self.db.execute("SELECT COALESCE(SUM(spend), 0) FROM hours WHERE user = ? "
-                                  "AND hour * 3600 >= ?", (user, since)).fetchone()
+                                  "AND hour >= ?", (user, hour_bounds(since, None)[0])
+                                  ).fetchone()
             return float(row[0])
