@@ -150,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
     class Source:  # the server's NvmlSource, over this reader (that one reads the env)
         simulated = False
 
-        def read(self, kernel_pids: Any) -> Any:
+        def read(self, kernel_pids: Any, notebooks: Any = None) -> Any:
             return reader.read()
 
         def close(self) -> None:

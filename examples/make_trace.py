@@ -1,9 +1,11 @@
 """Writes examples/gpu_trace.json, the replay trace the demo plays when no GPU is found.
 
-The trace is synthetic, shaped after a common day on a p4d.24xlarge (8× A100 40 GB): the
-first notebook explores (a few GiB on GPU 0, utilisation in the low single digits with a
-short burst now and then); a second notebook, when opened, trains on GPUs 1-4 at ~90% for a
-few minutes and then idles holding its memory. Everything it produces is labelled simulated.
+The trace is synthetic, shaped after a common day on a p4d.24xlarge (8× A100 40 GB):
+`explore.ipynb` explores (a few GiB on GPU 0, utilisation in the low single digits with a
+short burst now and then); `train.ipynb`, when opened, trains on GPUs 1-4 at ~90% for a few
+minutes and then idles holding its memory. GPUs are bound to those notebooks' kernels, not to
+the order kernels start in, whatever the user opens first; a GPU whose notebook is not open
+reads idle (no utilisation, idle power). Everything it produces is labelled simulated.
 Run `python examples/make_trace.py` to regenerate it.
 """
 
@@ -28,12 +30,12 @@ def frame(t: int) -> dict:
         if i == 0:
             g["utilization_percent"] = round(explore_util, 1)
             g["power_watts"] = 210.0 if burst else 68.0
-            g["processes"] = [{"kernel": 0, "used_memory_bytes": 6 * GiB}]
+            g["processes"] = [{"notebook": "explore.ipynb", "used_memory_bytes": 6 * GiB}]
         elif 1 <= i <= 4:
             g["utilization_percent"] = round(88.0 + 6 * math.sin(t / 11.0 + i), 1) \
                 if training else 0.0
             g["power_watts"] = 360.0 if training else 60.0
-            g["processes"] = [{"kernel": 1, "used_memory_bytes": 31 * GiB}]
+            g["processes"] = [{"notebook": "train.ipynb", "used_memory_bytes": 31 * GiB}]
         gpus.append(g)
     return {"t": t, "gpus": gpus}
 

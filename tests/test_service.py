@@ -36,3 +36,50 @@ def test_configured_instance_beats_the_trace(tmp_path: Path):
     (tmp_path / "e").mkdir()
     env = _service(tmp_path / "e", PricingConfig(), {"COSTGUARD_INSTANCE_TYPE": "g5.xlarge"})
     assert env.tick([]).pricing.source == "environment"
+
+
+def test_a_replayed_gpu_whose_recorded_user_is_not_running_draws_idle_power(tmp_path):
+    """The demo's trace records kernel 1 training on GPUs 1-4 at 360 W; with only one kernel
+    running those GPUs sit idle, so they must read idle power, not 360 W at 0%."""
+    frames = [
+        {"t": 0, "gpus": [
+            {"utilization_percent": 2, "power_watts": 68,
+             "processes": [{"kernel": 0, "used_memory_bytes": 1 << 30}]},
+            {"utilization_percent": 93, "power_watts": 360,
+             "processes": [{"kernel": 1, "used_memory_bytes": 1 << 34}]}]},
+        {"t": 10, "gpus": [
+            {"utilization_percent": 2, "power_watts": 70,
+             "processes": [{"kernel": 0, "used_memory_bytes": 1 << 30}]},
+            {"utilization_percent": 0, "power_watts": 52, "processes": []}]},
+    ]
+    trace = write_trace(tmp_path / "t.json", frames, duration=20)
+    clock = [0.0]
+    source = ReplaySource(trace, clock=lambda: clock[0])
+    one_kernel = source.read([101])
+    assert [g.power_watts for g in one_kernel.gpus] == [68.0, 52.0]
+    assert one_kernel.gpus[1].utilization_percent == 0.0
+    both = source.read([101, 102])
+    assert [g.power_watts for g in both.gpus] == [68.0, 360.0]
+    # a GPU never seen unheld falls back to its lowest reading
+    assert ReplaySource(write_trace(tmp_path / "u.json", frames[:1])).idle_power == [68.0, 360.0]
+
+
+def test_a_replayed_gpu_bound_to_a_notebook_goes_to_that_notebooks_kernel(tmp_path):
+    """Whatever the user opens first: GPU 1 belongs to train.ipynb's oldest kernel."""
+    frames = [{"t": 0, "gpus": [
+        {"utilization_percent": 3, "power_watts": 68,
+         "processes": [{"notebook": "explore.ipynb", "used_memory_bytes": 1 << 30}]},
+        {"utilization_percent": 90, "power_watts": 360,
+         "processes": [{"notebook": "train.ipynb", "used_memory_bytes": 1 << 34}]}]},
+        {"t": 5, "gpus": [{"utilization_percent": 0, "power_watts": 52, "processes": []},
+                          {"utilization_percent": 0, "power_watts": 52, "processes": []}]}]
+    source = ReplaySource(write_trace(tmp_path / "t.json", frames, duration=10),
+                          clock=lambda: 0.0)
+    # offload.ipynb was opened first, train.ipynb second (twice), explore.ipynb not at all
+    reading = source.read([101, 102, 103], {101: "offload.ipynb", 102: "train.ipynb",
+                                            103: "train.ipynb"})
+    assert [[p.pid for p in g.processes] for g in reading.gpus] == [[], [102]]
+    assert [g.utilization_percent for g in reading.gpus] == [0.0, 90.0]
+    assert [g.power_watts for g in reading.gpus] == [52.0, 360.0]  # GPU 0: nobody's, idle
+    # without notebooks (an older caller) nothing is bound by notebook
+    assert all(not g.processes for g in source.read([101]).gpus)

@@ -1,7 +1,10 @@
 """Plays a recorded GPU trace, for demos and tests on machines without a GPU.
 
-Trace processes name kernels by their start order ("kernel": 0 is the oldest running
-kernel), so a replay attributes recorded GPU use to the real kernels of this server. Every
+Trace processes name kernels by the notebook they serve ("notebook": "train.ipynb", the
+server-relative path; the oldest kernel of that notebook) or by their start order
+("kernel": 0 is the oldest running kernel), so a replay attributes recorded GPU use to the
+real kernels of this server. Binding by notebook makes a demo tell the same story whatever
+the user opens first. Every
 reading from here is marked simulated, and the API and UI say so.
 """
 
@@ -9,7 +12,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -60,6 +63,9 @@ class ReplaySource:
             if len(f.gpus) != len(self.gpus):
                 raise TraceError(f"{self.path}: frame at t={f.t} has {len(f.gpus)} GPUs")
         self.frames = frames
+        #: what each GPU draws when nothing holds it: the trace's lowest reading for it
+        #: (unheld frames first), for a recorded process whose kernel is not running here
+        self.idle_power: list[float | None] = [self._idle_power(i) for i in range(len(self.gpus))]
         self.duration = float(doc.get("duration", frames[-1].t + float(doc.get("interval", 2))))
         self.instance_type: str | None = doc.get("instance_type")
         self.driver_version = str(doc.get("driver_version", "replay"))
@@ -76,12 +82,29 @@ class ReplaySource:
                 break
         return current
 
-    def read(self, kernel_pids: Sequence[int]) -> GpuReading:
+    def _idle_power(self, index: int) -> float | None:
+        readings = [f.gpus[index] for f in self.frames if "power_watts" in f.gpus[index]]
+        unheld = [float(g["power_watts"]) for g in readings if not g.get("processes")]
+        pool = unheld or [float(g["power_watts"]) for g in readings]
+        return min(pool) if pool else None
+
+    def read(self, kernel_pids: Sequence[int],
+             notebooks: Mapping[int, str] | None = None) -> GpuReading:
         frame = self.frame_at(self.clock())
+        by_notebook: dict[str, int] = {}
+        for pid in kernel_pids:  # oldest first: a notebook's oldest kernel holds its GPUs
+            path = (notebooks or {}).get(pid)
+            if path:
+                by_notebook.setdefault(path.strip("/"), pid)
         gpus = []
         for index, ((uuid, name, total), g) in enumerate(zip(self.gpus, frame.gpus)):
             procs = []
             for p in g.get("processes", ()):
+                if "notebook" in p:
+                    holder = by_notebook.get(str(p["notebook"]).strip("/"))
+                    if holder is not None:
+                        procs.append(GpuProcess(holder, int(p["used_memory_bytes"])))
+                    continue
                 slot = int(p["kernel"])
                 if slot < len(kernel_pids):
                     procs.append(GpuProcess(kernel_pids[slot], int(p["used_memory_bytes"])))
@@ -94,7 +117,11 @@ class ReplaySource:
                     memory_used_bytes=sum(p.used_memory_bytes or 0 for p in procs)
                     + int(g.get("other_memory_bytes", 0)),
                     utilization_percent=float(g["utilization_percent"]) if procs else 0.0,
-                    power_watts=float(g["power_watts"]) if "power_watts" in g else None,
+                    # a GPU whose recorded user is not running here sits idle: it draws idle
+                    # power, not the busy figure recorded for it
+                    power_watts=(float(g["power_watts"]) if procs or not g.get("processes")
+                                 else self.idle_power[index])
+                    if "power_watts" in g else None,
                     processes=tuple(procs),
                 )
             )

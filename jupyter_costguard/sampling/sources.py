@@ -23,7 +23,7 @@ class NvmlSource:
 
         self.reader = NvmlReader()
 
-    def read(self, kernel_pids: Any) -> GpuReading:
+    def read(self, kernel_pids: Any, notebooks: Any = None) -> GpuReading:
         return self.reader.read()
 
     def close(self) -> None:
@@ -39,7 +39,7 @@ class FallbackSource:
         self.simulated = True
         self.instance_type: str | None = replay.instance_type
 
-    def read(self, kernel_pids: Any) -> GpuReading:
+    def read(self, kernel_pids: Any, notebooks: Any = None) -> GpuReading:
         reading = self.nvml.read(kernel_pids)
         if reading.status == "ok" and reading.gpus:
             self.simulated = False
@@ -47,7 +47,7 @@ class FallbackSource:
             return reading
         self.simulated = True
         self.instance_type = self.replay.instance_type
-        return self.replay.read(kernel_pids)
+        return self.replay.read(kernel_pids, notebooks)
 
     def close(self) -> None:
         self.nvml.close()

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Protocol
 
@@ -45,7 +45,11 @@ class GpuSource(Protocol):
 
     simulated: bool
 
-    def read(self, kernel_pids: Sequence[int]) -> GpuReading: ...
+    def read(self, kernel_pids: Sequence[int],
+             notebooks: Mapping[int, str] | None = None) -> GpuReading:
+        """`kernel_pids` oldest first; `notebooks` maps a kernel's PID to its notebook's
+        path (a replayed trace may hand GPUs out by notebook)."""
+        ...
 
     def close(self) -> None: ...
 
@@ -312,7 +316,8 @@ class Telemetry:
         self.probe.prune(pid for pids in trees.values() for pid in pids)
 
         kernel_pids = [k.pid for k in kernels if k.pid is not None]
-        gpu = self.gpu_source.read(kernel_pids)
+        notebooks = {k.pid: k.path for k in kernels if k.pid is not None and k.path}
+        gpu = self.gpu_source.read(kernel_pids, notebooks=notebooks)
         held = attribute_gpus(gpu.gpus, kernels, trees, self.probe, now)
 
         vm = psutil.virtual_memory()
