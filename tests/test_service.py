@@ -57,10 +57,13 @@ def test_a_replayed_gpu_whose_recorded_user_is_not_running_draws_idle_power(tmp_
     source = ReplaySource(trace, clock=lambda: clock[0])
     one_kernel = source.read([101])
     assert [g.power_watts for g in one_kernel.gpus] == [68.0, 52.0]
+    assert source.read([]).gpus[0].power_watts == 52.0
     assert one_kernel.gpus[1].utilization_percent == 0.0
     both = source.read([101, 102])
     assert [g.power_watts for g in both.gpus] == [68.0, 360.0]
-    # a GPU never seen unheld falls back to its lowest reading
+    # a GPU never seen unheld takes the idle draw of its model (both are A100s here)
+    assert source.idle_power == [52.0, 52.0]
+    # and where no GPU was ever unheld, its own lowest reading
     assert ReplaySource(write_trace(tmp_path / "u.json", frames[:1])).idle_power == [68.0, 360.0]
 
 

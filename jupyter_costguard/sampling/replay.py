@@ -83,9 +83,15 @@ class ReplaySource:
         return current
 
     def _idle_power(self, index: int) -> float | None:
-        readings = [f.gpus[index] for f in self.frames if "power_watts" in f.gpus[index]]
-        unheld = [float(g["power_watts"]) for g in readings if not g.get("processes")]
-        pool = unheld or [float(g["power_watts"]) for g in readings]
+        """Its lowest unheld reading; else the lowest unheld reading of a GPU of the same
+        model; else its own lowest reading."""
+        def unheld(i: int) -> list[float]:
+            return [float(f.gpus[i]["power_watts"]) for f in self.frames
+                    if "power_watts" in f.gpus[i] and not f.gpus[i].get("processes")]
+        same_model = [i for i, g in enumerate(self.gpus) if g[1] == self.gpus[index][1]]
+        pool = unheld(index) or [w for i in same_model for w in unheld(i)] or [
+            float(f.gpus[index]["power_watts"]) for f in self.frames
+            if "power_watts" in f.gpus[index]]
         return min(pool) if pool else None
 
     def read(self, kernel_pids: Sequence[int],
