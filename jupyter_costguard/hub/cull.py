@@ -22,7 +22,6 @@ A policy with neither `profiles` nor `groups` matches every server.
 
 from __future__ import annotations
 
-import sqlite3
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -30,7 +29,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from jupyter_costguard.hub.store import OK, ServerRow
+from jupyter_costguard.hub.store import OK, ServerRow, read_only, server_row
 
 KEEP, WARN, STOP, DEFER = "keep", "warn", "stop", "defer"
 #: the alert kind the warnings are raised under in the user's server
@@ -118,30 +117,18 @@ def decide(row: ServerRow | None, groups: Iterable[str], policies: list[CullPoli
 def read_row(db_path: str | Path, user: str, server: str,
              ) -> tuple[ServerRow | None, list[str], float | None]:
     """One server's row, the user's groups and their last "keep running", read-only."""
-    path = Path(db_path)
-    if not path.exists():
+    found = read_only(
+        db_path,
+        ("SELECT user, server, url, state, detail, last_ok, last_try, currency, simulated, "
+         "rate_per_hour, gpu_count, gpus_held, gpus_busy, gpu_idle_since, profile "
+         "FROM servers WHERE user = ? AND server = ?", (user, server)),
+        ("SELECT grp FROM memberships WHERE user = ?", (user,)),
+        ("SELECT MAX(time) FROM events WHERE user = ? AND server = ? AND kind = 'kept'",
+         (user, server)))
+    if found is None:
         return None, [], None
-    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5)
-    try:
-        r = db.execute(
-            "SELECT user, server, url, state, detail, last_ok, last_try, currency, simulated, "
-            "rate_per_hour, gpu_count, gpus_held, gpus_busy, gpu_idle_since, profile "
-            "FROM servers WHERE user = ? AND server = ?", (user, server)).fetchone()
-        groups = [g for (g,) in db.execute("SELECT grp FROM memberships WHERE user = ?",
-                                           (user,))]
-        kept = db.execute("SELECT MAX(time) FROM events WHERE user = ? AND server = ? AND "
-                          "kind = 'kept'", (user, server)).fetchone()[0]
-    except sqlite3.OperationalError:
-        return None, [], None
-    finally:
-        db.close()
-    if r is None:
-        return None, groups, kept
-    row = ServerRow(user=r[0], server=r[1], url=r[2], state=r[3], detail=r[4], last_ok=r[5],
-                    last_try=r[6], currency=r[7], simulated=bool(r[8]), rate_per_hour=r[9],
-                    gpu_count=r[10], gpus_held=r[11], gpus_busy=r[12], gpu_idle_since=r[13],
-                    profile=r[14], spend=0.0, waste=0.0)
-    return row, groups, kept
+    rows, groups, kept = found
+    return (server_row(rows[0]) if rows else None, [g for (g,) in groups], kept[0][0])
 
 
 def cull_arbiter_hook(config_file: str | Path,

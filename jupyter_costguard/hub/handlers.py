@@ -240,10 +240,10 @@ class MetricsHandler(BaseHandler):
 def budgets_of(ctx: Any, name: str, now: float) -> list[Any]:
     """Every budget that applies to `name` with what this period has spent of it."""
     store = ctx.store
-    groups = store.memberships().get(name, [])
+    members = store.memberships()
+    groups = members.get(name, [])
     start = ctx.budgets.start(now)
     spent_user = store.user_spend(name, start)
-    members = store.memberships()
     spent_group = {g: sum(store.user_spend(u, start) for u, gs in members.items() if g in gs)
                    for g in groups}
     return budget_states(ctx.budgets, name, groups, spent_user, spent_group, now)

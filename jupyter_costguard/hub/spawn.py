@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sqlite3
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -24,6 +23,7 @@ from tornado import web
 from traitlets.config import Config, PyFileConfigLoader
 
 from jupyter_costguard.hub.budgets import Budgets, BudgetState, budget_states
+from jupyter_costguard.hub.store import hour_bounds, read_only
 from jupyter_costguard.periods import period_start
 
 #: what the user's server reads to show the budget in JupyterLab
@@ -55,55 +55,31 @@ def is_gpu_spawn(spawner: Any, gpu_profiles: set[str]) -> bool:
 
 
 def spent_this_period(db_path: str | Path, users: list[str], since: float) -> dict[str, float]:
-    """Each user's spend in the hours from `since`, read-only from the service's SQLite
-    (nothing yet when the service has not written it)."""
-    path = Path(db_path)
-    if not path.exists():
-        return {}
-    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5)
-    try:
-        marks = ",".join("?" * len(users))
-        return {u: float(s) for u, s in db.execute(
-            f"SELECT user, SUM(spend) FROM hours WHERE hour * 3600 >= ? AND user IN ({marks}) "
-            "GROUP BY user", (since, *users))}
-    except sqlite3.OperationalError:  # no tables yet
-        return {}
-    finally:
-        db.close()
+    """Each user's spend in the hours from `since` (nothing before the service wrote any)."""
+    marks = ",".join("?" * len(users))
+    found = read_only(db_path, (
+        f"SELECT user, SUM(spend) FROM hours WHERE hour >= ? AND user IN ({marks}) "
+        "GROUP BY user", (hour_bounds(since, None)[0], *users)))
+    return {} if found is None else {u: float(s) for u, s in found[0]}
 
 
 def members_of(db_path: str | Path, groups: list[str]) -> dict[str, list[str]]:
-    path = Path(db_path)
-    if not path.exists() or not groups:
-        return {g: [] for g in groups}
-    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5)
-    try:
-        out: dict[str, list[str]] = {g: [] for g in groups}
-        marks = ",".join("?" * len(groups))
-        for user, grp in db.execute(
-                f"SELECT user, grp FROM memberships WHERE grp IN ({marks})", groups):
-            out[grp].append(user)
+    out: dict[str, list[str]] = {g: [] for g in groups}
+    if not groups:
         return out
-    except sqlite3.OperationalError:
-        return out
-    finally:
-        db.close()
+    marks = ",".join("?" * len(groups))
+    found = read_only(db_path, (
+        f"SELECT user, grp FROM memberships WHERE grp IN ({marks})", groups))
+    for user, grp in found[0] if found else []:
+        out[grp].append(user)
+    return out
 
 
 def currency_of(db_path: str | Path) -> str:
     """The currency the servers report their money in ("" before any has been read)."""
-    path = Path(db_path)
-    if not path.exists():
-        return ""
-    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5)
-    try:
-        row = db.execute("SELECT currency FROM servers WHERE currency IS NOT NULL "
-                         "LIMIT 1").fetchone()
-        return str(row[0]) if row else ""
-    except sqlite3.OperationalError:
-        return ""
-    finally:
-        db.close()
+    found = read_only(db_path, (
+        "SELECT currency FROM servers WHERE currency IS NOT NULL LIMIT 1", ()))
+    return str(found[0][0][0]) if found and found[0] else ""
 
 
 def states_for(settings: dict[str, Any], user: str, groups: list[str], now: float,

@@ -16,9 +16,10 @@ from __future__ import annotations
 import math
 import sqlite3
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 HOUR = 3600
 
@@ -92,6 +93,30 @@ class ServerRow:
     profile: str
     spend: float
     waste: float
+
+
+def server_row(r: Sequence[Any], spend: float = 0.0, waste: float = 0.0) -> ServerRow:
+    """A `ServerRow` from the `servers` table's columns, in their order."""
+    return ServerRow(user=r[0], server=r[1], url=r[2], state=r[3], detail=r[4], last_ok=r[5],
+                     last_try=r[6], currency=r[7], simulated=bool(r[8]), rate_per_hour=r[9],
+                     gpu_count=r[10], gpus_held=r[11], gpus_busy=r[12], gpu_idle_since=r[13],
+                     profile=r[14], spend=spend, waste=waste)
+
+
+def read_only(db_path: str | Path, *queries: tuple[str, Sequence[Any]],
+              ) -> list[list[tuple[Any, ...]]] | None:
+    """Each query's rows from the service's SQLite, opened read-only (the spawn hook and the
+    idle-culler hook, in other processes); None before the service has written it."""
+    path = Path(db_path)
+    if not path.exists():
+        return None
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5)
+    try:
+        return [db.execute(sql, tuple(params)).fetchall() for sql, params in queries]
+    except sqlite3.OperationalError:  # no tables yet
+        return None
+    finally:
+        db.close()
 
 
 def spread(start: float, end: float, amount: float) -> dict[int, float]:
@@ -240,11 +265,7 @@ class HubStore:
                 "profile, COALESCE(SUM(e.spend), 0), COALESCE(SUM(e.waste), 0) FROM servers s "
                 "LEFT JOIN epochs e ON e.user = s.user AND e.server = s.server "
                 "GROUP BY s.user, s.server ORDER BY s.user, s.server").fetchall()
-        return [ServerRow(user=r[0], server=r[1], url=r[2], state=r[3], detail=r[4],
-                          last_ok=r[5], last_try=r[6], currency=r[7], simulated=bool(r[8]),
-                          rate_per_hour=r[9], gpu_count=r[10], gpus_held=r[11],
-                          gpus_busy=r[12], gpu_idle_since=r[13], profile=r[14], spend=r[15],
-                          waste=r[16]) for r in rows]
+        return [server_row(r[:15], r[15], r[16]) for r in rows]
 
     def totals(self, since: float | None = None, until: float | None = None,
                ) -> dict[tuple[str, str], tuple[float, float, float]]:

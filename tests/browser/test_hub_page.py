@@ -21,7 +21,7 @@ import pytest
 
 from jupyter_costguard.hub import report
 from tests.support.browser import DOCS, SHOTS, launch, need_browser
-from tests.support.hub import Hub, HubUser
+from tests.support.hub import Hub, HubUser, wait_for
 from tests.support.traces import write_trace
 from tests.support.units import GiB
 
@@ -46,17 +46,6 @@ def gpu_trace(path: Path, held: Sequence[float]) -> Path:
          "processes": [{"kernel": 0, "used_memory_bytes": 6 * GiB}] if i < len(held) else []}
         for i in range(2)]}
     return write_trace(path, [frame], gpus=2)
-
-
-def wait_for(check: Any, timeout: float = 60.0, what: str = "") -> Any:
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = check()
-        if last:
-            return last
-        time.sleep(0.3)
-    raise AssertionError(f"timed out waiting for {what or check}: {last!r}")
 
 
 def spend(hub: Hub, by: str = "user", token: str | None = None) -> dict[str, dict[str, Any]]:
