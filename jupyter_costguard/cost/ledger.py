@@ -290,6 +290,18 @@ class Ledger:
         ).fetchall()
         return [HistoryPoint(*r) for r in rows]
 
+    def history_buckets(self, first: int, last: int,
+                        step: int) -> list[tuple[int, str, float, float]]:
+        """Every path's minute increments from epoch minute `first` to `last` (inclusive),
+        summed in SQLite into buckets of `step` minutes aligned on multiples of `step`:
+        (bucket's first minute, path, spend, waste). Worker thread, like `history`."""
+        rows = self.db.execute(
+            "SELECT (bucket / ?) * ?, path, SUM(spend), SUM(waste) FROM history"
+            " WHERE bucket >= ? AND bucket <= ? GROUP BY 1, 2 ORDER BY 1, 2",
+            (step, step, first, last),
+        ).fetchall()
+        return [(int(b), str(p), float(s), float(w)) for b, p, s, w in rows]
+
     def close(self) -> None:
         self.db.close()
 

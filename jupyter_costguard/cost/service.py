@@ -20,6 +20,7 @@ from typing import Any
 from jupyter_costguard.alerts.store import AlertStore
 from jupyter_costguard.cloud.metadata import MetadataResult
 from jupyter_costguard.cloud.watcher import MetadataWatcher
+from jupyter_costguard.cost import timeline
 from jupyter_costguard.cost.catalog import Catalog
 from jupyter_costguard.cost.hubbudget import budgets_doc, budgets_from_environ
 from jupyter_costguard.cost.ledger import HISTORY_BUCKET_SECONDS, Ledger
@@ -295,6 +296,15 @@ class CostService:
         loop = asyncio.get_running_loop()
         points = await loop.run_in_executor(self._executor, self.ledger.history, path, since)
         return history_doc(points, minutes)
+
+    async def spend_history(self, minutes: int, notebook: str | None) -> dict[str, Any]:
+        """The spend chart's buckets over the last `minutes` (cost/timeline.py), summed by
+        SQLite on the worker thread that owns the database."""
+        win = timeline.window(time.time(), minutes)
+        loop = asyncio.get_running_loop()
+        rows = await loop.run_in_executor(self._executor, self.ledger.history_buckets,
+                                          win.first, win.end, win.step)
+        return timeline.timeline_doc(rows, win, notebook)
 
     async def stop(self) -> None:
         self._stopping = True

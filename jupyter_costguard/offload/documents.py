@@ -14,6 +14,7 @@ from typing import Any, BinaryIO
 from jupyter_costguard.offload import jobdir
 from jupyter_costguard.offload.accounting import Accounting
 from jupyter_costguard.offload.backends.base import Backend
+from jupyter_costguard.offload.errors import JobError
 from jupyter_costguard.offload.spec import Job, label
 from jupyter_costguard.offload.state import load_code
 from jupyter_costguard.sampling.owner import owner_doc, owner_from_doc
@@ -45,6 +46,9 @@ class JobDocuments:
             "max_attempts": spec.retries + 1, "exit_reason": job.exit_reason,
             "spend": round(job.spend, 6), "currency": self.currency(),
             "resources": spec.resources.to_json(), "selected": list(spec.selected),
+            # what the job pickles back when it ends, and how that was chosen
+            "bring_back": list(spec.bring_back),
+            "bring_back_from": _bring_back_from(job),
             "label": label(job, now, self.currency()),
             "log_tail": self._log_tail(job),
             "timeline": [p.to_json(now) for p in job.timeline()],
@@ -113,8 +117,9 @@ class JobDocuments:
         return {"offset": min(offset, size), "next_offset": end, "size": size,
                 "text": text, "complete": job.terminal and end >= size}
 
-    def results(self, job: Job) -> dict[str, Any]:
-        """The selected cells' outputs and the names the job brought back."""
+    def results(self, job: Job, names: list[str] | None = None) -> dict[str, Any]:
+        """The selected cells' outputs and the names the job brought back; `load_code` loads
+        them all, or only `names` (each one of them, else a `JobError`)."""
         d = self.job_dir(job.id)
         outputs = jobdir.read_outputs(d)
         index = jobdir.read_results_index(d)
@@ -122,14 +127,28 @@ class JobDocuments:
         # offered only when the server recorded, as the job ended, that it produced them
         digest = job.record.get("results_sha256")
         has = isinstance(digest, str) and bool(index["results"]) and pickled.exists()
+        if names is not None:
+            known = {r.get("name") for r in index["results"]} if has else set()
+            unknown = [n for n in names if n not in known]
+            if unknown:
+                raise JobError(f"job {job.id} brought back no {', '.join(unknown[:10])}"
+                               f"{' ...' if len(unknown) > 10 else ''}")
         return {
             "job": job.id, "state": job.state,
             "label": label(job, self.clock(), self.currency()),
             "cells": outputs, "results": index["results"] if has else [],
             "skipped": index["skipped"],
             "results_path": str(pickled) if has else None,
-            "load_code": load_code(job.id, str(pickled), str(digest)) if has else None,
+            "bring_back": list(job.spec.bring_back),
+            "load_code": load_code(job.id, str(pickled), str(digest), names) if has else None,
         }
+
+
+def _bring_back_from(job: Job) -> str:
+    """How the job's `bring_back` was chosen (`requests.BRING_BACK_*`); jobs submitted before
+    it was recorded took every name the selected cells define."""
+    found = job.record.get("bring_back_from")
+    return found if found in ("request", "later_cells", "selected_cells") else "selected_cells"
 
 
 def _open_log(path: Path) -> BinaryIO:

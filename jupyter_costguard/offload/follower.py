@@ -201,8 +201,7 @@ class Follower:
                 record["gpu"] = gpu
             new = dataclasses.replace(new, ended=phase_times.get("done", now), record=record,
                                       kernel_pid=None)
-            log.info("costguard: job %d %s%s", new.id, new.state,
-                     f": {new.exit_reason}" if new.exit_reason else "")
+            # the end (state, elapsed, spend, attempts) is logged by the service's listener
         if new != job:
             self.store.save(new)
         return new

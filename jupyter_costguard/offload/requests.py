@@ -14,6 +14,7 @@ from jupyter_costguard.alerts.jsonlimits import JSONLimitError, check_string
 from jupyter_costguard.offload.errors import JobError
 from jupyter_costguard.offload.settings import JobSettings
 from jupyter_costguard.offload.slicing import Slice, SliceError, slice_cells
+from jupyter_costguard.offload.slicing.later import follows, used_later
 from jupyter_costguard.offload.spec import (
     JobSpec,
     Resources,
@@ -68,7 +69,7 @@ class SubmitOptions:
     resources: Resources
     retries: int
     send: tuple[str, ...]
-    #: None: what the selected cells define (`Slice.defines`)
+    #: None: chosen by `default_bring_back`
     bring_back: tuple[str, ...] | None
     inputs: tuple[str, ...]
     backend: str
@@ -158,6 +159,23 @@ def slice_request(body: Mapping[str, Any], file: Path) -> tuple[list[Any], Slice
         raise JobError(str(e)) from None
 
 
+#: how a job's `bring_back` was chosen (the record's ``bring_back_from``)
+BRING_BACK_ASKED = "request"
+BRING_BACK_LATER = "later_cells"
+BRING_BACK_ALL = "selected_cells"
+
+
+def default_bring_back(cells: list[Any], selected: list[str], sl: Slice
+                       ) -> tuple[tuple[str, ...], str]:
+    """What a job brings back when the request names nothing, and why: the names the
+    selected cells define that later cells read (`slicing.later`), so a loop's leftovers stay
+    in the job and the results stay small; when no code cell follows the selection yet,
+    nothing says which names matter, so every name the selected cells define."""
+    if not follows(cells, selected):
+        return sl.defines, BRING_BACK_ALL
+    return used_later(cells, selected, sl.defines), BRING_BACK_LATER
+
+
 def kernel_name(body: Mapping[str, Any], file: Path, kernel_manager: Any,
                 known: Callable[[], set[str]]) -> str:
     """The kernelspec the job runs in: asked for, else the one of the notebook's kernel,
@@ -181,8 +199,9 @@ def kernel_name(body: Mapping[str, Any], file: Path, kernel_manager: Any,
 
 
 def job_spec(options: SubmitOptions, notebook: str, cwd: Path, kernel: str, sl: Slice,
-             settings: JobSettings) -> JobSpec:
-    """The spec of the job the request asked for."""
+             settings: JobSettings, bring_back: tuple[str, ...] | None = None) -> JobSpec:
+    """The spec of the job the request asked for; `bring_back` when the request names none
+    (default: what the selected cells define)."""
     return JobSpec(
         notebook=notebook, cwd=str(cwd), kernel_name=kernel,
         cells=tuple(SpecCell(c.cell_id, c.index, c.selected, c.code, c.source,
@@ -190,6 +209,7 @@ def job_spec(options: SubmitOptions, notebook: str, cwd: Path, kernel: str, sl: 
         resources=options.resources, retries=options.retries,
         retry_backoff_seconds=settings.retry_backoff_seconds, backend=options.backend,
         send=options.send,
-        bring_back=options.bring_back if options.bring_back is not None else sl.defines,
+        bring_back=options.bring_back if options.bring_back is not None
+        else bring_back if bring_back is not None else sl.defines,
         inputs=options.inputs,
     )

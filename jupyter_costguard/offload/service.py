@@ -31,7 +31,9 @@ from jupyter_costguard.offload.follower import Follower
 from jupyter_costguard.offload.launcher import Launcher
 from jupyter_costguard.offload.record import make_record
 from jupyter_costguard.offload.requests import (
+    BRING_BACK_ASKED,
     check_request,
+    default_bring_back,
     job_spec,
     kernel_name,
     notebook_file,
@@ -50,6 +52,27 @@ log = logging.getLogger("jupyter_costguard")
 T = TypeVar("T")
 
 
+def server_log(hooks: ServerHooks) -> Any:
+    """Where job submits and ends are logged: the hooks' log, else the Jupyter server's own
+    (its kernel manager logs there, as the server does), else the package logger. Under a
+    server the package logger has no handler, so its INFO lines would reach no one."""
+    if hooks.log is not None:
+        return hooks.log
+    server = getattr(hooks.kernel_manager, "log", None)
+    return server if isinstance(server, (logging.Logger, logging.LoggerAdapter)) else log
+
+
+def resources_text(spec: JobSpec) -> str:
+    """"gpus 1, cpus 4, memory 16 GiB, no time limit": what a job asked for, for the log."""
+    r = spec.resources
+    parts = [f"{name} {value:g}{unit}" for name, value, unit in (
+        ("gpus", r.gpus, ""), ("cpus", r.cpus, ""), ("memory", r.memory_gib, " GiB"))
+        if value is not None]
+    parts.append(f"time limit {r.time_limit_seconds:g} s" if r.time_limit_seconds is not None
+                 else "no time limit")
+    return ", ".join(parts)
+
+
 class JobService:
     def __init__(self, store: JobStore, jobs_dir: Path, backends: Mapping[str, Backend],
                  root_dir: Path, settings: JobSettings | None = None,
@@ -63,8 +86,10 @@ class JobService:
         self.settings = settings or JobSettings()
         self.hooks = hooks = hooks or ServerHooks()
         self.clock = hooks.clock
-        #: called with each job that ends (worker thread)
-        self.listeners: list[Callable[[Job], None]] = []
+        #: the server's log (`server_log`): each job's submit and end
+        self.logger = server_log(hooks)
+        #: called with each job that ends (worker thread); the first logs the end
+        self.listeners: list[Callable[[Job], None]] = [self._log_end]
         self.accounting = Accounting(self.settings.cluster_rates, hooks.job_spend,
                                      hooks.gpu_usage)
         self.launcher = Launcher(store, self.backends, self.job_dir,
@@ -143,9 +168,10 @@ class JobService:
         job = await self.get(job_id)
         return await self._run(self.documents.log, job, offset, limit)
 
-    async def results(self, job_id: int) -> dict[str, Any]:
+    async def results(self, job_id: int, names: list[str] | None = None) -> dict[str, Any]:
+        """`names`: what `load_code` loads (a subset of the results); None: all of them."""
         job = await self.get(job_id)
-        return await self._run(self.documents.results, job)
+        return await self._run(self.documents.results, job, names)
 
     async def delete_metrics(self, job_id: int) -> bool:
         """Delete the job's group from the Pushgateway."""
@@ -192,6 +218,10 @@ class JobService:
         if refusal:
             raise JobError(refusal, 409)
         cells, sl = await self._prep(slice_request, body, file)
+        if options.bring_back is not None:
+            chosen, why = options.bring_back, BRING_BACK_ASKED
+        else:  # at submit, so the job pickles only these: results stay small
+            chosen, why = await self._prep(default_bring_back, cells, body["selected"], sl)
         kernel = await self._prep(kernel_name, body, file, self.hooks.kernel_manager,
                                  self.hooks.kernel_spec_names)
         staging = self.jobs_dir / f"staging-{uuid.uuid4().hex}"
@@ -205,18 +235,37 @@ class JobService:
                                          self.settings.max_send_bytes)
                 except SendError as e:
                     raise JobError(str(e), e.status) from None
-            spec = job_spec(options, notebook, file.parent, kernel, sl, self.settings)
+            spec = job_spec(options, notebook, file.parent, kernel, sl, self.settings, chosen)
             # the inputs manifest hashes up to its limits: off the worker that reads jobs
             record = await self._prep(make_record, self.root, self.root / spec.notebook,
                                       Path(spec.cwd), spec.code, cells, spec.inputs, user)
+            record = {**record, "bring_back_from": why}
             job = await self._run(self._create, spec, sl, record, staging)
         except BaseException:
             await self._run(shutil.rmtree, staging, True)
             raise
         self._wake_follower(job)
-        log.info("costguard: job %d submitted from %s: %d cell(s), %d selected", job.id,
-                 notebook, len(spec.cells), len(spec.selected))
+        self._log_submit(job, "submitted")
         return job, sl
+
+    def _log_submit(self, job: Job, how: str) -> None:
+        spec = job.spec
+        self.logger.info(
+            "costguard: job %d %s from %s: selected cell(s) %s (%d cell(s) with those they "
+            "need), backend %s, %s, %d retr%s, brings back %s", job.id, how, spec.notebook,
+            ", ".join(spec.selected), len(spec.cells), spec.backend, resources_text(spec),
+            spec.retries, "y" if spec.retries == 1 else "ies",
+            ", ".join(spec.bring_back) or "nothing")
+
+    def _log_end(self, job: Job) -> None:
+        """One line per job that ends: INFO, WARNING when it failed or was lost."""
+        level = logging.WARNING if job.state in ("failed", "lost") else logging.INFO
+        elapsed = job.elapsed(self.clock())  # the figure the job document shows
+        self.logger.log(
+            level, "costguard: job %d from %s %s after %.1f s, spend %.6f %s, %d of %d "
+            "attempt(s)%s", job.id, job.spec.notebook, job.state, elapsed, job.spend,
+            self.currency(), job.attempts, job.spec.retries + 1,
+            f": {job.exit_reason}" if job.exit_reason else "")
 
     def _create(self, spec: JobSpec, sl: Slice, record: dict[str, Any],
                 staging: Path) -> Job:
@@ -273,6 +322,7 @@ class JobService:
 
         job = await self._run(work)
         self._wake_follower(job)
+        self._log_submit(job, f"submitted again (a rerun of job {job_id})")
         return job
 
     # --- following -------------------------------------------------------------------------

@@ -54,6 +54,9 @@ class ServerHooks:
     #: latest sample, or None when it holds none (`accounting.kernel_gpu_usage`)
     gpu_usage: Callable[[str], tuple[float, float, float] | None] = lambda kernel_id: None
     clock: Callable[[], float] = time.time
+    #: where job submits and ends are logged; None: the server's own log (its kernel
+    #: manager's) under a Jupyter server, else the ``jupyter_costguard`` logger
+    log: Any = None
 
 
 _J = JobSettings()

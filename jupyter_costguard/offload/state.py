@@ -37,7 +37,7 @@ def _costguard_send(names, path, limit):
 """
 
 LOAD = """\
-def _costguard_load(path, digest):
+def _costguard_load(path, digest, names):
     import hashlib, os, pickle, stat
     for p in (os.path.dirname(path), path):
         st = os.stat(p)
@@ -50,10 +50,12 @@ def _costguard_load(path, digest):
         raise ValueError("costguard: not loading job {job}'s results: " + path + " does not "
                          "match the sha256 recorded when the job ended")
     values = pickle.loads(data)
+    if names is not None:
+        values = {{n: values[n] for n in names if n in values}}
     globals().update(values)
     print("costguard: loaded " + (", ".join(sorted(values)) or "nothing") + " from job {job}")
 try:
-    _costguard_load({path!r}, {digest!r})
+    _costguard_load({path!r}, {digest!r}, {names!r})
 finally:
     del _costguard_load
 """
@@ -65,10 +67,16 @@ class SendError(Exception):
         self.status = status
 
 
-def load_code(job_id: int, path: str, digest: str) -> str:
+def load_code(job_id: int, path: str, digest: str, names: list[str] | None = None) -> str:
     """What loads job `job_id`'s results from `path` in the user's kernel, if the file is
-    still the one whose sha256 the server recorded (`digest`)."""
-    return LOAD.format(job=job_id, path=path, digest=digest)
+    still the one whose sha256 the server recorded (`digest`): every name in it, or only
+    `names` (Python identifiers, so that the code names nothing else)."""
+    if names is not None:
+        bad = [n for n in names if not isinstance(n, str) or not n.isidentifier()]
+        if bad:
+            raise ValueError(f"not Python names: {bad!r}")
+        names = list(dict.fromkeys(names))
+    return LOAD.format(job=job_id, path=path, digest=digest, names=names)
 
 
 async def send_variables(kernel_manager: Any, kernel_id: str, names: list[str], path: str,

@@ -84,11 +84,13 @@ class JobStore:
         self._fill_summaries()
 
     def _fill_summaries(self) -> None:
-        """Give rows written before summaries theirs, once (a row that does not parse keeps
-        none and is listed from what its own columns hold)."""
+        """Give rows written before summaries (or before summaries named `bring_back`)
+        theirs, once (a row that does not parse keeps none and is listed from what its own
+        columns hold)."""
         with self._lock:
             rows = self._db.execute(
-                "SELECT id, spec, record FROM job WHERE summary IS NULL").fetchall()
+                "SELECT id, spec, record FROM job WHERE summary IS NULL OR (summary != '{}' "
+                "AND json_type(summary, '$.bring_back') IS NULL)").fetchall()
             for job_id, spec_text, record_text in rows:
                 try:
                     spec = JobSpec.from_json(json.loads(spec_text))
@@ -230,6 +232,9 @@ def _summary(spec: JobSpec, record: Mapping[str, Any]) -> str:
         "kernel_name": spec.kernel_name, "backend": spec.backend,
         "resources": spec.resources.to_json(), "retries": spec.retries,
         "selected": [[c.cell_id, c.index] for c in spec.cells if c.selected],
+        "bring_back": list(spec.bring_back),
+        **({"bring_back_from": record["bring_back_from"]}
+           if isinstance(record.get("bring_back_from"), str) else {}),
         **({"gpu": gpu} if isinstance(gpu, dict) else {}),
         **({"owner": record["owner"]} if isinstance(record.get("owner"), dict) else {}),
     })
@@ -242,12 +247,15 @@ def _summary_job(row: tuple[Any, ...]) -> Job:
         resources = Resources.parse(summary.get("resources"))
         cells = tuple(SpecCell(str(cell_id), int(index), True, "", "")
                       for cell_id, index in summary.get("selected", ()))
+        bring_back = tuple(str(n) for n in summary.get("bring_back", ()))
         phase_times, phase_spend = json.loads(d["phase_times"]), json.loads(d["phase_spend"])
     except (ValueError, TypeError, AttributeError, RecursionError):
         summary, resources, cells, phase_times, phase_spend = {}, Resources(), (), {}, {}
+        bring_back = ()
     spec = JobSpec(notebook=d["notebook"], cwd="", kernel_name=str(summary.get(
         "kernel_name", "")), cells=cells, resources=resources,
-        retries=int(summary.get("retries", 0)), backend=str(summary.get("backend", "local")))
+        retries=int(summary.get("retries", 0)), backend=str(summary.get("backend", "local")),
+        bring_back=bring_back)
     gpu = summary.get("gpu")
     return Job(
         id=d["id"], spec=spec, state=d["state"], phase=d["phase"], created=d["created"],
@@ -259,5 +267,7 @@ def _summary_job(row: tuple[Any, ...]) -> Job:
         phase_spend=phase_spend if isinstance(phase_spend, dict) else {},
         record={**({"gpu": gpu} if isinstance(gpu, dict) else {}),
                 **({"owner": summary["owner"]} if isinstance(summary.get("owner"), dict)
-                   else {})},
+                   else {}),
+                **({"bring_back_from": summary["bring_back_from"]}
+                   if isinstance(summary.get("bring_back_from"), str) else {})},
     )

@@ -147,11 +147,22 @@ class JobLogHandler(JobsHandler):
 
 
 class JobResultsHandler(JobsHandler):
+    """GET jobs/{id}/results[?names=a,b]: `names` limits what `load_code` loads."""
+
     @web.authenticated
     @authorized
     async def get(self, raw: str) -> None:
-        self._check_params()
-        self.write_json(await self._call(self.jobs.results(self._job_id(raw))))
+        self._check_params("names")
+        job_id = self._job_id(raw)
+        text = self.get_query_argument("names", None)
+        names = None if text is None else [n for n in text.split(",") if n.strip()]
+        if names is not None:
+            names = [n.strip() for n in names]
+            bad = [n for n in names if not n.isidentifier()]
+            if bad or len(names) > 200:
+                raise web.HTTPError(400, "names must be at most 200 comma-separated Python "
+                                    "names%s", f"; not one: {bad[0][:50]!r}" if bad else "")
+        self.write_json(await self._call(self.jobs.results(job_id, names)))
 
 
 class JobActionHandler(JobsHandler):

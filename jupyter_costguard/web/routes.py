@@ -9,6 +9,7 @@ from tornado import web
 from jupyter_costguard.web.alerts import AlertActionHandler, AlertsHandler
 from jupyter_costguard.web.base import API_PREFIX, NotFoundHandler
 from jupyter_costguard.web.documents import DOCUMENTS, DocumentHandler, NotebookHandler
+from jupyter_costguard.web.history import HistoryHandler
 from jupyter_costguard.web.jobs import routes as job_routes
 from jupyter_costguard.web.openapi import OpenAPIHandler
 
@@ -22,6 +23,7 @@ def handlers(base: str) -> list[tuple[str, type[web.RequestHandler], dict[str, A
     ]
     routes += [
         (url(r"/notebooks/(.+)"), NotebookHandler, {}),
+        (url("/history"), HistoryHandler, {}),
         (url("/alerts"), AlertsHandler, {}),
         (url(r"/alerts/([^/]+)/dismiss"), AlertActionHandler, {"action": "dismiss"}),
         (url(r"/alerts/([^/]+)/snooze"), AlertActionHandler, {"action": "snooze"}),

@@ -3,67 +3,40 @@
  * is AlertDeduplicator's, a pure, unit-tested model). Dismissing the
  * notification (its "Dismiss" button, or dismissing it in the notification
  * center) dismisses the alert on the server; "Snooze" snoozes it for
- * `snoozeSeconds`. Other actions run commands.
+ * `snoozeSeconds`. Other actions run commands. Buttons and what they do come
+ * from `alertactions.ts` (shared with the cost panel's Alerts section); the
+ * message is the whole text (AlertToastText shows it whole and lets the
+ * buttons wrap, since JupyterLab cuts messages at 140 characters).
  */
 import type { Notification, NotificationManager } from '@jupyterlab/apputils';
-import type { ReadonlyJSONObject, ReadonlyPartialJSONObject } from '@lumino/coreutils';
 import type { ISignal } from '@lumino/signaling';
 
+import {
+  actionCaption,
+  actionDisplayType,
+  actionLabel,
+  IAlertActionTarget,
+  ICommandRunner,
+  offeredActions,
+  runAlertAction
+} from './alertactions';
 import type { IAlert, IAlertAction } from './api';
 import { AlertDeduplicator, notificationType } from './alerts';
-import { CommandIDs } from './commands';
 import { DEFAULT_SNOOZE_SECONDS, clampSnooze } from './settings';
 
-/** The longest message a JupyterLab notification shows untruncated. */
-export const MAX_NOTIFICATION_LENGTH = 140;
-
-/** Shown when an alert offers offload and no offload command is installed. */
-export const OFFLOAD_UNAVAILABLE_TEXT =
-  'Costguard: offloading cells to a batch job is not available yet.';
+export type { ICommandRunner } from './alertactions';
+export { OFFLOAD_UNAVAILABLE_TEXT, safeUrl } from './alertactions';
 
 /** Where alerts come from (CostStatusModel). */
-export interface IAlertSource {
+export interface IAlertSource extends IAlertActionTarget {
   readonly alertsReceived: ISignal<any, ReadonlyArray<IAlert>>;
   readonly alertsSimulated: boolean;
-  dismissAlert(id: string): Promise<void>;
-  snoozeAlert(id: string, seconds: number): Promise<void>;
 }
 
-/** What the notifier needs of the command registry. */
-export interface ICommandRunner {
-  hasCommand(id: string): boolean;
-  execute(id: string, args?: ReadonlyPartialJSONObject): Promise<any>;
-}
-
-/** The text of an alert's notification: title, then the message. */
+/** The text of an alert's notification: title, then the whole message. */
 export function alertMessage(alert: IAlert, simulated = false): string {
   const title = `${alert.title || alert.kind}${simulated ? ' (simulated)' : ''}`;
   return alert.message ? `${title}\n${alert.message}` : title;
-}
-
-/** Only http(s) URLs may be opened from an alert. */
-export function safeUrl(url: unknown): string | null {
-  if (typeof url !== 'string') {
-    return null;
-  }
-  try {
-    const base =
-      typeof window !== 'undefined' ? window.location.href : 'http://localhost/';
-    const parsed = new URL(url, base);
-    return parsed.protocol === 'http:' || parsed.protocol === 'https:'
-      ? parsed.href
-      : null;
-  } catch {
-    return null;
-  }
-}
-
-function kernelIdOf(alert: IAlert, action: IAlertAction): string | null {
-  const fromArgs = action.args?.kernel_id ?? action.args?.kernelId;
-  if (typeof fromArgs === 'string' && fromArgs) {
-    return fromArgs;
-  }
-  return alert.kernel_id || null;
 }
 
 export namespace AlertNotifier {
@@ -166,147 +139,47 @@ export class AlertNotifier {
   }
 
   /**
-   * Run one of an alert's actions. Returns whether the notification should
-   * stay open (the button then calls `preventDefault`).
+   * Run one of an alert's actions (`runAlertAction`, shared with the cost
+   * panel's Alerts section). Returns whether the notification should stay
+   * open (the button then calls `preventDefault`).
    */
   runAction(alert: IAlert, action: IAlertAction): boolean {
-    const report = (what: string) => (reason: unknown) => {
-      const message = reason instanceof Error ? reason.message : String(reason);
-      this._manager.notify(`Costguard: could not ${what}: ${message}`, 'error', {
-        autoClose: 8000
-      });
-    };
-    const notebook = alert.notebook ?? null;
-    switch (action.id) {
-      case 'dismiss':
-        this._source.dismissAlert(alert.id).catch(report('dismiss the alert'));
-        return false;
-      case 'snooze':
-        this._source
-          .snoozeAlert(alert.id, this._snoozeSeconds)
-          .catch(report('snooze the alert'));
-        return false;
-      case 'open-panel':
-        this._execute(CommandIDs.openPanel, notebook ? { path: notebook } : {}).catch(
-          report('open the cost panel')
-        );
-        return true;
-      case 'shutdown-kernel':
-      case 'restart-kernel':
-      case 'interrupt-kernel': {
-        const kernelId = kernelIdOf(alert, action);
-        if (!kernelId) {
-          return true;
-        }
-        const command =
-          action.id === 'shutdown-kernel'
-            ? CommandIDs.shutdownKernel
-            : action.id === 'restart-kernel'
-              ? CommandIDs.restartKernel
-              : CommandIDs.interruptKernel;
-        const args: ReadonlyJSONObject = notebook
-          ? { kernelId, notebook }
-          : { kernelId };
-        const confirmed = action.id !== 'interrupt-kernel';
-        this._execute(command, args)
-          .then(done => {
-            // Shut down / restart ask first: close only once done.
-            if (confirmed && done) {
-              this._close(alert.id);
-            }
-          })
-          .catch(report(action.label.toLowerCase() || 'run the kernel action'));
-        return confirmed;
-      }
-      case 'offload': {
-        if (!this._commands.hasCommand(CommandIDs.offloadCells)) {
-          this._manager.notify(OFFLOAD_UNAVAILABLE_TEXT, 'info', {
-            autoClose: 5000
-          });
-          return true;
-        }
-        const args: { [key: string]: any } = {
-          ...(action.args ?? {}),
-          alertId: alert.id
-        };
-        if (notebook) {
-          args.notebook = notebook;
-        }
-        if (alert.kernel_id) {
-          args.kernelId = alert.kernel_id;
-        }
-        this._execute(CommandIDs.offloadCells, args).catch(report('offload'));
-        return false;
-      }
-      case 'open-url': {
-        const url = safeUrl(action.args?.url);
-        if (url) {
-          this._openUrl(url);
-        }
-        return true;
-      }
-      default:
-        return true;
-    }
-  }
-
-  private _execute(id: string, args: ReadonlyPartialJSONObject): Promise<any> {
-    if (!this._commands.hasCommand(id)) {
-      return Promise.reject(new Error(`command ${id} is not available`));
-    }
-    return this._commands.execute(id, args);
+    return runAlertAction(alert, action, {
+      target: this._source,
+      commands: this._commands,
+      snoozeSeconds: this._snoozeSeconds,
+      openUrl: this._openUrl,
+      notify: (message, type) => {
+        this._manager.notify(message, type, {
+          autoClose: type === 'error' ? 8000 : 5000
+        });
+      },
+      // Shut down / restart asked first: close only once done.
+      onConfirmedDone: done => this._close(done.id)
+    });
   }
 
   private _onAlerts(_: unknown, alerts: ReadonlyArray<IAlert>): void {
     this.sync(alerts);
   }
 
-  /** Whether an action can be offered for this alert. */
-  private _offered(alert: IAlert, action: IAlertAction): boolean {
-    switch (action.id) {
-      case 'dismiss':
-      case 'snooze':
-      case 'open-panel':
-      case 'offload':
-        return true;
-      case 'shutdown-kernel':
-      case 'restart-kernel':
-      case 'interrupt-kernel':
-        return kernelIdOf(alert, action) !== null;
-      case 'open-url':
-        return safeUrl(action.args?.url) !== null;
-      default:
-        return false;
-    }
-  }
-
   private _actions(alert: IAlert): Notification.IAction[] {
-    const actions = Array.isArray(alert.actions) ? alert.actions : [];
-    return actions
-      .filter(action => action && this._offered(alert, action))
-      .map(action => ({
-        label: action.label || action.id,
-        caption: action.id === 'snooze' ? `Snooze for ${Math.round(this._snoozeSeconds / 60)} min` : undefined,
-        displayType:
-          action.id === 'shutdown-kernel' || action.id === 'restart-kernel'
-            ? 'warn'
-            : action.id === 'offload'
-              ? 'accent'
-              : action.id === 'open-panel' || action.id === 'open-url'
-                ? 'link'
-                : 'default',
-        callback: (event: MouseEvent) => {
-          const latest = this._latest.get(alert.id) ?? alert;
-          const nid = this._byAlert.get(alert.id);
-          const keepOpen = this.runAction(latest, action);
-          if (keepOpen) {
-            event.preventDefault();
-          } else if (nid) {
-            // The notification closes next: not a user dismissal to forward.
-            this._handled.add(nid);
-          }
+    return offeredActions(alert).map(action => ({
+      label: actionLabel(action, this._snoozeSeconds),
+      caption: actionCaption(action, this._snoozeSeconds),
+      displayType: actionDisplayType(action),
+      callback: (event: MouseEvent) => {
+        const latest = this._latest.get(alert.id) ?? alert;
+        const nid = this._byAlert.get(alert.id);
+        const keepOpen = this.runAction(latest, action);
+        if (keepOpen) {
+          event.preventDefault();
+        } else if (nid) {
+          // The notification closes next: not a user dismissal to forward.
+          this._handled.add(nid);
         }
-      }));
+      }
+    }));
   }
 
   private _show(alert: IAlert): void {

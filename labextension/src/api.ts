@@ -322,7 +322,7 @@ export interface IAlert extends IOwnerFields {
   resolved?: number | null;
 }
 
-/** Response of `GET costguard/api/alerts` (active alerts only). */
+/** Response of `GET costguard/api/alerts` (active alerts, or all with `include=all`). */
 export interface IAlertList extends ICommonDoc {
   alerts: IAlert[];
 }
@@ -368,6 +368,61 @@ export async function requestAPI<T>(
   return data as T;
 }
 
+/** Spend and waste per bucket of `GET history` (`SpendSeries`). */
+export interface ISpendSeries {
+  /** `notebook`, `unattributed` (what no notebook spent) or `server` (`total`). */
+  kind: 'notebook' | 'unattributed' | 'server' | string;
+  /** The notebook's path; null for the others. */
+  path: string | null;
+  /** Per bucket, in `times` order. */
+  spend: number[];
+  waste: number[];
+  total_spend: number;
+  total_waste: number;
+}
+
+/** Response of `GET costguard/api/history` (`SpendHistory`). */
+export interface ISpendHistory extends ICommonDoc {
+  minutes: number;
+  /** 60, 300, 900 or 3600. */
+  bucket_seconds: number;
+  /** Start of the first bucket and end of the last, epoch seconds. */
+  start: number;
+  end: number;
+  /** The notebook asked for, or null. */
+  notebook: string | null;
+  /** Start of each bucket, epoch seconds. */
+  times: number[];
+  /** Each notebook (most spent first), then `unattributed`; or the one asked for. */
+  series: ISpendSeries[];
+  /** The whole server; without `notebook`, `series` add up to it. */
+  total: ISpendSeries;
+  /** Every notebook with spend in the window, most first. */
+  notebooks: string[];
+}
+
+/** `GET history` path: the last `minutes`, optionally of one notebook only. */
+export function historyEndpoint(minutes: number, notebook?: string | null): string {
+  const query = [`minutes=${Math.round(minutes)}`];
+  if (notebook) {
+    query.push(`notebook=${encodeURIComponent(notebook)}`);
+  }
+  return `history?${query.join('&')}`;
+}
+
+/** GET `history`: spend and waste over the last `minutes`, per notebook. */
+export function fetchSpendHistory(
+  minutes: number,
+  notebook?: string | null,
+  settings?: ServerConnection.ISettings
+): Promise<ISpendHistory> {
+  return requestAPI<ISpendHistory>(
+    historyEndpoint(minutes, notebook),
+    { method: 'GET' },
+    settings
+  );
+}
+
 /** `GET notebooks/{path}` path: the server-relative path, each part encoded. */
 export function notebookEndpoint(path: string): string {
   const parts = path
@@ -377,9 +432,34 @@ export function notebookEndpoint(path: string): string {
   return `notebooks/${parts.join('/')}`;
 }
 
-/** `GET alerts` path, optionally filtered to one notebook. */
-export function alertsEndpoint(notebook?: string | null): string {
-  return notebook ? `alerts?notebook=${encodeURIComponent(notebook)}` : 'alerts';
+/**
+ * `GET alerts` path, optionally filtered to one notebook; `include: 'all'`
+ * adds dismissed, snoozed and resolved alerts.
+ */
+export function alertsEndpoint(
+  notebook?: string | null,
+  include: 'active' | 'all' = 'active'
+): string {
+  const query: string[] = [];
+  if (notebook) {
+    query.push(`notebook=${encodeURIComponent(notebook)}`);
+  }
+  if (include === 'all') {
+    query.push('include=all');
+  }
+  return query.length ? `alerts?${query.join('&')}` : 'alerts';
+}
+
+/** GET `alerts` (see `alertsEndpoint`). */
+export function fetchAlerts(
+  options: { notebook?: string | null; include?: 'active' | 'all' } = {},
+  settings?: ServerConnection.ISettings
+): Promise<IAlertList> {
+  return requestAPI<IAlertList>(
+    alertsEndpoint(options.notebook, options.include),
+    { method: 'GET' },
+    settings
+  );
 }
 
 /** `POST alerts/{id}/{verb}` path. */

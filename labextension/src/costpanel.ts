@@ -52,9 +52,10 @@ import {
   IColumn,
   KERNEL_COLUMNS,
   NOTEBOOK_COLUMNS,
-  PanelTable
+  PanelTable,
+  rowDetail
 } from './costpanelmodel';
-import { el, setAttr, setText } from './dom';
+import { el, setAttr, setText, syncRows } from './dom';
 import { priceOf } from './price';
 import { SidePanel } from './sidepanel';
 import { sparklinePath, spendRates } from './sparkline';
@@ -79,6 +80,18 @@ export namespace CostPanel {
     onKernelAction?: (action: KernelAction, kernel: IKernelDoc) => void;
     /** Open a notebook (the plugin asks the document manager). */
     onOpenNotebook?: (path: string) => void;
+    /**
+     * Sections other plugins' widgets render (e.g. the spend chart), placed
+     * after Totals; each is told when the panel is shown or hidden.
+     */
+    sections?: ReadonlyArray<IPanelSection>;
+  }
+
+  /** A section the panel hosts but does not render. */
+  export interface IPanelSection {
+    readonly node: HTMLElement;
+    /** Called when the panel is shown (true) or hidden (false). */
+    setShown?(shown: boolean): void;
   }
 }
 
@@ -95,49 +108,53 @@ interface IDetailExtra {
 /** A row of a details list: field, label, text, link, extras. */
 type DetailItem = [string, string, string, string?, IDetailExtra?];
 
-function shortId(id: string): string {
-  return id.length > 8 ? id.slice(0, 8) : id;
+/**
+ * Class of the columns a narrow panel hides (`IColumn.secondary`): their
+ * figures move to the row's detail line (`.jp-costguard-row-detail`), shown
+ * only then (style/panel.css, a container query on the panel's width).
+ */
+const SECONDARY = 'jp-costguard-col-secondary';
+const ROW_DETAIL = 'jp-costguard-row-detail';
+
+/** GPU table columns a narrow panel hides (the model is in the row's tooltip). */
+const GPU_SECONDARY = new Set(['name']);
+
+function cellClass(column: { numeric: boolean; secondary?: boolean }, text: string): string {
+  return `${column.numeric ? 'jp-costguard-num' : text}${
+    column.secondary ? ` ${SECONDARY}` : ''
+  }`.trim();
+}
+
+/** A button with its word, and a symbol for a narrow panel (the word in its tooltip). */
+function button(className: string, word: string, symbol: string): HTMLButtonElement {
+  const b = el('button', className);
+  b.type = 'button';
+  b.appendChild(el('span', 'jp-costguard-button-word', word));
+  const short = el('span', 'jp-costguard-button-symbol', symbol);
+  setAttr(short, 'aria-hidden', 'true');
+  b.appendChild(short);
+  return b;
 }
 
 /**
- * Put `rows` into `body` in order, reusing the row element of each key.
- * Returns the row elements by key (the new cache).
+ * Fill a row's detail line (in `cell`) from its secondary cells, and give the
+ * row the same text as a tooltip: what a narrow panel does not show in columns.
  */
-function syncRows<T, E extends Element = HTMLTableRowElement>(
-  body: Element,
-  cache: Map<string, E>,
-  rows: ReadonlyArray<T>,
-  keyOf: (row: T) => string,
-  create: (row: T) => E,
-  update: (tr: E, row: T) => void
-): Map<string, E> {
-  const next = new Map<string, E>();
-  rows.forEach((row, index) => {
-    const key = keyOf(row);
-    if (next.has(key)) {
-      return;
-    }
-    let tr = cache.get(key);
-    if (!tr) {
-      tr = create(row);
-    }
-    update(tr, row);
-    next.set(key, tr);
-    const current = body.children[index];
-    if (current !== tr) {
-      body.insertBefore(tr, current ?? null);
-    }
-  });
-  for (const [key, tr] of cache) {
-    if (!next.has(key)) {
-      tr.remove();
-    }
-  }
-  // Anything else left over (e.g. an empty-state row).
-  while (body.children.length > next.size) {
-    body.lastElementChild?.remove();
-  }
-  return next;
+function setDetail<T>(
+  tr: HTMLElement,
+  cell: Element,
+  columns: ReadonlyArray<IColumn<T>>,
+  name: string
+): void {
+  const text = (key: string): string =>
+    tr.querySelector(`:scope > td[data-key="${key}"]`)?.textContent ?? '';
+  const detail = rowDetail(columns, text);
+  setText(cell.querySelector(`.${ROW_DETAIL}`)!, detail);
+  setAttr(tr, 'title', `${name}: ${detail}`);
+}
+
+function shortId(id: string): string {
+  return id.length > 8 ? id.slice(0, 8) : id;
 }
 
 /**
@@ -148,6 +165,7 @@ export class CostPanel extends SidePanel<CostPanelModel> {
     super(options.model, ['click', 'keydown']);
     this._onKernelAction = options.onKernelAction;
     this._onOpenNotebook = options.onOpenNotebook;
+    this._extraSections = options.sections ?? [];
     this.id = PANEL_ID;
     this.addClass('jp-costguard-panel');
     this.title.caption = 'Costguard: GPU spend';
@@ -171,6 +189,9 @@ export class CostPanel extends SidePanel<CostPanelModel> {
   /** Polls `kernels` and `gpus` only while shown. */
   protected setShown(shown: boolean): void {
     this.model.active = shown;
+    for (const section of this._extraSections) {
+      section.setShown?.(shown);
+    }
   }
 
   private _onClick(event: MouseEvent): void {
@@ -254,6 +275,10 @@ export class CostPanel extends SidePanel<CostPanelModel> {
     this._totals = el('dl', 'jp-costguard-details jp-costguard-totals');
     body.lastElementChild!.appendChild(this._totals);
 
+    for (const section of this._extraSections) {
+      body.appendChild(section.node);
+    }
+
     body.appendChild(this._section('GPUs', 'jp-costguard-gpus-section'));
     this._gpuTable = this._table('jp-costguard-gpus', [
       ['index', '#', true],
@@ -267,18 +292,16 @@ export class CostPanel extends SidePanel<CostPanelModel> {
     const nbSection = this._section('Notebooks', 'jp-costguard-notebooks-section');
     this._notebookCount = nbSection.querySelector('h3')!;
     body.appendChild(nbSection);
-    this._notebookTable = this._sortableTable(
-      'notebooks',
-      NOTEBOOK_COLUMNS,
-      ['Spend rate, last 30 min']
-    );
+    this._notebookTable = this._sortableTable('notebooks', NOTEBOOK_COLUMNS, [
+      ['Spend rate, last 30 min', true]
+    ]);
     nbSection.appendChild(this._wrap(this._notebookTable));
 
     const kSection = this._section('Kernels', 'jp-costguard-kernels-section');
     this._kernelCount = kSection.querySelector('h3')!;
     body.appendChild(kSection);
     this._kernelTable = this._sortableTable('kernels', KERNEL_COLUMNS, [
-      'Actions'
+      ['Actions', false]
     ]);
     kSection.appendChild(this._wrap(this._kernelTable));
   }
@@ -302,7 +325,11 @@ export class CostPanel extends SidePanel<CostPanelModel> {
     const table = el('table', `jp-costguard-table ${className}`);
     const head = table.createTHead().insertRow();
     for (const [key, label, numeric] of columns) {
-      const th = el('th', numeric ? 'jp-costguard-num' : '', label);
+      const th = el(
+        'th',
+        `${numeric ? 'jp-costguard-num' : ''}${GPU_SECONDARY.has(key) ? ` ${SECONDARY}` : ''}`,
+        label
+      );
       th.dataset.key = key;
       head.appendChild(th);
     }
@@ -313,7 +340,7 @@ export class CostPanel extends SidePanel<CostPanelModel> {
   private _sortableTable<T>(
     table: PanelTable,
     columns: ReadonlyArray<IColumn<T>>,
-    extra: string[]
+    extra: [string, boolean][]
   ): HTMLTableElement {
     const node = el('table', `jp-costguard-table jp-costguard-${table}`);
     node.dataset.table = table;
@@ -321,7 +348,9 @@ export class CostPanel extends SidePanel<CostPanelModel> {
     for (const column of columns) {
       const th = el(
         'th',
-        `jp-costguard-sort${column.numeric ? ' jp-costguard-num' : ''}`
+        `jp-costguard-sort${column.numeric ? ' jp-costguard-num' : ''}${
+          column.secondary ? ` ${SECONDARY}` : ''
+        }`
       );
       th.dataset.key = column.key;
       th.dataset.table = table;
@@ -333,8 +362,10 @@ export class CostPanel extends SidePanel<CostPanelModel> {
       th.appendChild(el('span', 'jp-costguard-sort-indicator'));
       head.appendChild(th);
     }
-    for (const label of extra) {
-      head.appendChild(el('th', 'jp-costguard-extra', label));
+    for (const [label, secondary] of extra) {
+      head.appendChild(
+        el('th', `jp-costguard-extra${secondary ? ` ${SECONDARY}` : ''}`, label)
+      );
     }
     node.createTBody();
     return node;
@@ -642,7 +673,12 @@ export class CostPanel extends SidePanel<CostPanelModel> {
       g => {
         const tr = el('tr', 'jp-costguard-gpu-row');
         for (const key of ['index', 'name', 'utilization', 'memory', 'power']) {
-          const td = el('td', key === 'name' ? '' : 'jp-costguard-num');
+          const td = el(
+            'td',
+            `${key === 'name' ? '' : 'jp-costguard-num'}${
+              GPU_SECONDARY.has(key) ? ` ${SECONDARY}` : ''
+            }`
+          );
           td.dataset.key = key;
           tr.appendChild(td);
         }
@@ -652,6 +688,7 @@ export class CostPanel extends SidePanel<CostPanelModel> {
         tr.dataset.gpuUuid = g.uuid;
         tr.dataset.gpuIndex = String(g.index);
         tr.classList.toggle('jp-costguard-faulty', !!g.faulty);
+        tr.title = `GPU ${g.index}: ${g.name}${g.faulty ? ` (${g.faulty})` : ''}`;
         const cells = tr.children;
         setText(cells[0], String(g.index));
         setText(cells[1], g.name + (g.faulty ? ` (${g.faulty})` : ''));
@@ -712,17 +749,18 @@ export class CostPanel extends SidePanel<CostPanelModel> {
       () => {
         const tr = el('tr', 'jp-costguard-notebook-row');
         for (const column of NOTEBOOK_COLUMNS) {
-          const td = el('td', column.numeric ? 'jp-costguard-num' : 'jp-costguard-path');
+          const td = el('td', cellClass(column, 'jp-costguard-path'));
           td.dataset.key = column.key;
           if (column.key === 'path') {
             const a = el('a', 'jp-costguard-open-notebook');
             a.dataset.action = 'open-notebook';
             a.href = '#';
             td.appendChild(a);
+            td.appendChild(el('div', ROW_DETAIL));
           }
           tr.appendChild(td);
         }
-        const td = el('td', 'jp-costguard-trend');
+        const td = el('td', `jp-costguard-trend ${SECONDARY}`);
         td.dataset.key = 'trend';
         const svg = document.createElementNS(SVG_NS, 'svg');
         svg.setAttribute('class', 'jp-costguard-sparkline');
@@ -761,6 +799,7 @@ export class CostPanel extends SidePanel<CostPanelModel> {
         setText(cells[4], formatPercent(n.gpu_utilization_percent));
         setText(cells[5], formatBytes(n.gpu_memory_bytes));
         setText(cells[6], formatDuration(n.idle_seconds));
+        setDetail(tr, cells[0], NOTEBOOK_COLUMNS, n.path);
         const rates = spendRates(n.history, { end });
         const values = rates.map(r => r.rate);
         const svg = cells[7].firstElementChild as SVGElement;
@@ -818,23 +857,27 @@ export class CostPanel extends SidePanel<CostPanelModel> {
       () => {
         const tr = el('tr', 'jp-costguard-kernel-row');
         for (const column of KERNEL_COLUMNS) {
-          const td = el('td', column.numeric ? 'jp-costguard-num' : '');
+          const td = el('td', cellClass(column, ''));
           td.dataset.key = column.key;
+          if (column.key === 'notebook') {
+            td.appendChild(el('span', 'jp-costguard-kernel-notebook'));
+            td.appendChild(el('div', ROW_DETAIL));
+          }
           tr.appendChild(td);
         }
         const td = el('td', 'jp-costguard-actions');
         td.dataset.key = 'actions';
-        const interrupt = el(
-          'button',
+        const interrupt = button(
           'jp-costguard-button jp-costguard-kernel-interrupt',
-          'Interrupt'
+          'Interrupt',
+          '■'
         );
         interrupt.type = 'button';
         interrupt.dataset.action = 'interrupt';
-        const shutdown = el(
-          'button',
+        const shutdown = button(
           'jp-costguard-button jp-mod-warn jp-costguard-kernel-shutdown',
-          'Shut down'
+          'Shut down',
+          '✕'
         );
         shutdown.type = 'button';
         shutdown.dataset.action = 'shutdown';
@@ -851,7 +894,7 @@ export class CostPanel extends SidePanel<CostPanelModel> {
         (cells[0] as HTMLElement).title = `${k.name} ${k.kernel_id}${
           k.attribution ? ` — GPU attribution: ${k.attribution}` : ''
         }`;
-        setText(cells[1], k.notebook ?? '–');
+        setText(cells[1].firstElementChild!, k.notebook ?? '–');
         setText(cells[2], k.execution_state);
         setText(cells[3], formatMoney(k.spend, currency));
         setText(cells[4], formatMoney(k.waste, currency));
@@ -859,12 +902,15 @@ export class CostPanel extends SidePanel<CostPanelModel> {
         setText(cells[6], formatPercent(k.gpu_utilization_percent));
         setText(cells[7], formatBytes(k.gpu_memory_bytes));
         setText(cells[8], formatDuration(k.idle_seconds));
+        setDetail(tr, cells[1], KERNEL_COLUMNS, k.notebook ?? k.name);
         const label = `${k.name} ${shortId(k.kernel_id)}${
           k.notebook ? ` (${k.notebook})` : ''
         }`;
         const buttons = cells[9].children;
-        (buttons[0] as HTMLElement).title = `Interrupt kernel ${label}`;
-        (buttons[1] as HTMLElement).title = `Shut down kernel ${label}`;
+        for (const [b, verb] of [[buttons[0], 'Interrupt'], [buttons[1], 'Shut down']] as const) {
+          (b as HTMLElement).title = `${verb} kernel ${label}`;
+          setAttr(b, 'aria-label', `${verb} kernel ${label}`);
+        }
       }
     );
     if (rows.length === 0) {
@@ -883,6 +929,7 @@ export class CostPanel extends SidePanel<CostPanelModel> {
   private _budgetList!: HTMLElement;
   private _budgetRows = new Map<string, HTMLElement>();
   private _budgetSection!: HTMLElement;
+  private _extraSections: ReadonlyArray<CostPanel.IPanelSection>;
   private _gpuRows = new Map<string, HTMLTableRowElement>();
   private _gpuTable!: HTMLTableElement;
   private _instance!: HTMLElement;

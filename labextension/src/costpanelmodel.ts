@@ -1,25 +1,22 @@
 /**
- * State of the cost panel: the shared `status`/`notebooks` documents (from
- * CostStatusModel), plus `kernels` and `gpus`, which only the panel needs and
- * which are polled only while the panel is visible. Sorting lives here, so the
- * panel widget only renders rows in the order this model gives.
+ * State of the cost panel: the shared model's documents (CostStatusModel),
+ * `status` and `notebooks` always and `kernels` and `gpus`, which only the
+ * panel needs, asked for while the panel is visible. They all come from one
+ * poll, of one sample, so the panel's tables always agree with each other
+ * (and with the status bar). Sorting lives here, so the panel widget only
+ * renders rows in the order this model gives.
  */
-import type { ServerConnection } from '@jupyterlab/services';
+import { ISignal, Signal } from '@lumino/signaling';
 
-import {
+import type {
   ICostStatus,
   IGpuList,
   IHubBudget,
   IKernelDoc,
-  IKernelList,
-  INotebookDoc,
-  IOwnerFields,
-  requestAPI
+  INotebookDoc
 } from './api';
 import { hubBudgetsOf } from './budgets';
 import { formatOwner, ownerOf } from './format';
-import { PolledModel } from './polledmodel';
-import { clampInterval, DEFAULT_REFRESH_SECONDS } from './settings';
 import { ISortState, SortDirection, sortRows, toggleSort } from './sort';
 import type { CostStatusModel } from './statusmodel';
 
@@ -36,6 +33,29 @@ export interface IColumn<T> {
   numeric: boolean;
   /** Header tooltip. */
   caption?: string;
+  /**
+   * Hidden when the panel is narrow (JupyterLab's default sidebar width):
+   * its figure moves to the row's detail line (`rowDetail`).
+   */
+  secondary?: boolean;
+}
+
+/**
+ * The detail line of a row in a narrow panel: the secondary columns' texts,
+ * numbers after their column's label ("Waste USD 0.01"), words alone ("idle").
+ */
+export function rowDetail<T>(
+  columns: ReadonlyArray<IColumn<T>>,
+  text: (key: string) => string
+): string {
+  return columns
+    .filter(c => c.secondary)
+    .map(c => {
+      const value = text(c.key);
+      return c.numeric ? `${c.label} ${value}` : value;
+    })
+    .filter(part => part.trim() !== '')
+    .join(' · ');
 }
 
 function num(value: unknown): number | null {
@@ -65,7 +85,8 @@ export const NOTEBOOK_COLUMNS: ReadonlyArray<IColumn<INotebookDoc>> = [
     value: n => num(n.waste),
     defaultDirection: 'descending',
     numeric: true,
-    caption: 'Spent while holding an idle GPU'
+    caption: 'Spent while holding an idle GPU',
+    secondary: true
   },
   {
     key: 'spend_rate_per_hour',
@@ -81,7 +102,8 @@ export const NOTEBOOK_COLUMNS: ReadonlyArray<IColumn<INotebookDoc>> = [
     value: n => num(n.gpu_utilization_percent),
     defaultDirection: 'descending',
     numeric: true,
-    caption: 'GPU utilisation of its kernels'
+    caption: 'GPU utilisation of its kernels',
+    secondary: true
   },
   {
     key: 'gpu_memory_bytes',
@@ -89,7 +111,8 @@ export const NOTEBOOK_COLUMNS: ReadonlyArray<IColumn<INotebookDoc>> = [
     value: n => num(n.gpu_memory_bytes),
     defaultDirection: 'descending',
     numeric: true,
-    caption: 'GPU memory held by its kernels'
+    caption: 'GPU memory held by its kernels',
+    secondary: true
   },
   {
     key: 'idle_seconds',
@@ -97,7 +120,8 @@ export const NOTEBOOK_COLUMNS: ReadonlyArray<IColumn<INotebookDoc>> = [
     value: n => num(n.idle_seconds),
     defaultDirection: 'descending',
     numeric: true,
-    caption: 'Time since its kernels were last busy'
+    caption: 'Time since its kernels were last busy',
+    secondary: true
   }
 ];
 
@@ -108,7 +132,8 @@ export const KERNEL_COLUMNS: ReadonlyArray<IColumn<IKernelDoc>> = [
     label: 'Kernel',
     value: k => k.name,
     defaultDirection: 'ascending',
-    numeric: false
+    numeric: false,
+    secondary: true
   },
   {
     key: 'notebook',
@@ -122,7 +147,8 @@ export const KERNEL_COLUMNS: ReadonlyArray<IColumn<IKernelDoc>> = [
     label: 'State',
     value: k => k.execution_state,
     defaultDirection: 'ascending',
-    numeric: false
+    numeric: false,
+    secondary: true
   },
   {
     key: 'spend',
@@ -136,35 +162,40 @@ export const KERNEL_COLUMNS: ReadonlyArray<IColumn<IKernelDoc>> = [
     label: 'Waste',
     value: k => num(k.waste),
     defaultDirection: 'descending',
-    numeric: true
+    numeric: true,
+    secondary: true
   },
   {
     key: 'spend_rate_per_hour',
     label: 'Rate',
     value: k => num(k.spend_rate_per_hour),
     defaultDirection: 'descending',
-    numeric: true
+    numeric: true,
+    secondary: true
   },
   {
     key: 'gpu_utilization_percent',
     label: 'GPU',
     value: k => num(k.gpu_utilization_percent),
     defaultDirection: 'descending',
-    numeric: true
+    numeric: true,
+    secondary: true
   },
   {
     key: 'gpu_memory_bytes',
     label: 'GPU mem',
     value: k => num(k.gpu_memory_bytes),
     defaultDirection: 'descending',
-    numeric: true
+    numeric: true,
+    secondary: true
   },
   {
     key: 'idle_seconds',
     label: 'Idle',
     value: k => num(k.idle_seconds),
     defaultDirection: 'descending',
-    numeric: true
+    numeric: true,
+    secondary: true
   }
 ];
 
@@ -211,45 +242,48 @@ export function sortKernels(
   return sortTable(kernels, state, KERNEL_COLUMNS, k => k.kernel_id);
 }
 
-/** Connection state of the panel's own poll. */
+/** What the panel shows: `idle` while hidden, then the shared poll's state. */
 export type PanelState = 'idle' | 'loading' | 'ok' | 'offline';
 
 export namespace CostPanelModel {
   export interface IOptions {
-    /** The shared model (status, notebooks). */
+    /** The shared model (status, notebooks, and kernels + gpus when asked for). */
     data: CostStatusModel;
-    /** Server connection settings (defaults to the shared model's). */
-    serverSettings?: ServerConnection.ISettings;
-    /** Refresh interval in seconds (defaults to the shared model's). */
-    refreshInterval?: number;
   }
 }
 
-/** `kernels` and `gpus`, as one refresh fetches them. */
-interface IPanelAnswer {
-  kernels: IKernelList;
-  gpus: IGpuList;
-}
-
 /**
- * The panel's model. `active` (set by the panel while it is visible) starts
- * and stops the `kernels` + `gpus` poll.
+ * The panel's model. `active` (set by the panel while it is visible) asks
+ * the shared model for `kernels` and `gpus` with each of its refreshes.
  */
-export class CostPanelModel extends PolledModel<IPanelAnswer, PanelState> {
+export class CostPanelModel {
   constructor(options: CostPanelModel.IOptions) {
-    super({
-      name: 'jupyter-costguard:panel',
-      interval: clampInterval(
-        options.refreshInterval ??
-          options.data.refreshInterval ??
-          DEFAULT_REFRESH_SECONDS
-      ),
-      state: 'idle'
-    });
     this._data = options.data;
-    this._serverSettings =
-      options.serverSettings ?? options.data.serverSettings;
-    this._data.changed.connect(this.emitChanged, this);
+    this._data.changed.connect(this._emit, this);
+  }
+
+  /** Emitted whenever anything the panel shows changes. */
+  get changed(): ISignal<this, void> {
+    return this._changed;
+  }
+
+  get isDisposed(): boolean {
+    return this._isDisposed;
+  }
+
+  /**
+   * `idle` while hidden; `loading` until the first `kernels` answer; then the
+   * shared poll's state.
+   */
+  get state(): PanelState {
+    if (!this._active) {
+      return 'idle';
+    }
+    const state = this._data.state;
+    if (state === 'offline') {
+      return 'offline';
+    }
+    return this._data.kernelList === null ? 'loading' : state;
   }
 
   /** The shared model. */
@@ -272,8 +306,8 @@ export class CostPanelModel extends PolledModel<IPanelAnswer, PanelState> {
     return (
       this._data.status?.simulated === true ||
       this._data.notebooksSimulated ||
-      this._kernelsSimulated ||
-      this._gpus?.simulated === true
+      this._data.kernelList?.simulated === true ||
+      this._data.gpuList?.simulated === true
     );
   }
 
@@ -283,7 +317,7 @@ export class CostPanelModel extends PolledModel<IPanelAnswer, PanelState> {
    * older server without the fields).
    */
   get owner(): string | null {
-    const owner = ownerOf([this._data.status, this._kernelsOwner, this._gpus]);
+    const owner = ownerOf([this._data.status, this._data.kernelList, this._data.gpuList]);
     return owner ? formatOwner(owner.user, owner.server) : null;
   }
 
@@ -295,14 +329,14 @@ export class CostPanelModel extends PolledModel<IPanelAnswer, PanelState> {
     return hubBudgetsOf(this._data.status);
   }
 
-  /** Running kernels (from the panel's poll). */
+  /** Running kernels (of the same sample as the notebooks). */
   get kernels(): ReadonlyArray<IKernelDoc> {
-    return this._kernels;
+    return this._data.kernelList?.kernels ?? [];
   }
 
-  /** GPUs (from the panel's poll), or null before the first response. */
+  /** GPUs (of the same sample), or null before the first response. */
   get gpus(): IGpuList | null {
-    return this._gpus;
+    return this._data.gpuList;
   }
 
   /** Sort state of a table. */
@@ -324,7 +358,7 @@ export class CostPanelModel extends PolledModel<IPanelAnswer, PanelState> {
     } else {
       this._kernelSort = next;
     }
-    this.emitChanged();
+    this._emit();
   }
 
   /** Notebooks in display order. */
@@ -334,7 +368,7 @@ export class CostPanelModel extends PolledModel<IPanelAnswer, PanelState> {
 
   /** Kernels in display order. */
   get kernelRows(): IKernelDoc[] {
-    return sortKernels(this._kernels, this._kernelSort);
+    return sortKernels(this.kernels, this._kernelSort);
   }
 
   /** A notebook to highlight (e.g. the one an alert was about), or null. */
@@ -346,62 +380,43 @@ export class CostPanelModel extends PolledModel<IPanelAnswer, PanelState> {
       return;
     }
     this._highlight = path;
-    this.emitChanged();
+    this._emit();
   }
 
-  /** Whether the panel is visible: polls `kernels` and `gpus` only then. */
+  /** Whether the panel is visible: `kernels` and `gpus` are fetched only then. */
   get active(): boolean {
-    return this.isRunning;
+    return this._active;
   }
   set active(value: boolean) {
-    if (value) {
-      this.start();
-    } else {
-      this.stop();
+    if (value === this._active || this._isDisposed) {
+      return;
     }
-  }
-
-  /** Refresh interval in seconds. */
-  get refreshInterval(): number {
-    return this.interval;
-  }
-  set refreshInterval(seconds: number) {
-    this.setInterval(clampInterval(seconds));
+    this._active = value;
+    this._data.requestDetail(this, value);
+    this._emit();
   }
 
   dispose(): void {
-    if (!this.isDisposed) {
-      this._data.changed.disconnect(this.emitChanged, this);
+    if (this._isDisposed) {
+      return;
     }
-    super.dispose();
+    this._data.requestDetail(this, false);
+    this._data.changed.disconnect(this._emit, this);
+    this._isDisposed = true;
+    Signal.clearData(this);
   }
 
-  /** `GET kernels` and `GET gpus`, together. */
-  protected async fetch(): Promise<IPanelAnswer> {
-    const [kernels, gpus] = await Promise.all([
-      requestAPI<IKernelList>('kernels', { method: 'GET' }, this._serverSettings),
-      requestAPI<IGpuList>('gpus', { method: 'GET' }, this._serverSettings)
-    ]);
-    return { kernels, gpus };
+  private _emit(): void {
+    if (!this._isDisposed) {
+      this._changed.emit();
+    }
   }
 
-  protected apply({ kernels, gpus }: IPanelAnswer): void {
-    this._kernels = Array.isArray(kernels?.kernels) ? kernels.kernels : [];
-    this._kernelsSimulated = kernels?.simulated === true;
-    this._kernelsOwner = kernels
-      ? { user: kernels.user ?? null, server: kernels.server ?? null }
-      : null;
-    this._gpus = gpus && Array.isArray(gpus.gpus) ? gpus : null;
-    this.emitChanged();
-  }
-
+  private _active = false;
+  private _changed = new Signal<this, void>(this);
   private _data: CostStatusModel;
-  private _gpus: IGpuList | null = null;
   private _highlight: string | null = null;
-  private _kernels: IKernelDoc[] = [];
-  private _kernelsOwner: IOwnerFields | null = null;
-  private _kernelsSimulated = false;
+  private _isDisposed = false;
   private _kernelSort: ISortState = { ...DEFAULT_SORT };
   private _notebookSort: ISortState = { ...DEFAULT_SORT };
-  private _serverSettings: ServerConnection.ISettings;
 }

@@ -1,19 +1,23 @@
 /**
  * `jupyter-costguard:panel`: the cost side panel (right sidebar) and
- * `costguard:open-panel`. The panel polls `kernels` + `gpus` only while it
- * is visible; its row buttons run the kernel commands.
+ * `costguard:open-panel`. While it is visible the shared poll fetches
+ * `kernels` + `gpus` too (one poll, one sample, for every table); its row
+ * buttons run the kernel commands.
  */
 import {
   ILayoutRestorer,
   JupyterFrontEnd,
   JupyterFrontEndPlugin
 } from '@jupyterlab/application';
-import { ICommandPalette } from '@jupyterlab/apputils';
+import { ICommandPalette, Notification } from '@jupyterlab/apputils';
 
+import { AlertsSection } from './alertssection';
 import { CommandIDs, PALETTE_CATEGORY } from './commands';
 import { CostPanel } from './costpanel';
 import { CostPanelModel } from './costpanelmodel';
 import { costguardIcon } from './icons';
+import { SpendChartModel } from './spendchartmodel';
+import { SpendChartSection } from './spendchartsection';
 import { ICostguard } from './tokens';
 
 export const PANEL_PLUGIN_ID = 'jupyter-costguard:panel';
@@ -31,15 +35,21 @@ export const costPanelPlugin: JupyterFrontEndPlugin<void> = {
     palette: ICommandPalette | null,
     restorer: ILayoutRestorer | null
   ): void => {
-    const model = new CostPanelModel({
-      data: costguard.model,
-      refreshInterval: costguard.settings.refreshInterval
-    });
-    costguard.settingsChanged.connect((_, settings) => {
-      model.refreshInterval = settings.refreshInterval;
+    const model = new CostPanelModel({ data: costguard.model });
+    const alertsSection = AlertsSection.create(
+      costguard,
+      app.commands,
+      Notification.manager
+    );
+    // "Spend over time": polls `history` once a minute while the panel is shown.
+    const spendChart = new SpendChartSection({
+      model: new SpendChartModel({ serverSettings: costguard.serverSettings }),
+      className: 'jp-costguard-section'
     });
     const panel = new CostPanel({
       model,
+      // Alerts first, then the other sections.
+      sections: [alertsSection, spendChart],
       onKernelAction: (action, kernel) => {
         const command =
           action === 'shutdown'

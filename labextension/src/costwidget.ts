@@ -8,21 +8,35 @@
  * long cell runs, never sends a kernel message, and no thread in the kernel
  * prints or writes to an Output widget. The feed stands by while the page is
  * hidden or the view is detached, and is disposed when the view is removed.
+ *
+ * Expanded view: the `▸ chart` toggle (`.jp-costguard-widget-expand`,
+ * `aria-expanded`; only for a kernel with a notebook) opens
+ * `.jp-costguard-widget-chart` below the line, holding the spend chart of the
+ * notebook (`spendchartsection.ts`, without the notebook selector); the root
+ * has `data-expanded` `true`/`false`. The chart polls `GET history` once a
+ * minute only while expanded and attached; it is kept (not re-created) across
+ * refreshes of the line.
  */
 import { DOMWidgetModel, DOMWidgetView } from '@jupyter-widgets/base';
 import { ServerConnection } from '@jupyterlab/services';
 
 import {
+  canExpand,
+  CHART_TOGGLE_TEXT,
+  CHART_TOGGLE_TITLE,
   DEFAULT_WIDGET_REFRESH_SECONDS,
   ICostWidgetSummary,
   MODULE_NAME,
   MODULE_VERSION,
+  WIDGET_CHART_LAYOUT,
   WIDGET_LOADING_TEXT
 } from './costwidgetsummary';
 import { CostWidgetFeed } from './costwidgetfeed';
 import { el } from './dom';
 import { ICON, SEPARATOR } from './format';
 import type { ModelPoll } from './polledmodel';
+import { SpendChartModel } from './spendchartmodel';
+import { SpendChartSection } from './spendchartsection';
 
 /** CSS classes of the widget; stable for browser tests. */
 export namespace CostWidgetClasses {
@@ -38,6 +52,10 @@ export namespace CostWidgetClasses {
   export const offline = 'jp-costguard-widget-offline';
   export const waiting = 'jp-costguard-widget-waiting';
   export const loading = 'jp-costguard-widget-loading';
+  /** The toggle of the expanded view (`aria-expanded`). */
+  export const expand = 'jp-costguard-widget-expand';
+  /** The expanded view: the notebook's spend chart. */
+  export const chart = 'jp-costguard-widget-chart';
   /** Per-part classes: -spend, -waste, -gpu, -idle, -rate. */
   export function forPart(kind: string): string {
     return `jp-costguard-widget-${kind}`;
@@ -94,6 +112,7 @@ export class CostWidgetView extends DOMWidgetView {
   render(): void {
     this.el.classList.add(CostWidgetClasses.root);
     this.el.dataset.state = 'loading';
+    this.el.dataset.expanded = 'false';
     this._renderMessage(CostWidgetClasses.loading, WIDGET_LOADING_TEXT, '');
 
     const feed = new CostWidgetFeed({
@@ -124,7 +143,31 @@ export class CostWidgetView extends DOMWidgetView {
   remove(): any {
     this._feed?.dispose();
     this._feed = null;
+    this._chart?.dispose();
+    this._chart?.model.dispose();
+    this._chart = null;
     return super.remove();
+  }
+
+  /** Whether the expanded view (the chart) is open. */
+  get expanded(): boolean {
+    return this._expanded;
+  }
+  set expanded(open: boolean) {
+    if (open === this._expanded) {
+      return;
+    }
+    this._expanded = open;
+    this.el.dataset.expanded = open ? 'true' : 'false';
+    const summary = this._feed?.summary ?? null;
+    if (summary) {
+      this._render(summary);
+    }
+  }
+
+  /** The expanded view's chart, once it was opened (for tests). */
+  get chart(): SpendChartSection | null {
+    return this._chart;
   }
 
   /** The feed's poll (for tests). */
@@ -145,6 +188,63 @@ export class CostWidgetView extends DOMWidgetView {
     }
   }
 
+  /**
+   * Empty the root but for the chart: re-rendering the line every refresh
+   * must not detach the chart (its hover readout and polling carry on).
+   */
+  private _clear(): void {
+    const keep = this._chart?.node ?? null;
+    for (const child of Array.from(this.el.childNodes)) {
+      if (child !== keep) {
+        this.el.removeChild(child);
+      }
+    }
+  }
+
+  /** Add a node of the line's part: before the chart, when it is shown. */
+  private _add(node: HTMLElement): void {
+    const chart = this._chart?.node;
+    this.el.insertBefore(node, chart && chart.parentNode === this.el ? chart : null);
+  }
+
+  /** The toggle at the end of the line. */
+  private _toggle(): HTMLButtonElement {
+    const open = this._expanded;
+    const button = el(
+      'button',
+      CostWidgetClasses.expand,
+      open ? CHART_TOGGLE_TEXT.expanded : CHART_TOGGLE_TEXT.collapsed
+    );
+    button.type = 'button';
+    button.title = open ? CHART_TOGGLE_TITLE.expanded : CHART_TOGGLE_TITLE.collapsed;
+    button.setAttribute('aria-expanded', open ? 'true' : 'false');
+    button.addEventListener('click', event => {
+      event.stopPropagation();
+      this.expanded = !this._expanded;
+    });
+    return button;
+  }
+
+  /** The chart of `notebook`, made on first use; polls only while shown. */
+  private _chartFor(notebook: string): SpendChartSection {
+    let chart = this._chart;
+    if (!chart) {
+      const model = new SpendChartModel({
+        serverSettings: serverSettings ?? ServerConnection.makeSettings(),
+        notebook,
+        standby: () => !this.el.isConnected
+      });
+      chart = this._chart = new SpendChartSection({
+        model,
+        notebookChoice: false,
+        layout: WIDGET_CHART_LAYOUT,
+        className: CostWidgetClasses.chart
+      });
+    }
+    chart.model.notebook = notebook;
+    return chart;
+  }
+
   private _markUpdated(): void {
     const now = Math.max(Date.now(), this._updated + 1);
     this._updated = now;
@@ -153,7 +253,9 @@ export class CostWidgetView extends DOMWidgetView {
 
   private _renderMessage(className: string, text: string, title: string): void {
     const root = this.el;
-    root.textContent = '';
+    this._clear();
+    this._chart?.setShown(false);
+    this._chart?.node.remove();
     root.appendChild(el('span', `${CostWidgetClasses.part} ${className}`, text));
     root.title = title;
   }
@@ -171,7 +273,7 @@ export class CostWidgetView extends DOMWidgetView {
     } else {
       delete root.dataset.notebook;
     }
-    root.textContent = '';
+    this._clear();
     root.title = summary.title;
 
     const line = el('div', CostWidgetClasses.line);
@@ -211,7 +313,11 @@ export class CostWidgetView extends DOMWidgetView {
       badge.title = 'GPU figures come from a replayed trace, not this machine';
       line.appendChild(badge);
     }
-    root.appendChild(line);
+    const expandable = canExpand(summary);
+    if (expandable) {
+      line.appendChild(this._toggle());
+    }
+    this._add(line);
 
     if (summary.alert) {
       const severity = summary.alert.severity;
@@ -227,11 +333,24 @@ export class CostWidgetView extends DOMWidgetView {
       alert.dataset.severity = severity;
       alert.textContent = `⚠ ${summary.alert.text}`;
       alert.title = summary.alert.title;
-      root.appendChild(alert);
+      this._add(alert);
+    }
+    const open = expandable && this._expanded;
+    if (open) {
+      const chart = this._chartFor(summary.notebook as string);
+      if (chart.node.parentNode !== root) {
+        root.appendChild(chart.node);
+      }
+      chart.setShown(true);
+    } else if (this._chart) {
+      this._chart.setShown(false);
+      this._chart.node.remove();
     }
     this._markUpdated();
   }
 
+  private _chart: SpendChartSection | null = null;
+  private _expanded = false;
   private _feed: CostWidgetFeed | null = null;
   private _updated = 0;
 }

@@ -57,6 +57,33 @@ export const WAITING_TEXT = 'costguard: waiting for the first sample…';
 /** Text shown before the first response. */
 export const WIDGET_LOADING_TEXT = 'costguard: loading…';
 
+/** The expand toggle's text, collapsed and expanded. */
+export const CHART_TOGGLE_TEXT = { collapsed: '▸ chart', expanded: '▾ chart' };
+
+/** Its tooltip, collapsed and expanded. */
+export const CHART_TOGGLE_TITLE = {
+  collapsed: "Show this notebook's spend and waste over time",
+  expanded: 'Hide the chart'
+};
+
+/**
+ * The expanded view's chart box (SVG user units): wider than the panel's,
+ * as an output area is; the CSS caps its width so it never grows huge.
+ */
+export const WIDGET_CHART_LAYOUT = {
+  width: 480,
+  height: 140,
+  left: 46,
+  right: 8,
+  top: 8,
+  bottom: 18
+};
+
+/** Whether the widget offers its chart: only for a notebook (a console has none). */
+export function canExpand(summary: ICostWidgetSummary | null): boolean {
+  return summary !== null && !!summary.notebook;
+}
+
 /**
  * The kernel to show: the first candidate id that the server lists.
  *

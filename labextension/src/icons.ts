@@ -1,6 +1,6 @@
 /**
  * Costguard icons: the extension's (cost panel tab, settings editor), the
- * Jobs panel's tab, and "Run as batch job" (cell toolbar, context menu).
+ * Jobs panel's tab, and "Run as batch job" (notebook and cell toolbars, context menu).
  */
 import { LabIcon } from '@jupyterlab/ui-components';
 
@@ -29,12 +29,14 @@ export const jobsIcon = new LabIcon({
   svgstr: jobsSvg
 });
 
-/** A play button on a stack of cards: run as a batch job. */
+/**
+ * An arrow going into a server rack: "send to batch" (the copy-like stack of
+ * cards it replaced read as "duplicate").
+ */
 const runAsJobSvg = `<svg xmlns="http://www.w3.org/2000/svg" width="16" height="16" viewBox="0 0 24 24">
   <g class="jp-icon3" fill="#616161">
-    <path d="M7 2h14v14h-2V4H7z"/>
-    <path fill-rule="evenodd" d="M3 6h14v16H3zm2 2v12h10V8z"/>
-    <path d="M8 10.5l5.5 3.5L8 17.5z"/>
+    <path fill-rule="evenodd" d="M13 2h10v20H13zm2 2v4h6V4zm0 6v4h6v-4zm0 6v4h6v-4z"/>
+    <path d="M1 10.5h6V6.5l5.5 5.5L7 17.5v-4H1z"/>
   </g>
 </svg>`;
 

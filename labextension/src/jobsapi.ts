@@ -87,6 +87,14 @@ export interface IJob extends IOwnerFields {
   resources: IJobResources;
   /** Ids of the selected cells. */
   selected: string[];
+  /** The names the job pickles back when it ends (servers before it: absent). */
+  bring_back?: string[];
+  /**
+   * How `bring_back` was chosen: `request` (named), `later_cells` (what the
+   * selected cells define that later cells read), `selected_cells` (no code
+   * cell followed the selection: all they define).
+   */
+  bring_back_from?: 'request' | 'later_cells' | 'selected_cells' | string;
   /** E.g. `ran as job 12 on local · 3m12s · USD 0.41`. */
   label: string;
   /** The last lines of the log. */
@@ -176,7 +184,12 @@ export interface IJobResults {
   label: string;
   cells: IJobCellOutputs[];
   results: IJobResult[];
-  /** Python that loads the results into a kernel; null when there are none. */
+  /** The names the job was to bring back (`results`: those it did). */
+  bring_back?: string[];
+  /**
+   * Python that loads the results into a kernel (only the `names` asked for,
+   * see `getJobResults`); null when there are none.
+   */
   load_code: string | null;
   [key: string]: unknown;
 }
@@ -302,9 +315,15 @@ export function getJobLog(
 /** `GET jobs/{id}/results`. */
 export function getJobResults(
   id: number,
-  settings?: ServerConnection.ISettings
+  settings?: ServerConnection.ISettings,
+  names?: ReadonlyArray<string> | null
 ): Promise<IJobResults> {
-  return requestAPI<IJobResults>(jobEndpoint(id, 'results'), { method: 'GET' }, settings);
+  let path = jobEndpoint(id, 'results');
+  if (names) {
+    // `names`: what load_code loads (identifiers, each one the job brought back)
+    path += `?names=${encodeURIComponent(names.join(','))}`;
+  }
+  return requestAPI<IJobResults>(path, { method: 'GET' }, settings);
 }
 
 /** `POST jobs/{id}/cancel` (409 when it has already ended). */

@@ -3,9 +3,15 @@
  * (`GET jobs`, paged newest first), polled every 2 s while the panel is visible
  * or a job is queued/running and every 15 s otherwise; the expanded row's log,
  * followed incrementally (`GET jobs/{id}/log?offset=N`); finished jobs'
- * results (`GET jobs/{id}/results`, cached). `jobEnded` fires when a job this
- * page saw queued or running (or first saw after the first load) has ended;
- * jobs that had already ended at the first load never fire it.
+ * results (`GET jobs/{id}/results`, cached). `jobEnded` fires exactly once for
+ * each job this page submitted (`track`) or saw queued or running (or first saw
+ * after the first load) when it ends, whether or not the panel shows: a job
+ * tracked before the first answer still fires when that answer already has it
+ * ended; jobs that had already ended at the first load never fire it. Answers
+ * can arrive out of order (the poll's tick, `track`'s refresh, a command's
+ * `refresh` overlap): an answer older than the last one applied is dropped, and
+ * a job's state never goes back from ended to queued/running, so no stale
+ * answer can make a job end twice.
  *
  * Paging: each poll fetches only the first page (the newest JOBS_PAGE_SIZE
  * jobs of every notebook). What the model knows is a run of ids from the
@@ -76,6 +82,8 @@ export interface IJobsPoll {
   watched: IJob[];
   /** Ids of those the server no longer has (404). */
   gone: number[];
+  /** Order of the request (answers older than the last applied one are dropped). */
+  seq?: number;
 }
 
 /** Connection state of the jobs poll. */
@@ -91,23 +99,28 @@ export function sortJobs(jobs: ReadonlyArray<IJob>): IJob[] {
 }
 
 /**
- * Which jobs ended since the last list: those that were active, or unseen
- * after the first load, and are now terminal. Updates `seen` (id → state).
+ * Which jobs ended since the last list: those seen active (submitted here,
+ * or queued/running in an earlier answer; also in the first answer), or unseen
+ * after the first load, and now terminal, unless `announced` has them already.
+ * Updates `seen` (id → state; an ended job stays ended whatever a stale answer
+ * says) and `announced`.
  */
 export function detectEnded(
   seen: Map<number, string>,
   jobs: ReadonlyArray<IJob>,
-  firstLoad: boolean
+  firstLoad: boolean,
+  announced: Set<number> = new Set()
 ): IJob[] {
   const ended: IJob[] = [];
   for (const job of jobs) {
     const before = seen.get(job.id);
-    if (
-      !firstLoad &&
-      isTerminal(job.state) &&
-      (before === undefined || isActive(before))
-    ) {
+    if (before !== undefined && isTerminal(before) && !isTerminal(job.state)) {
+      continue; // a stale answer: jobs never leave an end state
+    }
+    const watched = before !== undefined ? isActive(before) : !firstLoad;
+    if (isTerminal(job.state) && watched && !announced.has(job.id)) {
       ended.push(job);
+      announced.add(job.id);
     }
     seen.set(job.id, job.state);
   }
@@ -313,10 +326,14 @@ export class JobsModel extends PolledModel<IJobsPoll, JobsState> {
     if (this.isDisposed) {
       return;
     }
-    if (!this._seen.has(job.id)) {
-      this._seen.set(job.id, job.state);
+    const before = this._seen.get(job.id);
+    if (before === undefined) {
+      // Submitted here: watched from now on, even before the first answer.
+      this._seen.set(job.id, isTerminal(job.state) ? 'queued' : job.state);
     }
-    this._byId.set(job.id, job);
+    if (before === undefined || !isTerminal(before)) {
+      this._byId.set(job.id, job); // never the submit's answer over a newer end state
+    }
     this._sort();
     this._updateFrequency();
     this.emitChanged();
@@ -434,10 +451,20 @@ export class JobsModel extends PolledModel<IJobsPoll, JobsState> {
   }
 
   /**
+   * The code that loads only `names` of a finished job's results (not cached:
+   * it depends on the names); null when the job brought nothing back.
+   */
+  async loadCode(id: number, names: ReadonlyArray<string>): Promise<string | null> {
+    const results = await getJobResults(id, this._serverSettings, names);
+    return typeof results.load_code === 'string' && results.load_code ? results.load_code : null;
+  }
+
+  /**
    * `GET jobs`: the first page; then `GET jobs/{id}` for jobs seen queued or
    * running that are not on it (MAX_WATCHED_PER_POLL per poll, taking turns).
    */
   protected async fetch(): Promise<IJobsPoll> {
+    const seq = ++this._fetchSeq;
     const list = await listJobs(this._serverSettings, null, { limit: this._pageSize });
     const onPage = new Set(list.jobs.map(j => j.id));
     const watched: IJob[] = [];
@@ -457,11 +484,17 @@ export class JobsModel extends PolledModel<IJobsPoll, JobsState> {
         }
       })
     );
-    return { list, watched, gone };
+    return { list, watched, gone, seq };
   }
 
   /** Take one poll's answers; `jobEnded` for the jobs that ended since the last. */
   protected apply(poll: IJobsPoll): void {
+    if (typeof poll.seq === 'number') {
+      if (poll.seq < this._appliedSeq) {
+        return; // asked before the answer already applied: stale
+      }
+      this._appliedSeq = poll.seq;
+    }
     const list = poll.list;
     const page = Array.isArray(list?.jobs) ? list.jobs : [];
     const next = typeof list?.next_before === 'number' ? list.next_before : null;
@@ -483,10 +516,11 @@ export class JobsModel extends PolledModel<IJobsPoll, JobsState> {
         continue;
       }
       // Within the page's range yet not on it: deleted, unless newer than the page's
-      // newest and queued/running (submitted after the list was read; it is watched).
+      // newest (or the page is empty) and queued/running (submitted after the list was
+      // read; it is watched, and dropped only when the server says it has no such job).
       const watched = isActive(this._seen.get(id) ?? '');
       const covered =
-        (next === null || id >= next) && (pageTop === undefined || id < pageTop || !watched);
+        (next === null || id >= next) && ((pageTop !== undefined && id < pageTop) || !watched);
       if (covered || (gap && !watched)) {
         this._byId.delete(id);
       }
@@ -516,7 +550,12 @@ export class JobsModel extends PolledModel<IJobsPoll, JobsState> {
     if (pageTop !== undefined) {
       this._top = Math.max(this._top ?? pageTop, pageTop);
     }
-    const ended = detectEnded(this._seen, [...sortJobs(page), ...watched], firstLoad);
+    const ended = detectEnded(
+      this._seen,
+      [...sortJobs(page), ...watched],
+      firstLoad,
+      this._announced
+    );
     this._loaded = true;
     this._sort();
     this._currency = list?.currency || this._currency;
@@ -559,7 +598,7 @@ export class JobsModel extends PolledModel<IJobsPoll, JobsState> {
         this._seen.set(job.id, job.state); // older jobs are not new
       }
     }
-    const ended = detectEnded(this._seen, page, false);
+    const ended = detectEnded(this._seen, page, false, this._announced);
     for (const job of page) {
       this._byId.set(job.id, job);
     }
@@ -653,12 +692,17 @@ export class JobsModel extends PolledModel<IJobsPoll, JobsState> {
     this.setInterval(this._visible || this.hasActive ? this._fast : this._slow);
   }
 
+  /** Jobs whose end was announced (`jobEnded` fires once per job). */
+  private _announced = new Set<number>();
+  /** `seq` of the last answer applied. */
+  private _appliedSeq = 0;
   private _byId = new Map<number, IJob>();
   private _currency = 'USD';
   private _currentNotebook: string | null = null;
   private _expanded: number | null = null;
   private _fast: number;
   private _filter = false;
+  private _fetchSeq = 0;
   private _following = false;
   /** Bumped when a poll drops the older jobs (a loading older page no longer joins on). */
   private _generation = 0;

@@ -34,7 +34,7 @@ export type JobAction = 'cancel' | 'insert' | 'load' | 'rerun';
 const BUTTONS: ReadonlyArray<[JobAction, string, string]> = [
   ['cancel', 'Cancel', 'Stop the job and its processes'],
   ['insert', 'Insert outputs', 'Put the job\'s outputs into the notebook\'s cells'],
-  ['load', 'Load results', 'Load the names the job brought back into the notebook\'s kernel'],
+  ['load', 'Load results', 'Load the names the job brought back into the notebook\'s kernel (asks before replacing any it has)'],
   ['rerun', 'Run again', 'Submit the same code, resources and variables as a new job']
 ];
 

@@ -4,6 +4,13 @@
  * `costguard:cancel-job`, `costguard:rerun-job`, `costguard:insert-job-outputs`
  * and `costguard:load-job-results` (the last two act on the job's notebook when
  * it is open in this JupyterLab).
+ *
+ * Load results first asks the kernel, silently, which of the job's names it
+ * already has (`loadresults.ts`); when some exist, a dialog names them
+ * (`.jp-costguard-load-dialog`, `data-names` = the clashing names) with the
+ * buttons `.jp-costguard-load-cancel`, `.jp-costguard-load-others` ("Load the
+ * others only", when there are others) and `.jp-costguard-load-replace`;
+ * nothing is replaced without "Replace".
  */
 import {
   ILayoutRestorer,
@@ -18,6 +25,8 @@ import {
 } from '@jupyterlab/apputils';
 import type { ICodeCellModel } from '@jupyterlab/cells';
 import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
+import type { Kernel } from '@jupyterlab/services';
+import { Widget } from '@lumino/widgets';
 
 import { CommandIDs, PALETTE_CATEGORY } from './commands';
 import { jobsIcon } from './icons';
@@ -25,6 +34,18 @@ import { applyPlan, ICellModelLike, planInsert } from './insert';
 import { errorMessage, IJob, isActive } from './jobsapi';
 import { JobsModel } from './jobsmodel';
 import { JobsPanel } from './jobspanel';
+import {
+  choicesFor,
+  existingNamesExpression,
+  ILoadPlan,
+  LoadChoice,
+  loadedMessage,
+  namesToLoad,
+  needsConfirm,
+  parseExistingNames,
+  planLoad,
+  replaceQuestion
+} from './loadresults';
 import { baseName, followCurrentNotebook, samePath } from './notebooks';
 import { ICostguardJobs } from './tokens';
 
@@ -55,6 +76,58 @@ function cellModels(panel: NotebookPanel): ICellModelLike[] {
     type: cell.type,
     outputs: cell.type === 'code' ? (cell as ICodeCellModel).outputs : undefined
   }));
+}
+
+/** Which of `names` the kernel has (silent: no output, no history); null when it cannot say. */
+async function existingNames(
+  kernel: Kernel.IKernelConnection,
+  names: string[]
+): Promise<string[] | null> {
+  try {
+    const future = kernel.requestExecute({
+      code: '',
+      silent: true,
+      store_history: false,
+      user_expressions: { costguard_names: existingNamesExpression(names) }
+    });
+    const reply = await future.done;
+    const content = reply.content as { status: string; user_expressions?: any };
+    if (content.status !== 'ok') {
+      return null;
+    }
+    return parseExistingNames(content.user_expressions?.costguard_names, names);
+  } catch {
+    return null;
+  }
+}
+
+/** "Replace x in the kernel?" with Cancel / Load the others only / Replace. */
+async function askReplace(plan: ILoadPlan, jobId: number, notebook: string): Promise<LoadChoice> {
+  const { title, body } = replaceQuestion(plan, jobId, notebook);
+  const node = document.createElement('div');
+  node.className = 'jp-costguard-load-dialog';
+  node.dataset.names = plan.clashes.join(',');
+  node.textContent = body;
+  const buttons = {
+    cancel: Dialog.cancelButton({ label: 'Cancel', className: 'jp-costguard-load-cancel' }),
+    others: Dialog.okButton({
+      label: 'Load the others only',
+      displayType: 'default',
+      className: 'jp-costguard-load-others'
+    }),
+    replace: Dialog.warnButton({ label: 'Replace', className: 'jp-costguard-load-replace' })
+  };
+  const choices = choicesFor(plan);
+  const result = await showDialog({
+    title,
+    body: new Widget({ node }),
+    buttons: choices.map(c => buttons[c]),
+    defaultButton: 0
+  });
+  const index = choices.findIndex(c => buttons[c].label === result.button.label);
+  return index >= 0 && (result.button.accept || choices[index] === 'cancel')
+    ? choices[index]
+    : 'cancel';
 }
 
 export const jobsPlugin: JupyterFrontEndPlugin<ICostguardJobs> = {
@@ -275,7 +348,7 @@ export const jobsPlugin: JupyterFrontEndPlugin<ICostguardJobs> = {
 
     app.commands.addCommand(CommandIDs.loadJobResults, {
       label: 'Load Batch Job Results',
-      caption: 'Load the names a job brought back into its notebook\'s kernel',
+      caption: 'Load the names a job brought back into its notebook\'s kernel (asks before replacing a name the kernel has)',
       execute: async args => {
         const id = jobId(args);
         const job = id ? await getJob(id) : null;
@@ -307,10 +380,35 @@ export const jobsPlugin: JupyterFrontEndPlugin<ICostguardJobs> = {
           );
           return false;
         }
-        const names = results.results.map(r => r.name);
+        const plan = planLoad(
+          results.results.map(r => r.name),
+          await existingNames(kernel, results.results.map(r => r.name))
+        );
+        const name = baseName(job.notebook);
+        const choice = needsConfirm(plan) ? await askReplace(plan, job.id, name) : undefined;
+        const names = namesToLoad(plan, choice);
+        if (!names) {
+          if (choice === 'others' || !needsConfirm(plan)) {
+            Notification.info(`Nothing loaded from job ${job.id}.`, { autoClose: 5000 });
+          }
+          return false;
+        }
+        let code: string | null = results.load_code;
+        if (names.length !== plan.names.length) {
+          try {
+            code = await model.loadCode(job.id, names);
+          } catch (reason) {
+            fail(`get the results of job ${job.id}`)(reason);
+            return false;
+          }
+        }
+        if (!code) {
+          Notification.info(`Job ${job.id} brought nothing back to load.`, { autoClose: 6000 });
+          return false;
+        }
         try {
           const future = kernel.requestExecute({
-            code: results.load_code,
+            code,
             silent: false,
             store_history: false,
             stop_on_error: true
@@ -331,10 +429,8 @@ export const jobsPlugin: JupyterFrontEndPlugin<ICostguardJobs> = {
           fail(`load job ${job.id}'s results`)(reason);
           return false;
         }
-        Notification.success(
-          `Loaded ${names.length ? names.join(', ') : 'the results'} from job ${job.id} into the kernel of ${baseName(job.notebook)}.`,
-          { autoClose: 6000 }
-        );
+        const kept = plan.names.filter(n => !names.includes(n));
+        Notification.success(loadedMessage(names, kept, job.id, name), { autoClose: 6000 });
         return true;
       }
     });

@@ -1,6 +1,8 @@
 /**
  * `jupyter-costguard:notifications`: each active alert once as a JupyterLab
- * notification (AlertNotifier), with the alert's actions as buttons.
+ * notification (AlertNotifier), with the alert's actions as buttons, its
+ * whole text shown (AlertToastText) and its buttons one line each
+ * (`style/alerts.css`).
  */
 import {
   JupyterFrontEnd,
@@ -9,6 +11,7 @@ import {
 import { Notification } from '@jupyterlab/apputils';
 
 import { AlertNotifier } from './alertnotifier';
+import { AlertToastText } from './alerttoasttext';
 import { ICostguard } from './tokens';
 
 export const NOTIFICATIONS_PLUGIN_ID = 'jupyter-costguard:notifications';
@@ -26,6 +29,8 @@ export const notificationsPlugin: JupyterFrontEndPlugin<void> = {
       enabled: costguard.settings.notifications,
       snoozeSeconds: costguard.settings.snoozeSeconds
     });
+    // JupyterLab cuts messages at 140 characters: show costguard's whole.
+    new AlertToastText({ manager: Notification.manager });
     costguard.settingsChanged.connect((_, settings) => {
       notifier.enabled = settings.notifications;
       notifier.snoozeSeconds = settings.snoozeSeconds;

@@ -1,11 +1,12 @@
 /**
  * Body of the "Run as batch job" confirm dialog: the slice (each cell the job
- * runs: index, why, first line; the selected ones marked), the names it leaves
+ * runs, named as the notebook shows it: its execution count `[n]` (`[ ]` when
+ * never run) and first line, then why; the selected ones marked), the names it leaves
  * unresolved and brings back, and editable resources. `getValue()` returns
  * the typed form; `applyForm` (offloadmodel.ts) checks it.
  *
  * DOM hooks: `.jp-costguard-offload-dialog`, `.jp-costguard-slice-cell[data-cell-id][data-selected]`
- * (fields `[data-field=index|reason|source]`), `.jp-costguard-slice-unresolved`,
+ * (fields `[data-field=prompt|reason|source]`; the prompt's title gives the position), `.jp-costguard-slice-unresolved`,
  * `.jp-costguard-slice-defines`, inputs `input[name=gpus|cpus|memory_gib|time_limit_seconds|retries|send]`.
  */
 import { Widget } from '@lumino/widgets';
@@ -13,6 +14,29 @@ import { Widget } from '@lumino/widgets';
 import { el } from './dom';
 import type { ISlice, ISubmitRequest } from './jobsapi';
 import { firstLine, formFromRequest, IOffloadForm } from './offloadmodel';
+
+/**
+ * The prompt JupyterLab shows left of a code cell: `[3]` after its third run,
+ * `[ ]` when it has not run (or the count is unknown). Positions are not shown:
+ * they are not on screen, so the user cannot match them to cells.
+ */
+export function cellPrompt(executionCount: unknown): string {
+  return typeof executionCount === 'number' && Number.isInteger(executionCount) && executionCount > 0
+    ? `[${executionCount}]`
+    : '[ ]';
+}
+
+/** Each request cell's execution count, by cell id. */
+function executionCounts(request: ISubmitRequest): Map<string, unknown> {
+  const counts = new Map<string, unknown>();
+  for (const cell of Array.isArray(request.cells) ? request.cells : []) {
+    const id = (cell as { id?: unknown }).id;
+    if (typeof id === 'string') {
+      counts.set(id, (cell as { execution_count?: unknown }).execution_count);
+    }
+  }
+  return counts;
+}
 
 /** Fields of the form: name, label, placeholder, tooltip. */
 const FIELDS: ReadonlyArray<[keyof IOffloadForm, string, string, string]> = [
@@ -65,14 +89,23 @@ export class OffloadDialogBody extends Widget {
       el('p', 'jp-costguard-slice-summary', sliceSummary(cells.length, selected))
     );
     const list = el('ol', 'jp-costguard-slice');
+    const counts = executionCounts(request);
     for (const cell of cells) {
       const item = el('li', 'jp-costguard-slice-cell');
       item.dataset.cellId = cell.cell_id;
       item.dataset.selected = cell.selected ? 'true' : 'false';
-      const index = el('span', 'jp-costguard-slice-index', `[${cell.index + 1}]`);
-      index.dataset.field = 'index';
-      index.title = `Cell ${cell.index + 1} of the notebook`;
-      item.appendChild(index);
+      const count = counts.get(cell.cell_id);
+      const prompt = el('span', 'jp-costguard-slice-prompt', cellPrompt(count));
+      prompt.dataset.field = 'prompt';
+      prompt.title =
+        cellPrompt(count) === '[ ]'
+          ? `Not run yet in this kernel (cell ${cell.index + 1} of the notebook)`
+          : `Last run as ${cellPrompt(count)} (cell ${cell.index + 1} of the notebook)`;
+      item.appendChild(prompt);
+      const source = el('code', 'jp-costguard-slice-source', firstLine(cell.source));
+      source.dataset.field = 'source';
+      source.title = cell.source;
+      item.appendChild(source);
       if (cell.selected) {
         item.appendChild(el('span', 'jp-costguard-slice-selected', 'selected'));
       }
@@ -85,10 +118,6 @@ export class OffloadDialogBody extends Widget {
       reason.dataset.field = 'reason';
       reason.title = cell.reason;
       item.appendChild(reason);
-      const source = el('code', 'jp-costguard-slice-source', firstLine(cell.source));
-      source.dataset.field = 'source';
-      source.title = cell.source;
-      item.appendChild(source);
       list.appendChild(item);
     }
     this.node.appendChild(list);

@@ -56,7 +56,9 @@ export interface IOffloadSettings {
 }
 
 export const DEFAULT_OFFLOAD_SETTINGS: IOffloadSettings = {
-  resources: { gpus: null, cpus: null, memory_gib: null, time_limit_seconds: 3600 },
+  // No time limit unless asked for (README, "Offloading cells to batch jobs"): with every
+  // resource null the request leaves them to the server's defaults (offload_time_limit_seconds).
+  resources: { gpus: null, cpus: null, memory_gib: null, time_limit_seconds: null },
   retries: 0,
   confirm: false,
   backend: '',

@@ -5,8 +5,11 @@
  *   when none is selected) of the current notebook with the defaults of
  *   `schema/offload.json`; it shows the slice and editable resources first when
  *   the `confirm` setting is on, when run with `{confirm: true}`, or when the
- *   cell-toolbar button is Shift-clicked. It is on the cell toolbar and the
- *   cell context menu (both from the schema) and bound to Accel Alt Enter.
+ *   toolbar button is Shift-clicked. It is on the notebook toolbar ("Run as
+ *   job", always there, enabled on code cells), the cell toolbar (hidden by
+ *   JupyterLab when it would cover the cell's first line, e.g. with the right
+ *   sidebar open) and the cell context menu (all from the schema), and bound
+ *   to Accel Alt Enter.
  * - `costguard:offload-cells` (the guard's "Offload heavy cells" alert action)
  *   does the same on the alert's notebook, always with the dialog.
  */
@@ -46,6 +49,9 @@ import { ICostguardJobs } from './tokens';
 
 /** Id of the plugin; also the id of its settings (`schema/offload.json`). */
 export const OFFLOAD_PLUGIN_ID = OFFLOAD_SETTINGS_ID;
+
+/** `args.where` of the notebook toolbar's button (`schema/offload.json`). */
+const NOTEBOOK_TOOLBAR = 'notebook-toolbar';
 
 /** The notebook as the user sees it: cells with unsaved edits, selection, kernel. */
 export function snapshotNotebook(
@@ -134,7 +140,9 @@ export const offloadPlugin: JupyterFrontEndPlugin<void> = {
     let settings: IOffloadSettings = DEFAULT_OFFLOAD_SETTINGS;
 
     const shiftClicks = new ShiftClickTracker(CommandIDs.runAsJob);
-    document.addEventListener('click', event => shiftClicks.handleEvent(event), true);
+    // On mousedown: the notebook toolbar's buttons run their command on
+    // mousedown (noFocusOnClick), the cell toolbar's on the click after it.
+    document.addEventListener('mousedown', event => shiftClicks.handleEvent(event), true);
 
     const offloader = new Offloader({
       manager: Notification.manager,
@@ -174,8 +182,13 @@ export const offloadPlugin: JupyterFrontEndPlugin<void> = {
         'Run the selected code cells, with the earlier cells they need, as a batch job ' +
         '(Shift-click to review the cells and resources first)',
       icon: args => (args.isPalette ? undefined : runAsJobIcon),
-      isEnabled: () => tracker.currentWidget !== null,
-      isVisible: () => hasCodeSelection(tracker.currentWidget),
+      // The notebook toolbar's button stays put (disabled on a markdown cell);
+      // the cell toolbar's and the context menu's show only for code cells.
+      isEnabled: args =>
+        tracker.currentWidget !== null &&
+        (args.where !== NOTEBOOK_TOOLBAR || hasCodeSelection(tracker.currentWidget)),
+      isVisible: args =>
+        args.where === NOTEBOOK_TOOLBAR || hasCodeSelection(tracker.currentWidget),
       execute: args => {
         const shift = shiftClicks.consume();
         return run(tracker.currentWidget, shouldConfirm(settings, args, shift));

@@ -4,7 +4,11 @@
  * `notebooks` or `alerts` themselves.
  *
  * Two polls (PolledModel's policy), both at `refreshInterval`:
- * - `poll`: `GET status` and `GET notebooks` together (one tick, both requests);
+ * - `poll`: `GET status` and `GET notebooks` together (one tick, both requests),
+ *   plus `GET kernels` and `GET gpus` while someone asks for them
+ *   (`requestDetail`: the cost panel, while shown). The documents of one tick
+ *   are of one sample (their `time`): a tick that straddles a new sample asks
+ *   again once, so the panel's tables, the status bar and the widget agree;
  * - `alertsPoll`: `GET alerts` (a server without that route only loses alerts).
  */
 import { ServerConnection } from '@jupyterlab/services';
@@ -16,7 +20,9 @@ import {
   IAlertList,
   ICostStatus,
   IGpuActivity,
+  IGpuList,
   IHubBudget,
+  IKernelList,
   INotebookDoc,
   INotebookList,
   alertsEndpoint,
@@ -55,10 +61,24 @@ export namespace CostStatusModel {
   }
 }
 
-/** `status` and `notebooks`, as one refresh fetches them. */
+/** `status` and `notebooks` (and `kernels` + `gpus` when asked for), as one refresh fetches them. */
 interface IStatusAnswer {
   status: ICostStatus;
   notebooks: INotebookList;
+  kernels?: IKernelList;
+  gpus?: IGpuList;
+}
+
+/**
+ * Whether the documents of one refresh describe the same sample: every
+ * `time` that is a number is the same one (a server between samples may have
+ * rebuilt some documents and not yet others).
+ */
+export function sameSample(docs: ReadonlyArray<unknown>): boolean {
+  const times = docs
+    .map(d => (d && typeof d === 'object' ? (d as { time?: unknown }).time : null))
+    .filter((t): t is number => typeof t === 'number');
+  return times.every(t => t === times[0]);
 }
 
 /**
@@ -112,6 +132,40 @@ export class CostStatusModel extends PolledModel<IStatusAnswer, CostStatusState>
   /** Notebooks of the latest successful `notebooks` response. */
   get notebooks(): ReadonlyArray<INotebookDoc> {
     return this._notebooks;
+  }
+
+  /**
+   * Ask (`wanted` true) or stop asking for `kernels` and `gpus` with every
+   * refresh, on behalf of `owner`; the first ask refreshes at once.
+   */
+  requestDetail(owner: unknown, wanted: boolean): void {
+    const before = this._detailOwners.size;
+    if (wanted) {
+      this._detailOwners.add(owner);
+    } else {
+      this._detailOwners.delete(owner);
+    }
+    if (before === 0 && this._detailOwners.size > 0 && this.isRunning) {
+      void this.poll.refresh();
+    }
+  }
+
+  /** Whether anyone asks for `kernels` and `gpus`. */
+  get detailRequested(): boolean {
+    return this._detailOwners.size > 0;
+  }
+
+  /**
+   * The latest `kernels` document (fetched with `status` and `notebooks` while
+   * asked for), or null before the first.
+   */
+  get kernelList(): IKernelList | null {
+    return this._kernelList;
+  }
+
+  /** The latest `gpus` document (like `kernelList`), or null. */
+  get gpuList(): IGpuList | null {
+    return this._gpuList;
   }
 
   /** Whether the latest `notebooks` response was simulated. */
@@ -264,22 +318,52 @@ export class CostStatusModel extends PolledModel<IStatusAnswer, CostStatusState>
     );
   }
 
-  /** `GET status` and `GET notebooks`, together. */
+  /**
+   * `GET status` and `GET notebooks` (and `kernels` + `gpus` when asked for),
+   * together; once more when they straddle a new sample.
+   */
   protected async fetch(): Promise<IStatusAnswer> {
-    const [status, notebooks] = await Promise.all([
-      requestAPI<ICostStatus>('status', { method: 'GET' }, this._serverSettings),
-      requestAPI<INotebookList>('notebooks', { method: 'GET' }, this._serverSettings)
-    ]);
-    return { status, notebooks };
+    const detail = this._detailOwners.size > 0;
+    const answer = await this._fetchOnce(detail);
+    if (sameSample([answer.status, answer.notebooks, answer.kernels, answer.gpus])) {
+      return answer;
+    }
+    return this._fetchOnce(detail);
   }
 
-  protected apply({ status, notebooks }: IStatusAnswer): void {
+  protected apply({ status, notebooks, kernels, gpus }: IStatusAnswer): void {
     this._status = status;
     this._notebooks = Array.isArray(notebooks?.notebooks)
       ? notebooks.notebooks
       : [];
     this._notebooksSimulated = notebooks?.simulated === true;
+    if (kernels !== undefined) {
+      this._kernelList =
+        kernels && Array.isArray(kernels.kernels) ? kernels : null;
+    }
+    if (gpus !== undefined) {
+      this._gpuList = gpus && Array.isArray(gpus.gpus) ? gpus : null;
+    }
     this.emitChanged();
+  }
+
+  private async _fetchOnce(detail: boolean): Promise<IStatusAnswer> {
+    const get = <T>(endpoint: string): Promise<T> =>
+      requestAPI<T>(endpoint, { method: 'GET' }, this._serverSettings);
+    if (!detail) {
+      const [status, notebooks] = await Promise.all([
+        get<ICostStatus>('status'),
+        get<INotebookList>('notebooks')
+      ]);
+      return { status, notebooks };
+    }
+    const [status, notebooks, kernels, gpus] = await Promise.all([
+      get<ICostStatus>('status'),
+      get<INotebookList>('notebooks'),
+      get<IKernelList>('kernels'),
+      get<IGpuList>('gpus')
+    ]);
+    return { status, notebooks, kernels, gpus };
   }
 
   /** Hide an alert while `request` runs (for good when it succeeds). */
@@ -309,7 +393,10 @@ export class CostStatusModel extends PolledModel<IStatusAnswer, CostStatusState>
   private _alertsReceived = new Signal<this, ReadonlyArray<IAlert>>(this);
   private _alertsSimulated = false;
   private _alertsState: AlertsState = 'loading';
+  private _detailOwners = new Set<unknown>();
+  private _gpuList: IGpuList | null = null;
   private _hidden = new Set<string>();
+  private _kernelList: IKernelList | null = null;
   private _notebooks: INotebookDoc[] = [];
   private _notebooksSimulated = false;
   private _serverSettings: ServerConnection.ISettings;

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.browser import checked_page, lab_server, launch, need_browser, notebook, shot
+from tests.support.browser import checked_page, chromium, lab_server, need_browser, notebook, shot
 from tests.support.server_proc import ServerProcess
 from tests.support.traces import write_trace
 from tests.support.units import GiB
@@ -44,14 +44,8 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
 
 @pytest.fixture(scope="module")
 def browser(lab: ServerProcess) -> Iterator[Any]:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = launch(p)
-        try:
-            yield b
-        finally:
-            b.close()
+    with chromium() as b:
+        yield b
 
 
 @pytest.fixture
@@ -155,8 +149,6 @@ def test_panel_lists_the_open_notebook(lab: ServerProcess, page: Any):
     assert "2025-06-05" in date.inner_text()
     assert "jp-costguard-warn" in (date.get_attribute("class") or "")
     assert panel.locator("details.jp-costguard-price-tried li").count() >= 1
-    page.wait_for_timeout(1000)
-    shot(page, "panel.png")
 
 
 def test_widget_keeps_updating_while_a_long_cell_runs(lab: ServerProcess, page: Any):
@@ -201,7 +193,6 @@ def test_alert_notifies_once_and_its_action_works(lab: ServerProcess, page: Any)
     page.locator("#jp-costguard-status.jp-costguard-alert").wait_for(timeout=10_000)
     page.wait_for_timeout(5000)  # ≥ 2 more polls of the alerts endpoint
     assert toast.count() == 1, "one notification per alert, not one per poll"
-    shot(page, "notification.png")
     toast.get_by_role("button", name="Open cost panel").click()
     page.locator("#jp-costguard-panel").wait_for(state="visible", timeout=10_000)
     page.locator(".Toastify__toast", has_text=title).first.wait_for(timeout=10_000)

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from jupyter_costguard.hub import report
-from tests.support.browser import DOCS, SHOTS, launch, need_browser
+from tests.support.browser import DOCS, SHOTS, chromium, need_browser
 from tests.support.hub import Hub, HubUser, wait_for
 from tests.support.traces import write_trace
 from tests.support.units import GiB
@@ -87,14 +87,8 @@ def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Hub]:
 
 @pytest.fixture(scope="module")
 def browser(hub: Hub) -> Iterator[Any]:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = launch(p)
-        try:
-            yield b
-        finally:
-            b.close()
+    with chromium() as b:
+        yield b
 
 
 @contextlib.contextmanager

@@ -5,17 +5,15 @@ docs/offload-dialog.png, docs/jobs-panel.png and docs/offload-output.png."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.support.browser import chromium_page, lab_server, need_browser, shot
-from tests.support.notebooks import code, markdown, write_notebook
+from tests.support.browser import chromium_page, jobs_lab, open_notebook, shot
+from tests.support.notebooks import code, markdown
 from tests.support.server_proc import ServerProcess
-from tests.support.traces import write_trace
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.usefixtures("no_leftover_jobs")]
 
@@ -31,12 +29,7 @@ CELLS = [
 
 @pytest.fixture
 def lab(tmp_path: Path) -> Iterator[ServerProcess]:
-    need_browser()
-    frame = {"t": 0, "gpus": [{"utilization_percent": 3, "power_watts": 70, "processes": []}]}
-    trace = write_trace(tmp_path / "trace.json", [frame], gpus=1, instance_type="p4de.24xlarge")
-    write_notebook(tmp_path / "srv" / "root", "model.ipynb", CELLS)
-    with lab_server(tmp_path, trace, jobs_dir=str(tmp_path / "jobs"),
-                    offload_poll_interval=0.2) as server:
+    with jobs_lab(tmp_path, "model.ipynb", CELLS) as server:
         yield server
 
 
@@ -46,20 +39,8 @@ def page(lab: ServerProcess) -> Iterator[Any]:
         yield pg
 
 
-def open_notebook(lab: ServerProcess, page: Any) -> Any:
-    page.goto(f"{lab.url}lab/tree/model.ipynb?token={lab.token}")
-    page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60_000)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        sessions = lab.get("api/sessions")
-        if sessions and sessions[0]["kernel"]["execution_state"] == "idle":
-            break
-        time.sleep(0.3)
-    return page.locator(".jp-Notebook .jp-Cell")
-
-
 def test_run_as_batch_job_from_the_cell_toolbar(lab: ServerProcess, page: Any):
-    cells = open_notebook(lab, page)
+    cells = open_notebook(lab, page, "model.ipynb")
     target = cells.nth(4)
     target.locator(".jp-InputArea-prompt").click()
     target.locator(BUTTON).click()  # one click: submitted with the defaults
@@ -100,7 +81,7 @@ def test_run_as_batch_job_from_the_cell_toolbar(lab: ServerProcess, page: Any):
 
 
 def test_shift_click_shows_the_slice_with_its_reasons_first(lab: ServerProcess, page: Any):
-    cells = open_notebook(lab, page)
+    cells = open_notebook(lab, page, "model.ipynb")
     target = cells.nth(4)
     target.locator(".jp-InputArea-prompt").click()
     target.locator(BUTTON).click(modifiers=["Shift"])

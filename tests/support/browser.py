@@ -13,8 +13,9 @@ from typing import Any
 
 import pytest
 
-from tests.support.notebooks import code, notebook_json
+from tests.support.notebooks import code, notebook_json, write_notebook
 from tests.support.server_proc import ServerProcess
+from tests.support.traces import write_trace
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 DOCS = Path(__file__).resolve().parents[2] / "docs"
@@ -65,6 +66,28 @@ def lab_server(tmp: Path, trace: Path, **costguard: Any) -> Iterator[ServerProce
         server.stop()
 
 
+@contextlib.contextmanager
+def jobs_lab(tmp: Path, name: str, cells: list[dict[str, Any]]) -> Iterator[ServerProcess]:
+    """A server with one notebook, `name` holding `cells`, one idle GPU and local batch jobs
+    (their state under `tmp`/jobs, followed every 0.2 s)."""
+    need_browser()
+    frame = {"t": 0, "gpus": [{"utilization_percent": 3, "power_watts": 70, "processes": []}]}
+    trace = write_trace(tmp / "trace.json", [frame], gpus=1, instance_type="p4de.24xlarge")
+    write_notebook(tmp / "srv" / "root", name, cells)
+    with lab_server(tmp, trace, jobs_dir=str(tmp / "jobs"), offload_poll_interval=0.2) as server:
+        yield server
+
+
+def open_notebook(lab: ServerProcess, page: Any, path: str) -> Any:
+    """Open `path` in JupyterLab and wait until its kernel has started and is idle (so a
+    cell run goes through); the notebook's cells."""
+    page.goto(f"{lab.url}lab/tree/{path}?token={lab.token}")
+    page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60_000)
+    lab.wait_for("api/sessions", lambda d: any(
+        s["path"] == path and s["kernel"]["execution_state"] == "idle" for s in d), timeout=90)
+    return page.locator(".jp-Notebook .jp-Cell")
+
+
 def notebook(sources: list[str]) -> str:
     """A notebook of code cells c0, c1, ... holding `sources`."""
     return notebook_json([code(f"c{i}", src) for i, src in enumerate(sources)])
@@ -92,6 +115,19 @@ def checked_page(browser: Any, costguard_errors_only: bool = True) -> Iterator[A
         context.close()
     assert not [e for e in errors if not costguard_errors_only or "costguard" in e.lower()], \
         errors
+
+
+@contextlib.contextmanager
+def chromium() -> Iterator[Any]:
+    """A Chromium of its own (for a module's pages)."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = launch(p)
+        try:
+            yield browser
+        finally:
+            browser.close()
 
 
 @contextlib.contextmanager

@@ -189,6 +189,44 @@ describe('AlertNotifier', () => {
     expect(manager.get(notifier.notificationId('a3')!)!.options.autoClose).toBe(10000);
   });
 
+  it('keeps the whole message, however long (JupyterLab would cut it at 140)', () => {
+    const { source, manager } = setup();
+    const long = 'word '.repeat(60).trim() + ' the-end.';
+    source.push(alert('a1', 'warning', { message: long }));
+    expect(manager.list[0].message).toBe(`GPU idle\n${long}`);
+    expect(manager.list[0].message.length).toBeGreaterThan(300);
+  });
+
+  it('gives buttons short one-line labels and a Costguard tooltip', () => {
+    const { source, manager, notifier } = setup({ snoozeSeconds: 7200 });
+    source.push(
+      alert('a1', 'warning', {
+        actions: [
+          { id: 'snooze', label: 'Snooze this alert for a while' },
+          { id: 'dismiss', label: '' },
+          { id: 'offload', label: 'Offload heavy cells' }
+        ]
+      })
+    );
+    const actions = manager.get(notifier.notificationId('a1')!)!.options.actions!;
+    expect(actions.map(a => a.label)).toEqual([
+      'Snooze 2 h',
+      'Dismiss',
+      'Offload heavy cells'
+    ]);
+    expect(actions.map(a => a.displayType)).toEqual(['default', 'default', 'accent']);
+    expect(actions.every(a => (a.caption ?? '').startsWith('Costguard: '))).toBe(true);
+    expect(actions[0].caption).toBe('Costguard: hide this alert for 2 h');
+  });
+
+  it('follows a changed snooze setting in later notifications', () => {
+    const { source, manager, notifier } = setup();
+    notifier.snoozeSeconds = 1800;
+    source.push(alert('a1'));
+    manager.click(notifier.notificationId('a1')!, 'Snooze 30 min');
+    expect(source.snoozed).toEqual([['a1', 1800]]);
+  });
+
   it('re-notifies when the severity goes up, updating the same notification', () => {
     const { source, manager, notifier } = setup();
     const changes: string[] = [];
@@ -235,7 +273,7 @@ describe('AlertNotifier', () => {
   it('the Snooze button snoozes for the configured time and does not dismiss', () => {
     const { source, manager, notifier } = setup({ snoozeSeconds: 900 });
     source.push(alert('a1'));
-    manager.click(notifier.notificationId('a1')!, 'Snooze 1 h');
+    manager.click(notifier.notificationId('a1')!, 'Snooze 15 min');
     expect(source.snoozed).toEqual([['a1', 900]]);
     expect(source.dismissed).toEqual([]);
     expect(manager.list).toHaveLength(0);

@@ -4,8 +4,7 @@
 import { Signal } from '@lumino/signaling';
 import { Widget } from '@lumino/widgets';
 
-import type { IAlert, ICostStatus, INotebookDoc } from '../api';
-import { requestAPI } from '../api';
+import type { IAlert, ICostStatus, IGpuList, IKernelList, INotebookDoc } from '../api';
 import type { CostStatusModel } from '../statusmodel';
 import { CostPanel, PANEL_ID, PANEL_SIMULATED_ID } from '../costpanel';
 import { CostPanelModel } from '../costpanelmodel';
@@ -22,14 +21,11 @@ import {
   status
 } from './fixtures';
 
-jest.mock('../api', () => ({
-  ...jest.requireActual('../api'),
-  requestAPI: jest.fn()
-}));
-
-const mockedRequest = requestAPI as jest.MockedFunction<typeof requestAPI>;
-
-/** Just enough of CostStatusModel for the panel. */
+/**
+ * Just enough of CostStatusModel for the panel. Asked for `kernels` and
+ * `gpus`, it answers on its next tick as the real one does after its
+ * immediate refresh (statusmodel.spec.ts tests the real one's fetching).
+ */
 class FakeData {
   changed = new Signal<this, void>(this);
   state: 'loading' | 'ok' | 'offline' = 'ok';
@@ -40,6 +36,23 @@ class FakeData {
   alertsState = 'ok';
   refreshInterval = 2;
   serverSettings = {} as any;
+  kernelList: IKernelList | null = null;
+  gpuList: IGpuList | null = null;
+  detailOwners = new Set<unknown>();
+  /** What the next detail refresh answers. */
+  detailAnswer: () => { kernelList: IKernelList; gpuList: IGpuList } = () => ({
+    kernelList: { simulated: true, currency: 'USD', time: 1, kernels } as IKernelList,
+    gpuList: gpus as IGpuList
+  });
+
+  requestDetail(owner: unknown, wanted: boolean): void {
+    if (wanted) {
+      this.detailOwners.add(owner);
+      setTimeout(() => this.set(this.detailAnswer()));
+    } else {
+      this.detailOwners.delete(owner);
+    }
+  }
 
   set(patch: Partial<FakeData>): void {
     Object.assign(this, patch);
@@ -89,16 +102,6 @@ function field(panel: CostPanel, name: string): string | null | undefined {
 }
 
 beforeEach(() => {
-  mockedRequest.mockReset();
-  mockedRequest.mockImplementation(async (endPoint?: string) => {
-    if (endPoint === 'kernels') {
-      return { simulated: true, currency: 'USD', time: 1, kernels } as any;
-    }
-    if (endPoint === 'gpus') {
-      return gpus as any;
-    }
-    throw new Error(`unexpected ${endPoint}`);
-  });
   kernels = [
     kernel('k-train', 'train.ipynb', 4, { gpu_utilization_percent: 91, gpu_memory_bytes: 30 * 1024 ** 3 }),
     kernel('k-explore', 'explore.ipynb', 1, { gpu_utilization_percent: 2 })
@@ -223,26 +226,47 @@ describe('CostPanel', () => {
     panel.dispose();
   });
 
-  it('polls kernels and gpus only while visible', async () => {
-    const { panel, model } = setup();
+  it('asks the shared poll for kernels and gpus only while visible', async () => {
+    const { panel, model, data } = setup();
     await wait();
-    expect(mockedRequest).not.toHaveBeenCalled();
+    expect(data.detailOwners.size).toBe(0);
+    expect(model.state).toBe('idle');
     Widget.attach(panel, document.body);
     expect(model.active).toBe(true);
+    expect(data.detailOwners.has(model)).toBe(true);
+    // Shown before the shared model's answer: loading, not "no kernels".
+    expect(model.state).toBe('loading');
+    expect(panel.node.querySelector('.jp-costguard-kernels .jp-costguard-empty')?.textContent).toBe(
+      'Loading…'
+    );
     await wait();
-    const endpoints = mockedRequest.mock.calls.map(c => c[0]).sort();
-    expect(endpoints.slice(0, 2)).toEqual(['gpus', 'kernels']);
+    expect(model.state).toBe('ok');
     panel.hide();
     expect(model.active).toBe(false);
-    mockedRequest.mockClear();
-    await wait(100);
-    expect(mockedRequest).not.toHaveBeenCalled();
+    expect(data.detailOwners.size).toBe(0);
     panel.show();
-    expect(model.active).toBe(true);
+    expect(data.detailOwners.has(model)).toBe(true);
     Widget.detach(panel);
     expect(model.active).toBe(false);
     panel.dispose();
     model.dispose();
+    expect(data.detailOwners.size).toBe(0);
+  });
+
+  it('renders every table from the same answer', async () => {
+    const { panel, data } = setup();
+    Widget.attach(panel, document.body);
+    await wait();
+    // One refresh brings a new notebook and its kernel together.
+    kernels = [...kernels, kernel('k-new', 'new.ipynb', 0.1)];
+    data.set({
+      notebooks: [...data.notebooks, notebook('new.ipynb', 0.1, { kernel_ids: ['k-new'] })],
+      ...data.detailAnswer()
+    });
+    expect(rowPaths(panel)).toContain('new.ipynb');
+    expect(panel.node.querySelector('.jp-costguard-kernel-row[data-kernel-id="k-new"]')).not.toBeNull();
+    Widget.detach(panel);
+    panel.dispose();
   });
 
   it('lists kernels with working action buttons and GPUs', async () => {
@@ -552,16 +576,11 @@ describe('CostPanel owner (JupyterHub)', () => {
   });
 
   it("falls back to the kernels document's owner", async () => {
-    mockedRequest.mockImplementation(async (endPoint?: string) => {
-      if (endPoint === 'kernels') {
-        return { simulated: false, currency: 'USD', time: 1, kernels, user: 'bob', server: 'big' } as any;
-      }
-      if (endPoint === 'gpus') {
-        return gpus as any;
-      }
-      throw new Error(`unexpected ${endPoint}`);
+    const { panel, data } = setup();
+    data.detailAnswer = () => ({
+      kernelList: { simulated: false, currency: 'USD', time: 1, kernels, user: 'bob', server: 'big' } as IKernelList,
+      gpuList: gpus as IGpuList
     });
-    const { panel } = setup();
     expect(owner(panel).hidden).toBe(true);
     Widget.attach(panel, document.body);
     await wait();

@@ -1,3 +1,5 @@
+import type { ServerConnection } from '@jupyterlab/services';
+
 import type { IJob } from '../jobsapi';
 import { detectEnded, JobsModel, sortJobs } from '../jobsmodel';
 import { FakeServer } from './fakeserver';
@@ -20,6 +22,53 @@ function setup(jobs: IJob[], open: string[] = []) {
     s,
     m,
     ended,
+    set(next: IJob[]) {
+      list = next;
+    }
+  };
+}
+
+/** Answers read when asked, handed over when released (to deliver them out of order). */
+class Gate {
+  hold(): { release: () => void } {
+    let release = () => undefined as void;
+    const held = new Promise<void>(resolve => {
+      release = resolve;
+    });
+    this._next.push(held);
+    return { release: () => release() };
+  }
+
+  wrap(settings: ServerConnection.ISettings): ServerConnection.ISettings {
+    const inner = settings.fetch;
+    const fetch = (async (input: RequestInfo, init?: RequestInit) => {
+      const held = this._next.shift();
+      const response = await inner(input, init);
+      if (held) {
+        await held;
+      }
+      return response;
+    }) as typeof settings.fetch;
+    return { ...settings, fetch };
+  }
+
+  private _next: Promise<void>[] = [];
+}
+
+function gatedSetup(jobs: IJob[]) {
+  const s = new FakeServer();
+  let list = jobs;
+  s.routes['GET jobs'] = () => ({ body: { jobs: list, currency: 'EUR' } });
+  const gate = new Gate();
+  const m = new JobsModel({ serverSettings: gate.wrap(s.settings()) });
+  made.push(m);
+  const ended: IJob[] = [];
+  m.jobEnded.connect((_, j) => ended.push(j));
+  return {
+    s,
+    m,
+    ended,
+    gate,
     set(next: IJob[]) {
       list = next;
     }
@@ -50,6 +99,18 @@ describe('sortJobs / detectEnded', () => {
     );
     expect(ended.map(j => j.id)).toEqual([2, 3]);
     expect(detectEnded(seen, [job(2, 'failed'), job(3, 'cancelled')], false)).toEqual([]);
+  });
+
+  it('announces each job once, also a job seen active before the first load', () => {
+    const seen = new Map<number, string>([[5, 'queued']]); // submitted here
+    const announced = new Set<number>();
+    expect(detectEnded(seen, [job(5, 'succeeded'), job(6, 'failed')], true, announced).map(j => j.id)).toEqual([5]);
+    // a stale answer (still running) neither regresses the state nor makes it end twice
+    expect(detectEnded(seen, [job(5, 'running')], false, announced)).toEqual([]);
+    expect(seen.get(5)).toBe('succeeded');
+    expect(detectEnded(seen, [job(5, 'succeeded')], false, announced)).toEqual([]);
+    seen.set(5, 'running');
+    expect(detectEnded(seen, [job(5, 'succeeded')], false, announced)).toEqual([]);
   });
 });
 
@@ -92,6 +153,58 @@ describe('JobsModel', () => {
     set([job(8, 'lost'), job(7, 'cancelled')]);
     await m.refresh();
     expect(ended.map(j => j.id).sort()).toEqual([7, 8]);
+  });
+
+  it('announces a job once when an answer asked earlier arrives after a newer one', async () => {
+    // The panel is open: its fast poll, the submit's refresh and a command's refresh overlap.
+    const { m, ended, set, gate } = gatedSetup([]);
+    m.visible = true;
+    await m.refresh();
+    m.track(job(1, 'queued'));
+    set([job(1, 'running')]);
+    const slow = gate.hold(); // the next answer is read now, delivered on release
+    const older = m.refresh();
+    set([job(1, 'succeeded')]);
+    await m.refresh();
+    expect(ended.map(j => [j.id, j.state])).toEqual([[1, 'succeeded']]);
+    slow.release();
+    await older;
+    expect(m.job(1)?.state).toBe('succeeded'); // the stale "running" is dropped
+    await m.refresh();
+    await m.refresh();
+    expect(ended).toHaveLength(1);
+  });
+
+  it('announces a job submitted before the first answer, ended in it', async () => {
+    // The first job, submitted while the page's first poll was still out.
+    const { m, ended, set } = setup([]);
+    m.track(job(1, 'queued'));
+    set([job(1, 'succeeded'), job(0, 'succeeded')]);
+    await m.refresh();
+    expect(ended.map(j => j.id)).toEqual([1]); // not job 0: it had ended before this page
+    await m.refresh();
+    expect(ended).toHaveLength(1);
+  });
+
+  it('keeps a just-submitted job when an answer read before it was created arrives', async () => {
+    const { s, m, ended, set, gate } = gatedSetup([]);
+    s.routes['GET jobs/1'] = () => ({ body: job(1, 'queued') });
+    m.visible = true;
+    await m.refresh();
+    const slow = gate.hold();
+    const older = m.refresh(); // read while the job was being created: no jobs yet
+    m.track(job(1, 'queued'));
+    slow.release();
+    await older;
+    expect(m.job(1)?.state).toBe('queued'); // still listed, still watched
+    set([job(1, 'succeeded')]);
+    await m.refresh();
+    expect(ended.map(j => j.id)).toEqual([1]);
+    // A late submit answer does not bring the ended job back to queued.
+    m.track(job(1, 'queued'));
+    expect(m.job(1)?.state).toBe('succeeded');
+    await m.refresh();
+    expect(ended).toHaveLength(1);
   });
 
   it('polls fast while visible or a job is active, slowly otherwise', async () => {

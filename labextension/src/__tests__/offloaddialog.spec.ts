@@ -1,12 +1,15 @@
 /**
  * @jest-environment jsdom
  */
-import { OffloadDialogBody, sliceSummary } from '../offloaddialog';
+import { cellPrompt, OffloadDialogBody, sliceSummary } from '../offloaddialog';
 import { slice } from './jobfixtures';
 
 const request = {
   notebook: 'train.ipynb',
-  cells: [],
+  cells: [
+    { id: 'c1', cell_type: 'code', source: 'import numpy as np\nx = 1', execution_count: 4, metadata: {}, outputs: [] },
+    { id: 'c3', cell_type: 'code', source: 'y = np.ones(3)', execution_count: null, metadata: {}, outputs: [] }
+  ],
   selected: ['c3'],
   kernel_id: 'k-1',
   resources: { gpus: 1, cpus: null, memory_gib: null, time_limit_seconds: 3600 },
@@ -21,7 +24,17 @@ describe('OffloadDialogBody', () => {
       ['c1', 'false'],
       ['c3', 'true']
     ]);
-    expect(items[0].querySelector('[data-field="index"]')!.textContent).toBe('[1]');
+    // Named as the notebook shows them: execution count and first line, not positions.
+    expect(items[0].querySelector('[data-field="prompt"]')!.textContent).toBe('[4]');
+    expect(items[1].querySelector('[data-field="prompt"]')!.textContent).toBe('[ ]');
+    expect(items[0].querySelector<HTMLElement>('[data-field="prompt"]')!.title).toBe(
+      'Last run as [4] (cell 1 of the notebook)'
+    );
+    expect(Array.from(items[0].children).map(c => c.className)).toEqual([
+      'jp-costguard-slice-prompt',
+      'jp-costguard-slice-source',
+      'jp-costguard-slice-reason'
+    ]);
     expect(items[0].querySelector('[data-field="reason"]')!.textContent).toBe('defines np used by cell 3');
     expect(items[0].querySelector('[data-field="source"]')!.textContent).toBe('import numpy as np');
     expect(items[1].querySelector('.jp-costguard-slice-selected')).not.toBeNull();
@@ -45,6 +58,13 @@ describe('OffloadDialogBody', () => {
       send: 'df'
     });
     body.dispose();
+  });
+
+  it('writes prompts as JupyterLab does', () => {
+    expect(cellPrompt(12)).toBe('[12]');
+    expect(cellPrompt(null)).toBe('[ ]');
+    expect(cellPrompt(0)).toBe('[ ]');
+    expect(cellPrompt('3')).toBe('[ ]');
   });
 
   it('sums the slice up', () => {

@@ -73,7 +73,8 @@ describe('offload settings', () => {
     expect(props.confirm.default).toBe(d.confirm);
     expect(props.backend.default).toBe(d.backend);
     expect(props.notifications.default).toBe(d.notifications);
-    expect(d.resources.time_limit_seconds).toBe(3600);
+    // README: no time limit by default (the server's offload_time_limit_seconds is None too).
+    expect(d.resources.time_limit_seconds).toBeNull();
   });
 
   it('reads values and drops odd ones', () => {
@@ -142,12 +143,13 @@ describe('buildSubmitRequest', () => {
 
   it('takes resources and retries from the settings', () => {
     const r = buildSubmitRequest(snapshot(), DEFAULT_OFFLOAD_SETTINGS);
-    expect(r.resources).toEqual({ gpus: null, cpus: null, memory_gib: null, time_limit_seconds: 3600 });
+    // Every resource null by default: left to the server's defaults (no time limit).
+    expect('resources' in r).toBe(false);
     expect(r.retries).toBe(0);
     expect(r.backend).toBeUndefined();
     const custom = parseOffloadSettings({ gpus: 1, cpus: 4, retries: 2, backend: 'local' });
     const c = buildSubmitRequest(snapshot({ kernelId: null, kernelName: null }), custom);
-    expect(c.resources).toEqual({ gpus: 1, cpus: 4, memory_gib: null, time_limit_seconds: 3600 });
+    expect(c.resources).toEqual({ gpus: 1, cpus: 4, memory_gib: null, time_limit_seconds: null });
     expect(c.retries).toBe(2);
     expect(c.backend).toBe('local');
     expect('kernel_id' in c).toBe(false);
@@ -155,6 +157,8 @@ describe('buildSubmitRequest', () => {
     // All null: left to the server's defaults.
     const none = parseOffloadSettings({ time_limit_seconds: null });
     expect('resources' in buildSubmitRequest(snapshot(), none)).toBe(false);
+    const limited = parseOffloadSettings({ time_limit_seconds: 3600 });
+    expect(buildSubmitRequest(snapshot(), limited).resources?.time_limit_seconds).toBe(3600);
   });
 
   it('keeps a cell without outputs as it is', () => {
@@ -200,11 +204,18 @@ describe('confirm', () => {
       gpus: '',
       cpus: '',
       memory_gib: '',
-      time_limit_seconds: '3600',
+      time_limit_seconds: '', // the dialog pre-fills no time limit (README: none by default)
       retries: '0',
       send: ''
     });
-    const ok = applyForm(request, { ...form, gpus: '1', memory_gib: '16.5', retries: '2', send: 'df, model df' });
+    const ok = applyForm(request, {
+      ...form,
+      gpus: '1',
+      memory_gib: '16.5',
+      time_limit_seconds: '3600',
+      retries: '2',
+      send: 'df, model df'
+    });
     expect('request' in ok && ok.request).toEqual(
       expect.objectContaining({
         resources: { gpus: 1, cpus: null, memory_gib: 16.5, time_limit_seconds: 3600 },
@@ -212,7 +223,7 @@ describe('confirm', () => {
         send: ['df', 'model']
       })
     );
-    const cleared = applyForm(request, { ...form, time_limit_seconds: '' });
+    const cleared = applyForm(request, { ...form, time_limit_seconds: '' }); // nothing set
     expect('request' in cleared && 'resources' in cleared.request).toBe(false);
     expect(applyForm(request, { ...form, gpus: '1.5' })).toEqual({ error: expect.stringMatching(/GPUs/) });
     expect(applyForm(request, { ...form, cpus: '0' })).toEqual({ error: expect.stringMatching(/CPUs/) });
@@ -255,7 +266,7 @@ describe('Offloader', () => {
     expect(s.requests.map(r => `${r.method} ${r.path}`)).toEqual(['POST jobs']);
     const body = JSON.parse(s.requests[0].body);
     expect(body.selected).toEqual(['c3']);
-    expect(body.resources.time_limit_seconds).toBe(3600);
+    expect(body.resources).toBeUndefined(); // no time limit unless asked for
     expect(asked).toEqual([]);
     const note = manager.last()!;
     expect(note.type).toBe('success');

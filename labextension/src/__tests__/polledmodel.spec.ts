@@ -6,7 +6,6 @@
  */
 import { Poll } from '@lumino/polling';
 
-import { CostPanelModel } from '../costpanelmodel';
 import { CostWidgetFeed } from '../costwidgetfeed';
 import { JobsModel } from '../jobsmodel';
 import {
@@ -163,7 +162,6 @@ describe('every costguard model', () => {
     const polls: ModelPoll[] = [
       data.poll,
       data.alertsPoll,
-      keep(new CostPanelModel({ data })).poll,
       keep(new JobsModel({ serverSettings: {} as any })).poll,
       feed.poll
     ];

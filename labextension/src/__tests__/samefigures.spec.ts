@@ -82,7 +82,7 @@ async function render() {
   const panelModel = new CostPanelModel({ data });
   const panel = new CostPanel({ model: panelModel });
   Widget.attach(panel, document.body);
-  await panelModel.refresh();
+  await data.refresh(); // shown, the panel's kernels and gpus come with this refresh
 
   const bar = new CostStatusWidget(data);
 

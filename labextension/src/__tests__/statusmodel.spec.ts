@@ -1,6 +1,6 @@
-import { CostStatusModel } from '../statusmodel';
+import { CostStatusModel, sameSample } from '../statusmodel';
 import { FakeServer } from './fakeserver';
-import { alert, budgetStatus, groupBudget, hubBudget, notebook, status } from './fixtures';
+import { alert, budgetStatus, gpus, groupBudget, hubBudget, kernel, notebook, status } from './fixtures';
 
 function server(): FakeServer {
   const s = new FakeServer();
@@ -9,7 +9,7 @@ function server(): FakeServer {
     body: {
       simulated: true,
       currency: 'USD',
-      time: 1,
+      time: status.time, // one sample with status
       notebooks: [
         notebook('train.ipynb', 5, { kernel_ids: ['k-train'] }),
         notebook('explore.ipynb', 1, { kernel_ids: ['k-explore'] })
@@ -59,6 +59,59 @@ describe('CostStatusModel', () => {
     expect(m.notebooksSimulated).toBe(true);
     expect(changes).toBe(1);
     m.dispose();
+  });
+
+  it('fetches kernels and gpus in the same refresh while asked for', async () => {
+    const s = server();
+    s.routes['GET kernels'] = () => ({
+      body: { simulated: true, currency: 'USD', time: status.time, kernels: [kernel('k-train', 'train.ipynb', 4)] }
+    });
+    s.routes['GET gpus'] = () => ({ body: { ...gpus, time: status.time } });
+    const m = model(s);
+    const panel = {};
+    m.requestDetail(panel, true);
+    expect(m.detailRequested).toBe(true);
+    let changes = 0;
+    m.changed.connect(() => changes++);
+    await m.refresh();
+    expect(s.requests.map(r => r.path).sort()).toEqual(['gpus', 'kernels', 'notebooks', 'status']);
+    expect(m.kernelList?.kernels.map(k => k.kernel_id)).toEqual(['k-train']);
+    expect(m.gpuList?.gpus.length).toBe(gpus.gpus.length);
+    expect(changes).toBe(1); // one answer, one render of every table
+    m.requestDetail(panel, false);
+    s.requests.length = 0;
+    await m.refresh();
+    expect(s.requests.map(r => r.path).sort()).toEqual(['notebooks', 'status']);
+    // The last answer stays until asked again (no empty flash on the next show).
+    expect(m.kernelList?.kernels.length).toBe(1);
+  });
+
+  it('asks again once when the documents straddle a new sample', async () => {
+    const s = server();
+    let sample = 1;
+    s.routes['GET status'] = () => ({ body: { ...status, time: sample } });
+    s.routes['GET kernels'] = () => {
+      // The server takes a new sample between `status` and `kernels`.
+      const body = { simulated: true, currency: 'USD', time: ++sample, kernels: [] };
+      return { body };
+    };
+    s.routes['GET gpus'] = () => ({ body: { ...gpus, time: sample } });
+    s.routes['GET notebooks'] = () => ({
+      body: { simulated: true, currency: 'USD', time: sample, notebooks: [] }
+    });
+    const m = model(s);
+    m.requestDetail({}, true);
+    sample = 1;
+    await m.refresh();
+    expect(s.requests.filter(r => r.path === 'kernels')).toHaveLength(2);
+    // Never more than one retry: a server sampling faster than we ask still answers.
+    expect(s.requests.filter(r => r.path === 'status')).toHaveLength(2);
+  });
+
+  it('tells documents of one sample', () => {
+    expect(sameSample([{ time: 3 }, { time: 3 }, undefined, { time: null }])).toBe(true);
+    expect(sameSample([{ time: 3 }, { time: 4 }])).toBe(false);
+    expect(sameSample([])).toBe(true);
   });
 
   it('reads hub_budgets and gpu_activity, [] and null from an older server', async () => {
