@@ -345,6 +345,18 @@ async def test_slice_preview_runs_nothing(jp_fetch, jp_root_dir):
     assert (await get_json(jp_fetch, "costguard", "api", "jobs"))["jobs"] == []
 
 
+async def test_slice_preview_says_how_much_may_be_sent_and_a_sent_name_needs_no_cell(
+        jp_fetch, jp_root_dir):
+    """What the dialog's "send instead of re-running" is built on."""
+    write_notebook(jp_root_dir, "p.ipynb", PRODUCT)
+    doc = await post(jp_fetch, "jobs", "slice", body={"notebook": "p.ipynb", "selected": ["c"]})
+    assert doc["max_send_bytes"] == 100 << 20  # offload_max_send_bytes's default
+    assert [c["cell_id"] for c in doc["slice"]["cells"]] == ["a", "b", "c"]
+    sent = await post(jp_fetch, "jobs", "slice",
+                      body={"notebook": "p.ipynb", "selected": ["c"], "send": ["a"]})
+    assert [c["cell_id"] for c in sent["slice"]["cells"]] == ["b", "c"]
+
+
 class TestWarmKernel:
     @pytest.fixture
     def costguard_config(self, costguard_config: dict[str, Any]) -> dict[str, Any]:

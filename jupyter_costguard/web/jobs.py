@@ -111,7 +111,8 @@ class SlicePreviewHandler(JobsHandler):
     @authorized
     async def post(self) -> None:
         self._check_params()
-        self.write_json({"slice": await self._call(self.jobs.preview(self._body()))})
+        sl = await self._call(self.jobs.preview(self._body()))
+        self.write_json({"slice": sl, "max_send_bytes": self.jobs.settings.max_send_bytes})
 
 
 class JobHandler(JobsHandler):

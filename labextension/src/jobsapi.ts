@@ -53,6 +53,15 @@ export interface ISlice {
   cells: ISliceCell[];
   defines: string[];
   unresolved: string[];
+  /** What the slicer could not decide (dynamic code, star imports, ...), in words. */
+  warnings?: string[];
+}
+
+/** Response of `POST jobs/slice`. */
+export interface ISlicePreview {
+  slice: ISlice;
+  /** The largest pickle of `send` variables a submit accepts. */
+  max_send_bytes?: number;
 }
 
 /** Job states; the last four are terminal. */
@@ -245,17 +254,24 @@ export function jobEndpoint(
   return sub ? `${base}/${sub}` : base;
 }
 
+/** `POST jobs/slice`: what a submit would run (and how much it may send). */
+export function previewSliceDoc(
+  request: ISubmitRequest,
+  settings?: ServerConnection.ISettings
+): Promise<ISlicePreview> {
+  return requestAPI<ISlicePreview>(
+    'jobs/slice',
+    { method: 'POST', body: JSON.stringify(request) },
+    settings
+  );
+}
+
 /** `POST jobs/slice`: what a submit would run. */
 export async function previewSlice(
   request: ISubmitRequest,
   settings?: ServerConnection.ISettings
 ): Promise<ISlice> {
-  const reply = await requestAPI<{ slice: ISlice }>(
-    'jobs/slice',
-    { method: 'POST', body: JSON.stringify(request) },
-    settings
-  );
-  return reply.slice;
+  return (await previewSliceDoc(request, settings)).slice;
 }
 
 /** `POST jobs`: submit; answers the queued job with its slice. */

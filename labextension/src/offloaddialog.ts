@@ -1,19 +1,30 @@
 /**
  * Body of the "Run as batch job" confirm dialog: the slice (each cell the job
  * runs, named as the notebook shows it: its execution count `[n]` (`[ ]` when
- * never run) and first line, then why; the selected ones marked), the names it leaves
- * unresolved and brings back, and editable resources. `getValue()` returns
- * the typed form; `applyForm` (offloadmodel.ts) checks it.
+ * never run) and first line, then why, and how long it took when it last ran;
+ * the selected ones marked), what the slicer could not decide, the names it
+ * leaves unresolved and brings back, and editable resources. An earlier cell
+ * whose values live in the kernel and are small enough offers "send instead
+ * of re-running": ticking it sends them by value and asks the server for the
+ * slice again (`reslice`), so the cell, and what only it needed, drop out.
+ * `getValue()` returns the typed form; `applyForm` (offloadmodel.ts) checks it.
  *
  * DOM hooks: `.jp-costguard-offload-dialog`, `.jp-costguard-slice-cell[data-cell-id][data-selected]`
  * (fields `[data-field=prompt|reason|source]`; the prompt's title gives the position), `.jp-costguard-slice-unresolved`,
- * `.jp-costguard-slice-defines`, inputs `input[name=gpus|cpus|memory_gib|time_limit_seconds|retries|send]`.
+ * `.jp-costguard-slice-defines`, `.jp-costguard-slice-warnings li`, a cell's
+ * `[data-field=last-run]`, its `input.jp-costguard-slice-send[data-names]`
+ * (send instead), `.jp-costguard-slice-sent li[data-name]` with its
+ * `button.jp-costguard-slice-unsend`, `.jp-costguard-slice-cost` (what
+ * re-running the earlier cells took), inputs
+ * `input[name=gpus|cpus|memory_gib|time_limit_seconds|retries|send]`.
  */
 import { Widget } from '@lumino/widgets';
 
-import { el } from './dom';
+import { el, setText } from './dom';
 import type { ISlice, ISubmitRequest } from './jobsapi';
+import { formatBytes, formatDuration } from './format';
 import { firstLine, formFromRequest, IOffloadForm } from './offloadmodel';
+import { lastRunTimes, sendOffers } from './sendoffer';
 
 /**
  * The prompt JupyterLab shows left of a code cell: `[3]` after its third run,
@@ -65,12 +76,51 @@ export function sliceSummary(total: number, selected: number): string {
   } that ${selected === 1 ? 'it needs' : 'they need'}.`;
 }
 
+export namespace OffloadDialogBody {
+  export interface IOptions {
+    /** The kernel's values by name: estimated bytes, null when not sendable. */
+    sizes?: ReadonlyMap<string, number | null> | null;
+    /** The largest pickle of sent variables the server accepts. */
+    maxSendBytes?: number | null;
+    /** The slice again, with `send` sent by value instead of re-run. */
+    reslice?: (send: string[]) => Promise<ISlice>;
+  }
+}
+
+/** Seconds as the dialog says them ("12 s", "3 min 20 s"). */
+function took(seconds: number): string {
+  if (seconds < 1) {
+    return `${seconds.toFixed(1)} s`;
+  }
+  if (seconds < 3600 && seconds >= 60) {
+    const s = Math.floor(seconds % 60);
+    return `${Math.floor(seconds / 60)} min${s ? ` ${s} s` : ''}`;
+  }
+  return formatDuration(seconds);
+}
+
 /** The dialog body. */
 export class OffloadDialogBody extends Widget {
-  constructor(slice: ISlice, request: ISubmitRequest) {
+  constructor(slice: ISlice, request: ISubmitRequest, options: OffloadDialogBody.IOptions = {}) {
     super();
     this.addClass('jp-costguard-offload-dialog');
-    this._build(slice, request);
+    this._request = request;
+    this._options = options;
+    this._slice = slice;
+    this._sliceNode = el('div', 'jp-costguard-slice-view');
+    this.node.appendChild(this._sliceNode);
+    this._renderSlice();
+    this._buildForm(request);
+  }
+
+  /** The slice shown (after any "send instead"). */
+  get slice(): ISlice {
+    return this._slice;
+  }
+
+  /** The names sent instead of re-run, in the order ticked. */
+  get sent(): ReadonlyArray<string> {
+    return this._sent;
   }
 
   /** The form as typed. */
@@ -82,14 +132,61 @@ export class OffloadDialogBody extends Widget {
     return value;
   }
 
-  private _build(slice: ISlice, request: ISubmitRequest): void {
+  /** Send `names` by value (or stop sending them) and show the slice that leaves. */
+  async setSent(names: ReadonlyArray<string>): Promise<void> {
+    const reslice = this._options.reslice;
+    if (!reslice) {
+      return;
+    }
+    const next = names.filter((n, i) => names.indexOf(n) === i);
+    const ticket = ++this._ticket;
+    this._sliceNode.dataset.state = 'loading';
+    try {
+      const slice = await reslice(next);
+      if (ticket !== this._ticket || this.isDisposed) {
+        return;
+      }
+      this._syncSendField(this._sent, next);
+      this._sent = next;
+      this._slice = slice;
+      this._renderSlice();
+    } catch (reason) {
+      if (ticket === this._ticket && !this.isDisposed) {
+        this._sliceNode.dataset.state = 'error';
+        this._error.hidden = false;
+        setText(this._error, `Could not slice again: ${String((reason as Error)?.message ?? reason)}`);
+      }
+    }
+  }
+
+  private _sizeOf(names: ReadonlyArray<string>): number {
+    const sizes = this._options.sizes;
+    return names.reduce((sum, n) => sum + (sizes?.get(n) ?? 0), 0);
+  }
+
+  private _renderSlice(): void {
+    const node = this._sliceNode;
+    node.textContent = '';
+    node.dataset.state = 'ok';
+    const slice = this._slice;
     const cells = Array.isArray(slice.cells) ? slice.cells : [];
     const selected = cells.filter(c => c.selected).length;
-    this.node.appendChild(
+    node.appendChild(
       el('p', 'jp-costguard-slice-summary', sliceSummary(cells.length, selected))
     );
+    const counts = executionCounts(this._request);
+    const times = lastRunTimes(slice, Array.isArray(this._request.cells) ? this._request.cells : []);
+    const sizes = this._options.sizes;
+    const offers = new Map(
+      sizes
+        ? sendOffers(slice, sizes, this._options.maxSendBytes ?? null, this._sizeOf(this._sent)).map(
+            o => [o.cellId, o]
+          )
+        : []
+    );
     const list = el('ol', 'jp-costguard-slice');
-    const counts = executionCounts(request);
+    let earlierSeconds = 0;
+    let earlierTimed = 0;
     for (const cell of cells) {
       const item = el('li', 'jp-costguard-slice-cell');
       item.dataset.cellId = cell.cell_id;
@@ -118,13 +215,90 @@ export class OffloadDialogBody extends Widget {
       reason.dataset.field = 'reason';
       reason.title = cell.reason;
       item.appendChild(reason);
+      const seconds = times.get(cell.cell_id);
+      if (seconds !== undefined) {
+        const last = el('span', 'jp-costguard-slice-last-run', `took ${took(seconds)}`);
+        last.dataset.field = 'last-run';
+        last.title = 'How long the cell took when it last ran (JupyterLab\'s recorded timing)';
+        item.appendChild(last);
+        if (!cell.selected) {
+          earlierSeconds += seconds;
+          earlierTimed++;
+        }
+      }
+      const offer = offers.get(cell.cell_id);
+      if (offer) {
+        const label = el('label', 'jp-costguard-slice-send-offer');
+        const box = el('input', 'jp-costguard-slice-send');
+        box.type = 'checkbox';
+        box.dataset.names = offer.names.join(',');
+        box.addEventListener('change', () => {
+          if (box.checked) {
+            void this.setSent([...this._sent, ...offer.names]);
+          }
+        });
+        label.appendChild(box);
+        label.appendChild(
+          document.createTextNode(
+            ` send ${offer.names.join(', ')} (${formatBytes(offer.bytes)}) from the kernel instead of re-running`
+          )
+        );
+        label.title =
+          'Pickle the value from your kernel into the job, so this cell (and what only it needed) does not run again';
+        item.appendChild(label);
+      }
       list.appendChild(item);
     }
-    this.node.appendChild(list);
+    node.appendChild(list);
+
+    if (earlierTimed > 0) {
+      node.appendChild(
+        el(
+          'p',
+          'jp-costguard-slice-cost',
+          `Re-running the earlier cells took ${took(earlierSeconds)} when they last ran` +
+            (earlierTimed < cells.filter(c => !c.selected).length ? ' (those with a recorded time).' : '.')
+        )
+      );
+    }
+
+    if (this._sent.length) {
+      const sent = el('div', 'jp-costguard-slice-sent');
+      sent.appendChild(
+        el('span', 'jp-costguard-slice-sent-label', `Sent from the kernel (${formatBytes(this._sizeOf(this._sent))}):`)
+      );
+      const ul = el('ul');
+      for (const name of this._sent) {
+        const li = el('li');
+        li.dataset.name = name;
+        li.appendChild(el('code', '', name));
+        const undo = el('button', 'jp-costguard-button jp-costguard-slice-unsend', 're-run instead');
+        undo.type = 'button';
+        undo.addEventListener('click', () => {
+          void this.setSent(this._sent.filter(n => n !== name));
+        });
+        li.appendChild(undo);
+        ul.appendChild(li);
+      }
+      sent.appendChild(ul);
+      node.appendChild(sent);
+    }
+
+    const warnings = Array.isArray(slice.warnings) ? slice.warnings : [];
+    if (warnings.length) {
+      const box = el('div', 'jp-costguard-slice-warnings');
+      box.appendChild(el('p', '', 'The slicer could not decide everything; check these before submitting:'));
+      const ul = el('ul');
+      for (const warning of warnings) {
+        ul.appendChild(el('li', '', warning));
+      }
+      box.appendChild(ul);
+      node.appendChild(box);
+    }
 
     const unresolved = Array.isArray(slice.unresolved) ? slice.unresolved : [];
     if (unresolved.length) {
-      this.node.appendChild(
+      node.appendChild(
         el(
           'p',
           'jp-costguard-slice-unresolved',
@@ -136,11 +310,30 @@ export class OffloadDialogBody extends Widget {
     }
     const defines = Array.isArray(slice.defines) ? slice.defines : [];
     if (defines.length) {
-      this.node.appendChild(
+      node.appendChild(
         el('p', 'jp-costguard-slice-defines', `Brings back: ${defines.join(', ')}`)
       );
     }
+    this._error = el('p', 'jp-costguard-slice-error');
+    this._error.hidden = true;
+    node.appendChild(this._error);
+  }
 
+  /** Keep the form's "Send variables" in step with what was ticked. */
+  private _syncSendField(before: ReadonlyArray<string>, after: ReadonlyArray<string>): void {
+    const input = this._inputs.get('send');
+    if (!input) {
+      return;
+    }
+    const typed = input.value
+      .split(',')
+      .map(n => n.trim())
+      .filter(n => n && !before.includes(n));
+    const names = [...typed, ...after.filter(n => !typed.includes(n))];
+    input.value = names.join(', ');
+  }
+
+  private _buildForm(request: ISubmitRequest): void {
     const form = el('div', 'jp-costguard-offload-form');
     const values = formFromRequest(request);
     for (const [name, label, placeholder, caption] of FIELDS) {
@@ -166,5 +359,12 @@ export class OffloadDialogBody extends Widget {
     this.node.appendChild(form);
   }
 
+  private _error!: HTMLElement;
   private _inputs = new Map<keyof IOffloadForm, HTMLInputElement>();
+  private _options: OffloadDialogBody.IOptions;
+  private _request: ISubmitRequest;
+  private _sent: string[] = [];
+  private _slice: ISlice;
+  private _sliceNode: HTMLElement;
+  private _ticket = 0;
 }

@@ -12,9 +12,10 @@ import {
   errorMessage,
   IJobResources,
   ISlice,
+  ISlicePreview,
   ISubmitRequest,
   ISubmittedJob,
-  previewSlice,
+  previewSliceDoc,
   submitJob
 } from './jobsapi';
 
@@ -368,6 +369,12 @@ export class ShiftClickTracker {
 
 // ---- the submit flow ----------------------------------------------------------
 
+/** What the server said besides the slice, for the confirm dialog. */
+export interface IConfirmContext {
+  /** The largest pickle of `send` variables a submit accepts (null: not said). */
+  maxSendBytes: number | null;
+}
+
 /** What the offloader needs of the notification manager. */
 export interface INotifier {
   notify(
@@ -385,7 +392,11 @@ export namespace Offloader {
      * Show the slice and let the user edit the request; resolves the request
      * to submit, or null when cancelled.
      */
-    confirm: (slice: ISlice, request: ISubmitRequest) => Promise<ISubmitRequest | null>;
+    confirm: (
+      slice: ISlice,
+      request: ISubmitRequest,
+      context: IConfirmContext
+    ) => Promise<ISubmitRequest | null>;
     /** "Show jobs" on the submitted notification. */
     showJobs?: (job: ISubmittedJob) => void;
     /** Called with each submitted job (e.g. to start watching it). */
@@ -418,14 +429,16 @@ export class Offloader {
       return null;
     }
     if (confirm) {
-      let slice: ISlice;
+      let preview: ISlicePreview;
       try {
-        slice = await previewSlice(request, serverSettings);
+        preview = await previewSliceDoc(request, serverSettings);
       } catch (reason) {
         this._fail('prepare the batch job', reason);
         return null;
       }
-      const edited = await this._options.confirm(slice, request);
+      const edited = await this._options.confirm(preview.slice, request, {
+        maxSendBytes: typeof preview.max_send_bytes === 'number' ? preview.max_send_bytes : null
+      });
       if (!edited) {
         return null;
       }

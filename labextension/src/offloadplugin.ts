@@ -25,16 +25,18 @@ import {
 } from '@jupyterlab/apputils';
 import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
 import type * as nbformat from '@jupyterlab/nbformat';
+import type { Kernel, ServerConnection } from '@jupyterlab/services';
 import { ISettingRegistry } from '@jupyterlab/settingregistry';
 
 import { CommandIDs, PALETTE_CATEGORY } from './commands';
 import { runAsJobIcon } from './icons';
-import type { ISlice, ISubmitRequest } from './jobsapi';
+import { ISlice, ISubmitRequest, previewSlice } from './jobsapi';
 import { samePath } from './notebooks';
 import { OffloadDialogBody } from './offloaddialog';
 import {
   applyForm,
   DEFAULT_OFFLOAD_SETTINGS,
+  IConfirmContext,
   INotebookSnapshot,
   IOffloadForm,
   IOffloadSettings,
@@ -44,6 +46,7 @@ import {
   shouldConfirm,
   ShiftClickTracker
 } from './offloadmodel';
+import { parseValueSizes, providedNames, valueSizesExpression } from './sendoffer';
 import { followSettings } from './settings';
 import { ICostguardJobs } from './tokens';
 
@@ -96,12 +99,61 @@ function hasCodeSelection(panel: NotebookPanel | null): boolean {
   );
 }
 
+/** How long the dialog waits for the kernel to say what it holds. */
+const SIZES_TIMEOUT_MS = 3000;
+
+/**
+ * The estimated size of each of `names` the kernel holds (null: cannot be
+ * sent), asked silently (no output, no history); null when the kernel is
+ * busy, is not Python, or does not answer in time, so the dialog never waits
+ * on a running cell.
+ */
+async function kernelValueSizes(
+  kernel: Kernel.IKernelConnection | null | undefined,
+  names: string[]
+): Promise<Map<string, number | null> | null> {
+  if (!kernel || names.length === 0 || kernel.status !== 'idle') {
+    return null;
+  }
+  const ask = (async () => {
+    try {
+      const future = kernel.requestExecute({
+        code: '',
+        silent: true,
+        store_history: false,
+        user_expressions: { costguard_sizes: valueSizesExpression(names) }
+      });
+      const reply = await future.done;
+      const content = reply.content as { status: string; user_expressions?: any };
+      return content.status === 'ok'
+        ? parseValueSizes(content.user_expressions?.costguard_sizes, names)
+        : null;
+    } catch {
+      return null;
+    }
+  })();
+  const late = new Promise<null>(resolve => setTimeout(() => resolve(null), SIZES_TIMEOUT_MS));
+  return Promise.race([ask, late]);
+}
+
 /** Ask with the slice and the resource form; the request to submit, or null. */
 async function confirmSubmit(
   slice: ISlice,
-  request: ISubmitRequest
+  request: ISubmitRequest,
+  context: IConfirmContext,
+  kernel: Kernel.IKernelConnection | null,
+  serverSettings: ServerConnection.ISettings
 ): Promise<ISubmitRequest | null> {
-  const body = new OffloadDialogBody(slice, request);
+  const sizes = await kernelValueSizes(kernel, providedNames(slice));
+  const body = new OffloadDialogBody(slice, request, {
+    sizes,
+    maxSendBytes: context.maxSendBytes,
+    reslice: send =>
+      previewSlice(
+        { ...request, send: [...(request.send ?? []).filter(n => !send.includes(n)), ...send] },
+        serverSettings
+      )
+  });
   const result = await showDialog<IOffloadForm>({
     title: 'Run as batch job',
     body,
@@ -139,6 +191,8 @@ export const offloadPlugin: JupyterFrontEndPlugin<void> = {
     const localPath = (path: string): string => contents.localPath(path);
     let settings: IOffloadSettings = DEFAULT_OFFLOAD_SETTINGS;
 
+    // The notebook a confirm dialog is about (its kernel holds what may be sent).
+    let confirming: NotebookPanel | null = null;
     const shiftClicks = new ShiftClickTracker(CommandIDs.runAsJob);
     // On mousedown: the notebook toolbar's buttons run their command on
     // mousedown (noFocusOnClick), the cell toolbar's on the click after it.
@@ -147,7 +201,14 @@ export const offloadPlugin: JupyterFrontEndPlugin<void> = {
     const offloader = new Offloader({
       manager: Notification.manager,
       serverSettings: app.serviceManager.serverSettings,
-      confirm: confirmSubmit,
+      confirm: (slice, request, context) =>
+        confirmSubmit(
+          slice,
+          request,
+          context,
+          confirming?.sessionContext.session?.kernel ?? null,
+          app.serviceManager.serverSettings
+        ),
       showJobs: job => {
         if (jobs) {
           jobs.open(job.id);
@@ -172,6 +233,7 @@ export const offloadPlugin: JupyterFrontEndPlugin<void> = {
       if (!snapshot) {
         return null;
       }
+      confirming = panel;
       const job = await offloader.run(snapshot, settings, confirm);
       return job ? job.id : null;
     };

@@ -2,11 +2,14 @@
 default width) in a real Chromium against a real server: the cost panel's tables fit the
 sidebar, moving their other figures to a second line, and agree with each other; "Run as
 job" is in the notebook toolbar even with the right sidebar open, where JupyterLab hides the
-cell toolbar; the slice dialog names cells by prompt and first line. COSTGUARD_SCREENSHOTS=1
-saves docs/panel-narrow.png, docs/panel-wide.png and docs/offload-toolbar.png."""
+cell toolbar; the slice dialog names cells by prompt and first line, says what re-running the
+earlier cells took, and offers to send a value from the kernel instead. COSTGUARD_SCREENSHOTS=1
+saves docs/panel-narrow.png, docs/panel-wide.png, docs/offload-toolbar.png and
+docs/offload-send-instead.png."""
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -55,6 +58,10 @@ def lab(tmp_path: Path) -> Iterator[ServerProcess]:
     root = tmp_path / "srv" / "root"
     write_notebook(root, "model.ipynb", CELLS)
     (root / "a_notebook_with_a_rather_long_name.ipynb").write_text(notebook(["x = 1"]))
+    # JupyterLab records each cell's timing (Settings > Notebook > Record timing)
+    tracker = tmp_path / "lab-settings" / "@jupyterlab" / "notebook-extension"
+    tracker.mkdir(parents=True)
+    (tracker / "tracker.jupyterlab-settings").write_text('{"recordTiming": true}')
     with lab_server(tmp_path, trace, jobs_dir=str(tmp_path / "jobs"),
                     offload_poll_interval=0.2) as server:
         yield server
@@ -186,3 +193,40 @@ def test_run_as_job_is_in_the_notebook_toolbar_with_the_right_sidebar_open(
     assert job["selected"] == ["answer"]
     lab.wait_for(f"costguard/api/jobs/{job['id']}", lambda d: d["state"] == "succeeded",
                  timeout=90)
+
+
+def test_the_dialog_offers_to_send_a_value_instead_of_rerunning_its_cell(
+        lab: ServerProcess, page: Any):
+    cells = open_notebook(lab, page, "model.ipynb")
+    for i in (0, 2):  # `rate` and `base` now live in the kernel
+        cells.nth(i).locator(".jp-InputArea-prompt").click()
+        page.keyboard.press("Control+Enter")
+        cells.nth(i).locator(".jp-InputArea-prompt", has_text=re.compile(r"\[\d+\]")).wait_for(
+            timeout=30_000)
+    cells.nth(3).locator(".jp-InputArea-prompt").click()
+    page.locator(TOOLBAR_BUTTON).click(modifiers=["Shift"])
+    dialog = page.locator(".jp-costguard-offload-dialog")
+    dialog.wait_for(timeout=20_000)
+    rate = dialog.locator('.jp-costguard-slice-cell[data-cell-id="rate"]')
+    # how long re-running it would take, from the timing JupyterLab recorded when it ran
+    assert re.fullmatch(r"took \d+(\.\d)? s", rate.locator('[data-field="last-run"]').inner_text())
+    assert "Re-running the earlier cells took" in dialog.locator(
+        ".jp-costguard-slice-cost").inner_text()
+    offer = rate.locator("input.jp-costguard-slice-send")
+    assert offer.get_attribute("data-names") == "rate"
+    assert "from the kernel instead of re-running" in rate.inner_text()
+    shot(page, "offload-send-instead.png", ".jp-Dialog-content")
+    offer.click()  # the list is drawn again without the cell, so no check() to verify
+    dialog.locator('.jp-costguard-slice-sent li[data-name="rate"]').wait_for(timeout=20_000)
+    ids = dialog.locator(".jp-costguard-slice-cell").evaluate_all(
+        "rows => rows.map(r => r.dataset.cellId)")
+    assert ids == ["base", "answer"], ids
+    assert dialog.locator("input[name=send]").input_value() == "rate"
+    page.locator(".jp-Dialog-button.jp-mod-accept").click()
+    page.locator(".Toastify__toast", has_text="submitted").first.wait_for(timeout=30_000)
+    job = lab.wait_for("costguard/api/jobs", lambda d: len(d["jobs"]) == 1)["jobs"][0]
+    detail = lab.wait_for(f"costguard/api/jobs/{job['id']}",
+                          lambda d: d["state"] in ("succeeded", "failed"), timeout=90)
+    assert detail["state"] == "succeeded", detail.get("log_tail")
+    assert [c["cell_id"] for c in detail["slice"]["cells"]] == ["base", "answer"]
+    assert "answer is 42" in detail["log_tail"]

@@ -78,4 +78,61 @@ describe('OffloadDialogBody', () => {
     expect(body.node.querySelector<HTMLInputElement>('input[name="send"]')!.disabled).toBe(true);
     body.dispose();
   });
+
+  it('shows what re-running took and offers to send values instead, slicing again', async () => {
+    const timed = {
+      ...request,
+      cells: [
+        {
+          ...request.cells[0],
+          metadata: {
+            execution: {
+              'iopub.execute_input': '2026-12-02T08:00:00Z',
+              'shell.execute_reply': '2026-12-02T08:02:05Z'
+            }
+          }
+        },
+        request.cells[1]
+      ]
+    };
+    const asked: string[][] = [];
+    const body = new OffloadDialogBody({ ...slice, warnings: ['exec() in [ ] run(code): cannot see what it defines'] }, timed, {
+      sizes: new Map([['np', 120]]),
+      maxSendBytes: 1000,
+      reslice: async send => {
+        asked.push(send);
+        return send.includes('np') ? { ...slice, cells: [slice.cells[1]] } : slice;
+      }
+    });
+    const q = (s: string) => body.node.querySelector<HTMLElement>(s);
+    expect(q('[data-cell-id="c1"] [data-field="last-run"]')!.textContent).toBe('took 2 min 5 s');
+    expect(q('.jp-costguard-slice-cost')!.textContent).toBe(
+      'Re-running the earlier cells took 2 min 5 s when they last ran.'
+    );
+    expect(q('.jp-costguard-slice-warnings li')!.textContent).toMatch(/exec\(\)/);
+    const offer = q('[data-cell-id="c1"] input.jp-costguard-slice-send') as HTMLInputElement;
+    expect(offer.dataset.names).toBe('np');
+    expect(q('[data-cell-id="c3"] input.jp-costguard-slice-send')).toBeNull(); // the selected cell
+    offer.checked = true;
+    offer.dispatchEvent(new Event('change'));
+    await new Promise(r => setTimeout(r, 0));
+    expect(asked).toEqual([['np']]);
+    expect(body.sent).toEqual(['np']);
+    expect(q('[data-cell-id="c1"]')).toBeNull(); // no longer re-run
+    expect(q('.jp-costguard-slice-sent li[data-name="np"]')).not.toBeNull();
+    expect(body.getValue().send).toBe('np');
+    q('.jp-costguard-slice-unsend')!.click();
+    await new Promise(r => setTimeout(r, 0));
+    expect(asked).toEqual([['np'], []]);
+    expect(q('[data-cell-id="c1"]')).not.toBeNull();
+    expect(body.getValue().send).toBe('');
+    body.dispose();
+  });
+
+  it('offers nothing without the kernel\'s sizes', () => {
+    const body = new OffloadDialogBody(slice, request);
+    expect(body.node.querySelector('input.jp-costguard-slice-send')).toBeNull();
+    expect(body.node.querySelector('.jp-costguard-slice-cost')).toBeNull();
+    body.dispose();
+  });
 });
