@@ -36,24 +36,63 @@ namespace, so they are weak uses: cells defining them are pulled in, but a name 
 (an environment variable such as ``$HOME``) is not reported.  Any other cell magic (``%%bash``,
 ``%%writefile``, ``%%html``, ...) is opaque: its body has no Python names.
 
-Known limits -- the slice can miss a dependency through:
+Library knowledge (:mod:`.libraries`, keyed by full dotted names: the analysis resolves
+``import numpy as np`` / ``from numpy import random`` first):
 
-* code built at run time: ``exec``/``eval`` of strings, writes to ``globals()``/``locals()``,
-  ``setattr`` on a module, ``%run``, ``%store -r``, ``%load``;
-* names a star import brings in: an earlier ``from m import *`` cell is included whenever some
-  needed name is still undefined, and names it might provide are not reported as unresolved;
-* state outside Python: files (``%%writefile``, ``df.to_csv`` in one cell and ``read_csv`` in a
-  later one), environment variables (``%env``), the working directory (``%cd``), databases;
-* changes through an alias (``y = x; y.append(1)`` changes ``x`` but only ``y`` is tracked),
-  through a function's argument (``f(x)`` that appends to ``x``), or through a method or a
-  function not called by plain name (``trainer.fit()`` whose method appends to a global);
+* a statement calling a function of a known module (numpy, pandas, pyplot, seaborn, torch,
+  sklearn, ...) does not change the module unless the table says it configures (seeds,
+  ``plt.rcParams``/``rc``/``style.use``, ``sns.set*``, ``pd.set_option``,
+  ``warnings.filterwarnings``, ``np.random.*`` draws); a module the table does not know keeps the
+  old answer (``wandb.init()`` changes ``wandb``).  pyplot/seaborn drawing counts as a change
+  again if any cell turns interactive plotting on (``plt.ion()``, ``%matplotlib qt``);
+* read-only methods (``predict``, ``score``, ``transform``, ``reshape``, ``mean``, ...) are not
+  changes unless ``inplace=`` is passed; ``fit``/``fit_transform``/``partial_fit``/
+  ``load_state_dict`` change their object wherever they are called, and on an object built by a
+  scikit-learn-style library (sklearn, xgboost, lightgbm, catboost, imblearn) without
+  ``warm_start`` a ``fit`` replaces what earlier fits learned: it needs the object's setup (the
+  cell that built it, cells that configured it) but not earlier fit cells;
+* ``random.shuffle(x)``, ``np.random.shuffle(x)``, torch's in-place ``*_`` functions
+  (``clip_grad_norm_(model.parameters())``) change their argument (the object it comes from);
+* objects that change others: names bound from ``plt.subplots()``/``fig.add_subplot()``/
+  ``axes[0]`` hold figures, and drawing on one (``ax.plot``) changes it and its figure; an
+  object built over ``model.parameters()`` (an optimizer) or by ``torch.optim.*`` over another
+  (a scheduler) changes what it was built over when it is changed (``opt.step()``).
+
+State outside Python, as pseudo-names (never results, never unresolved): an import needs cells
+that changed ``sys`` (``<sys>``) or the working directory (``<cwd>``: ``os.chdir``, ``%cd``) and
+files that could hold the module (``%%writefile util.py``), except standard and well-known
+libraries; a write to a literal path (``to_csv``, ``np.save``, ``open(.., "w")``,
+``joblib.dump``, ``torch.save``, ``%%writefile``, ``os.makedirs``, ``!mkdir``, ``shutil.copy``'s
+destination) defines
+``<file:PATH>`` (normalised), a read of it uses it; the last full write cuts earlier writers,
+appends do not.
+
+Loops: a name bound in a loop body (or a branch) only maybe keeps its earlier binding alive only
+if something after it reads it -- a later statement of the cell or a later cell in the slice --
+since the loop may run zero times; uses inside the body after the assignment need nothing.
+
+Warnings (``Slice.warnings``, naming the cell by its first line) where it cannot decide:
+``exec``/``eval``/``compile``, writes through ``globals()``/``locals()``, ``setattr`` on a
+module, an included star import, ``%run``/``%store``/``%load``/``%env``/``%load_ext``, and a
+file written under a computed path that is not in the job when the job reads a computed path.
+
+Known limits -- the slice can still miss a dependency through:
+
+* the global random generator drawn inside expressions or library calls (``x =
+  np.random.rand(3)`` in an unrelated cell, ``train_test_split`` without ``random_state``);
+* files whose names are computed or that a shell command makes (``!wget``, ``!unzip``),
+  environment variables, databases; ``!pip install`` cells are not included for imports;
+* changes through an alias (``y = x; y.append(1)``), through a function's argument (``f(x)``
+  that appends to ``x``), or through a method not called by plain name;
+* a read-only method that does change an object not known to be a figure (``ax.plot`` on an
+  Axes handed in by a function the slicer cannot see into);
 * magics inside function bodies, which are only seen as calls to ``get_ipython``;
 * a function called between two definitions of a name its body uses: only the later definition is
   taken (the call may happen as late as the last selected cell).
 
-It errs the other way too (cells included that were not needed): a statement calling a method of
-a module (``plt.plot(...)``, ``np.random.seed(0)``) counts as changing that module, and a
-function that assigns a ``global`` defines it in its own cell even if it is never called.
+It errs the other way too: slices are whole cells, so a needed cell's dead assignment
+(``cv = KFold()`` later rebound) still pulls in what it uses, and a function that assigns a
+``global`` defines it in its own cell even if it is never called.
 """
 
 from jupyter_costguard.offload.slicing.assembly import slice_cells

@@ -10,17 +10,20 @@ import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+from jupyter_costguard.offload.slicing import caveats, libraries
+from jupyter_costguard.offload.slicing.calls import CallRules
 from jupyter_costguard.offload.slicing.ipython import EXEC_MAGICS, SCOPED_MAGICS, strip_options
 from jupyter_costguard.offload.slicing.result import SliceError
 from jupyter_costguard.offload.slicing.scopes import (
     COMPREHENSIONS,
     Scope,
     changed_by_call,
+    owner_name,
     root_name,
 )
+from jupyter_costguard.offload.slicing.state import Effects, NotebookState, is_pseudo, setup_of
 
-#: What calling a function does to the cell's names: (globals it assigns, names it changes).
-Effects = tuple[frozenset[str], frozenset[str]]
+__all__ = ["CellAnalyser", "CellNames", "Effects"]
 
 
 def _replace(known: set[str], after: set[str]) -> None:
@@ -42,18 +45,28 @@ class CellNames:
     hard: set[str] = field(default_factory=set)  # needed from earlier cells
     soft: set[str] = field(default_factory=set)  # needed only if some earlier cell defines it
     late: set[str] = field(default_factory=set)  # needed by its functions, whenever called
+    maybe: set[str] = field(default_factory=set)  # bound only conditionally (if, loop, try)
+    refits: set[str] = field(default_factory=set)  # changed only by a replacing `fit`
+    caveats: list[str] = field(default_factory=list)  # why its effect cannot be decided
 
     @property
     def defs(self) -> set[str]:
         return self.binds | self.imports | self.mutates
 
     @property
+    def provides_all(self) -> set[str]:
+        """`defs`, plus the setup (construction, configuration) of each object it binds or
+        changes other than by a replacing `fit`: what a later `fit` of it needs."""
+        built = {setup_of(n) for n in (self.binds | self.mutates) - self.refits if not is_pseudo(n)}
+        return self.defs | built
+
+    @property
     def results(self) -> set[str]:
         """Values worth bringing back: modules are not, deleted names cannot be."""
-        return (self.binds | self.mutates) - self.deleted
+        return {n for n in (self.binds | self.mutates) - self.deleted if not is_pseudo(n)}
 
 
-class CellAnalyser:
+class CellAnalyser(CallRules):
     """Module-level names of one cell, in statement order, tracking what is surely bound."""
 
     def __init__(
@@ -63,9 +76,12 @@ class CellAnalyser:
         where: str,
         index: int,
         cell_id: str,
+        state: NotebookState | None = None,
     ) -> None:
         self.transform = transform
-        self.writers = writers  # what calling each function defined so far does
+        self.state = state if state is not None else NotebookState(writers)
+        self.writers = self.state.writers  # what calling each function defined so far does
+        self.caveats, self.replaced, self.changed = [], set(), set()
         self.where, self.index, self.cell_id = where, index, cell_id
         self.out = CellNames()
         self.bound: set[str] = set()  # bound anywhere so far, even conditionally
@@ -82,8 +98,11 @@ class CellAnalyser:
             else:
                 out.late.add(name)
         out.definite = known
-        out.soft |= (out.binds - known) - out.hard  # conditional bindings keep earlier values
+        # conditional bindings keep earlier values, if something after the cell reads them
+        out.maybe = (out.binds - known) - out.hard
         out.soft -= out.hard
+        out.refits = self.replaced - self.changed - out.binds
+        out.caveats = list(dict.fromkeys(self.caveats))
         return out
 
     def _parse(self, code: str, what: str, line_offset: int) -> ast.Module:
@@ -113,10 +132,23 @@ class CellAnalyser:
         self.out.deleted.discard(name)
         self.bound.add(name)
         known.add(name)
+        self.state.aliases.pop(name, None)  # no longer what it was imported as
+        self.state.estimators.discard(name)
+        self.state.figures.discard(name)
+        self.state.links.pop(name, None)
 
     def _mutate(self, name: str, known: set[str]) -> None:
         self._load(name, known)
         self.out.mutates.add(name)
+        self.changed.add(name)
+        self._module_changed(name, known)
+        for other in self.state.links.get(name, set()) - self.out.mutates - {name}:
+            self._mutate(other, known)  # `opt.step()` changes the model it was built over
+
+    def _redefine(self, name: str, known: set[str]) -> None:
+        self.out.mutates.add(name)
+        self.bound.add(name)
+        known.add(name)
 
     def _target(self, node: ast.expr, known: set[str]) -> None:
         if isinstance(node, ast.Name):
@@ -127,6 +159,11 @@ class CellAnalyser:
         elif isinstance(node, ast.Starred):
             self._target(node.value, known)
         elif isinstance(node, (ast.Attribute, ast.Subscript)):
+            why = caveats.namespace_write(node)
+            if why is not None:
+                self.caveats.append(why)
+            if isinstance(node, ast.Attribute) and node.attr == "warm_start":
+                self.state.estimators.discard(root_name(node) or "")
             self._expr(node.value, known)
             if isinstance(node, ast.Subscript):
                 self._expr(node.slice, known)
@@ -175,6 +212,8 @@ class CellAnalyser:
             self._expr(node.body, set(known))
             self._expr(node.orelse, set(known))
         elif not (isinstance(node, ast.Call) and self._magic(node, known)):
+            if isinstance(node, ast.Call):
+                self._call(node, known)
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
                 stores, changes = self.writers.get(node.func.id, (frozenset(), frozenset()))
                 for name in stores:  # calling it may assign these globals
@@ -206,6 +245,7 @@ class CellAnalyser:
                 self._python(name, strip_options(arg, name), known, f" in %{name}", line)
             else:
                 self._expanded(arg, known)
+                self._line_magic(name, arg, known)
         elif func.attr == "run_cell_magic" and len(args) == 3:
             name, arg, body = args
             if name == "capture":
@@ -219,8 +259,10 @@ class CellAnalyser:
                 self._python(name, body, known, f" in the %%{name} body", line + 1)
             else:
                 self._expanded(arg, known)
+                self._cell_magic(name, arg, known)
         elif func.attr in ("system", "getoutput") and len(args) == 1:
             self._expanded(args[0], known)
+            self._shell(args[0], known)
         return True
 
     def _python(self, magic: str, source: str, known: set[str], what: str, line: int) -> None:
@@ -270,6 +312,10 @@ class CellAnalyser:
             scope = self._nested(s, known)
             self._bind(s.name, known)
             stores, changes = set(scope.global_stores), scope.changes()
+            changes |= {
+                r for r, chain, change in scope.free_method_calls()
+                if self._chain_changes(r, chain, change)
+            }
             for callee in scope.free_calls() - {s.name}:  # what the functions it calls do
                 callee_stores, callee_changes = self.writers.get(callee, (frozenset(), frozenset()))
                 stores |= callee_stores
@@ -284,6 +330,7 @@ class CellAnalyser:
             self._expr(s.value, known)
             for target in s.targets:
                 self._target(target, known)
+            self._estimator(s, known)
         elif isinstance(s, ast.AnnAssign):
             self._expr(s.annotation, known)
             if s.value is not None:
@@ -300,13 +347,19 @@ class CellAnalyser:
                 self._delete(target, known)
         elif isinstance(s, ast.Import):
             for alias in s.names:
-                self._import(alias.asname or alias.name.split(".")[0], known)
+                self._import_needs(alias.name, 0, known)
+                name = alias.asname or alias.name.split(".")[0]
+                self._import(name, known, alias.name if alias.asname else name, True)
         elif isinstance(s, ast.ImportFrom):
+            self._import_needs(s.module or "", s.level, known)
             for alias in s.names:
                 if alias.name == "*":
                     self.out.stars.append("." * s.level + (s.module or ""))
+                    self.caveats.append("star-import")
                 else:
-                    self._import(alias.asname or alias.name, known)
+                    dotted = "." * s.level + f"{s.module or ''}.{alias.name}".lstrip(".")
+                    sub = alias.name[:1].islower() and libraries.import_is_fixed(dotted)
+                    self._import(alias.asname or alias.name, known, dotted, sub)
         elif isinstance(s, (ast.For, ast.AsyncFor, ast.While)):
             self._loop(s, known)
         elif isinstance(s, ast.If):
@@ -335,9 +388,19 @@ class CellAnalyser:
                 self._stmts(case.body, inner)
         elif isinstance(s, ast.Expr):
             self._expr(s.value, known)
-            root = changed_by_call(s.value)
-            if root is not None:
-                self._mutate(root, known)
+            call = s.value.value if isinstance(s.value, ast.Await) else s.value
+            module = root_name(call.func.value) if (
+                isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)
+            ) else None
+            if module is not None and self._is_module(module):  # the table decides
+                if isinstance(call, ast.Call) and self._module_call_changes(call):
+                    self._mutate(module, known)
+            else:
+                root = changed_by_call(s.value)
+                if root is None and isinstance(call, ast.Call):
+                    root = self._figure_drawn(call)
+                if root is not None:
+                    self._mutate(root, known)
         elif not isinstance(s, (ast.Global, ast.Nonlocal)):
             for child in ast.iter_child_nodes(s):
                 if isinstance(child, ast.stmt):
@@ -345,11 +408,70 @@ class CellAnalyser:
                 else:
                     self._expr(child, known)
 
-    def _import(self, name: str, known: set[str]) -> None:
+    def _import(self, name: str, known: set[str], dotted: str, module: bool) -> None:
         self.out.imports.add(name)
         self.out.deleted.discard(name)
         self.bound.add(name)
         known.add(name)
+        self.state.aliases[name] = (dotted, module)
+        self.state.estimators.discard(name)
+
+    def _owners(self, value: ast.Call, dotted: str | None) -> set[str]:
+        """Names whose objects a call's result shares: `model` for
+        `torch.optim.SGD(model.parameters())`, `opt` for `StepLR(opt)`."""
+        owners = {
+            owner_name(n.func.value) for n in ast.walk(value)
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+            and n.func.attr in libraries.SHARING_METHODS
+        }
+        if dotted is not None and libraries.shares_arguments(dotted):
+            owners |= {owner_name(a) for a in [*value.args, *(k.value for k in value.keywords)]}
+        return {o for o in owners if o is not None and not self._is_module(o)}
+
+    def _link(self, targets: Iterable[ast.expr], owners: set[str]) -> None:
+        for target in targets:
+            for n in ast.walk(target):
+                if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store) and owners - {n.id}:
+                    self.state.links.setdefault(n.id, set()).update(owners - {n.id})
+
+    def _figure_drawn(self, call: ast.Call) -> str | None:
+        """`ax.plot(x)` changes `ax` when `ax` holds a figure or axes (`df.plot()` does not
+        change `df`)."""
+        if isinstance(call.func, ast.Attribute):
+            root = root_name(call.func.value)
+            if root is not None and root in self.state.figures:
+                return root
+        return None
+
+    def _estimator(self, s: ast.Assign, known: set[str]) -> None:
+        """`clf = LogisticRegression()`: a later `clf.fit` replaces what it learned."""
+        value = s.value
+        func = value.func if isinstance(value, ast.Call) else None
+        part = isinstance(value, (ast.Attribute, ast.Subscript)) and (
+            root_name(value) in self.state.figures  # `ax = axes[0]`, `ax = grid.ax`
+        )
+        if part or (func is not None and libraries.makes_figure(self._dotted(func), func)):
+            names = {  # `fig, ax = plt.subplots()`: drawing on `ax` changes `fig` too
+                n.id for target in s.targets for n in ast.walk(target)
+                if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
+            }
+            self.state.figures |= names
+            whole = owner_name(value)  # `ax = fig.add_subplot()`, `ax = axes[0]`
+            group = names | ({whole} if whole and not self._is_module(whole) else set())
+            for name in names:
+                self.state.links.setdefault(name, set()).update(group - {name})
+        if not isinstance(value, ast.Call):
+            return
+        dotted = self._dotted(value.func)
+        self._link(s.targets, self._owners(value, dotted))
+        if len(s.targets) != 1 or not isinstance(s.targets[0], ast.Name):
+            return
+        warm = any(
+            k.arg == "warm_start" and not (isinstance(k.value, ast.Constant) and not k.value.value)
+            for k in value.keywords
+        )
+        if dotted is not None and libraries.replacing_library(dotted) and not warm:
+            self.state.estimators.add(s.targets[0].id)
 
     def _delete(self, node: ast.expr, known: set[str]) -> None:
         if isinstance(node, ast.Name):
@@ -369,6 +491,15 @@ class CellAnalyser:
         else:
             self._expr(s.iter, known)
             self._target(s.target, inner)
+            grids = {
+                n.id for n in ast.walk(s.iter)
+                if isinstance(n, ast.Name) and n.id in self.state.figures
+            }
+            if grids:  # `for ax in axes.flat:` draws on `axes`
+                self._link([s.target], grids)
+                self.state.figures |= {
+                    n.id for n in ast.walk(s.target) if isinstance(n, ast.Name)
+                }
         self._stmts(s.body, inner)
         after = self._branch(s.orelse, known & inner)
         known.intersection_update(inner & after)  # the body may not run at all

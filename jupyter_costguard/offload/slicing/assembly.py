@@ -7,10 +7,12 @@ import builtins
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from jupyter_costguard.offload.slicing.analysis import CellAnalyser, CellNames, Effects
+from jupyter_costguard.offload.slicing.analysis import CellAnalyser, CellNames
 from jupyter_costguard.offload.slicing.ipython import transformer
 from jupyter_costguard.offload.slicing.notebook import NotebookCell, read_cells
+from jupyter_costguard.offload.slicing.notices import slice_warnings
 from jupyter_costguard.offload.slicing.result import Slice, SlicedCell, SliceError
+from jupyter_costguard.offload.slicing.state import NotebookState, is_pseudo, setup_of, shown
 
 #: Names the job's interpreter or IPython provides; never reported as unresolved.
 _PROVIDED = frozenset(dir(builtins)) | frozenset(
@@ -31,12 +33,21 @@ def _reason(names: CellNames, provides: set[str], starred: set[str]) -> str:
     parts = [f"from {module} import *" for module in names.stars] if starred else []
     if starred:
         parts[-1] += f" (may provide {', '.join(sorted(starred))})"
+    state = {p for p in provides if is_pseudo(p) and not p.startswith("<setup:")}
+    provides = {shown(p) for p in provides - state}
     defined = sorted(provides & names.binds)
     imported = sorted((provides & names.imports) - names.binds)
     changed = sorted(provides - names.binds - names.imports)
     for verb, group in (("imports", imported), ("defines", defined), ("changes", changed)):
         if group:
             parts.append(f"{verb} {', '.join(group)}")
+    written = sorted(p[len("<file:"):-1] for p in state if p.startswith("<file:"))
+    if written:
+        parts.append(f"writes {', '.join(written)}")
+    if "<cwd>" in state:
+        parts.append("changes the working directory")
+    if "<sys>" in state:
+        parts.append("changes sys.path or sys.modules")
     return "; ".join(parts)
 
 
@@ -70,13 +81,15 @@ def slice_cells(
     transform = transformer()
 
     analysed = []
-    writers: dict[str, Effects] = {}
-    for e in entries[: last + 1]:
+    head = [e for e in entries[: last + 1] if e.cell_type == "code"]
+    state = NotebookState.for_sources([e.source for e in head])
+    for e in head:
         if e.cell_type == "code":
             where = f"cell {e.index} (id {e.cell_id})"
             try:
                 code = transform(e.source)
-                names = CellAnalyser(transform, writers, where, e.index, e.cell_id).run(code)
+                analyser = CellAnalyser(transform, state.writers, where, e.index, e.cell_id, state)
+                names = analyser.run(code)
             except SliceError:
                 raise
             except Exception as ex:  # RecursionError, MemoryError, ValueError, ...
@@ -89,7 +102,7 @@ def slice_cells(
                 ) from None
             analysed.append((e, code, names))
 
-    givens, chosen = frozenset(given), set(wanted)
+    givens, chosen = frozenset(given) | {setup_of(g) for g in given}, set(wanted)
     late: set[str] = set()
     while True:  # until the functions pulled in need no new names
         picked, defines, unresolved = _walk(analysed, chosen, givens, late)
@@ -100,7 +113,8 @@ def slice_cells(
     return Slice(
         cells=tuple(picked.values())[::-1],
         defines=tuple(sorted(defines)),
-        unresolved=tuple(sorted(unresolved)),
+        unresolved=tuple(sorted({shown(n) for n in unresolved if not is_pseudo(shown(n))})),
+        warnings=tuple(slice_warnings(analysed, set(picked))),
     )
 
 
@@ -122,24 +136,28 @@ def _walk(
     modules: set[str] = set()  # imported and never bound otherwise: `time.sleep()` is no result
     bound: set[str] = set()
     for e, code, names in reversed(analysed):  # the first one is the last selected cell
-        provides = names.defs & (hard | soft)
+        provides = names.provides_all & (hard | soft)
         is_selected = e.cell_id in chosen
         star = bool(names.stars) and not is_selected and bool(hard - _PROVIDED)
         if not (is_selected or provides or star):
             continue
         maybe_starred = hard - _PROVIDED if star else set()
         reason = "selected" if is_selected else _reason(names, provides, maybe_starred)
+        shown_provides = tuple(sorted({shown(p) for p in provides}))
         picked[e.index] = SlicedCell(
-            e.index, e.cell_id, e.source, code, is_selected, tuple(sorted(provides)), reason
+            e.index, e.cell_id, e.source, code, is_selected, shown_provides, reason
         )
         if is_selected:
             defines |= names.results
         modules |= names.imports
         bound |= names.binds
-        hard = (hard - names.defs - maybe_starred) | names.hard  # maybe-bound: now soft
+        # a name this cell binds only maybe (in a branch or loop) keeps its earlier binding
+        # alive only if a cell after it reads it (a loop may run zero times)
+        kept = names.maybe & (hard | soft)
+        hard = (hard - names.provides_all - maybe_starred) | names.hard  # maybe-bound: now soft
         if len(picked) == 1:
             hard |= late
-        soft = (soft - names.definite) | names.soft | maybe_starred
+        soft = (soft - names.definite) | names.soft | maybe_starred | kept
         hard -= givens
         soft -= givens | hard
     return picked, defines - (modules - bound), hard - _PROVIDED - givens

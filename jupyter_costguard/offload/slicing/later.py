@@ -29,16 +29,17 @@ from jupyter_costguard.offload.slicing.analysis import CellAnalyser, CellNames, 
 from jupyter_costguard.offload.slicing.ipython import transformer
 from jupyter_costguard.offload.slicing.notebook import NotebookCell, read_cells
 from jupyter_costguard.offload.slicing.result import SliceError
+from jupyter_costguard.offload.slicing.state import NotebookState
 
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
-def _analyse(e: NotebookCell, transform: Any, writers: dict[str, Effects]
-             ) -> tuple[CellNames, set[str]] | None:
+def _analyse(e: NotebookCell, transform: Any, writers: dict[str, Effects],
+             state: NotebookState | None = None) -> tuple[CellNames, set[str]] | None:
     """The cell's names and the free names of the functions it defines; None if it does not
     parse or cannot be analysed."""
     try:
-        analyser = CellAnalyser(transform, writers, f"cell {e.index}", e.index, e.cell_id)
+        analyser = CellAnalyser(transform, writers, f"cell {e.index}", e.index, e.cell_id, state)
         names = analyser.run(transform(e.source))
     except (SliceError, RecursionError, MemoryError, ValueError, SyntaxError):
         return None
@@ -73,7 +74,8 @@ def used_later(cells: Sequence[Mapping[str, Any]], selected: Iterable[str],
     first = min((e.index for e in entries if e.cell_id in chosen), default=len(entries))
     pending, used = set(names), set()
     transform = transformer()
-    writers: dict[str, Effects] = {}
+    state = NotebookState.for_sources([e.source for e in entries if e.cell_type == "code"])
+    writers = state.writers
     #: name bound by a cell -> free names of the functions that cell defines
     lazy: dict[str, set[str]] = {}
 
@@ -91,7 +93,7 @@ def used_later(cells: Sequence[Mapping[str, Any]], selected: Iterable[str],
     for e in entries:
         if e.cell_type != "code":
             continue
-        found = _analyse(e, transform, writers)
+        found = _analyse(e, transform, writers, state)
         later = e.index > first and e.cell_id not in chosen
         if found is None:
             if later:  # half-written: any name it spells may be read
@@ -99,7 +101,8 @@ def used_later(cells: Sequence[Mapping[str, Any]], selected: Iterable[str],
             continue
         cell, free = found
         if later:
-            used |= pending & reads(cell.hard | cell.soft | cell.late | cell.mutates | free)
+            direct = cell.hard | cell.soft | cell.maybe | cell.late | cell.mutates | free
+            used |= pending & reads(direct)
             pending -= cell.definite - cell.mutates  # surely rebound: the user's from here on
         for name in cell.binds:
             lazy[name] = free

@@ -35,6 +35,8 @@ class Slice:
     cells: tuple[SlicedCell, ...]
     defines: tuple[str, ...]  # names the selected cells bind: the natural results to bring back
     unresolved: tuple[str, ...]  # names used that no included cell, builtin or `given` provides
+    #: where the slicer could not decide (exec, %run, computed file paths...), per cell
+    warnings: tuple[str, ...] = ()
 
     @property
     def code(self) -> str:
@@ -47,8 +49,8 @@ class Slice:
         return "".join(parts)
 
     def to_json(self) -> dict[str, Any]:
-        """What the frontend shows before the job is submitted."""
-        return {
+        """What the frontend shows before the job is submitted (`warnings` only when some)."""
+        doc: dict[str, Any] = {
             "cells": [
                 {
                     "index": c.index,
@@ -63,3 +65,6 @@ class Slice:
             "defines": list(self.defines),
             "unresolved": list(self.unresolved),
         }
+        if self.warnings:  # absent when there are none, as in documents stored before
+            doc["warnings"] = list(self.warnings)
+        return doc

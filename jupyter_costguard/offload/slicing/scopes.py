@@ -6,11 +6,12 @@ from __future__ import annotations
 import ast
 from typing import Union
 
-#: Method calls that only read their object, so a statement calling them changes nothing.
-_READ_ONLY_METHODS = frozenset(
-    {"head", "tail", "describe", "info", "summary", "value_counts", "nunique", "unique"}
-    | {"isna", "isnull", "keys", "values", "items", "count", "to_string", "memory_usage"}
+from jupyter_costguard.offload.slicing.libraries import (
+    IN_PLACE_KEYWORDS,
+    LEARNING_METHODS,
+    READ_ONLY_METHODS,
 )
+
 COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)
 _Comprehension = Union[ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp]
 
@@ -22,16 +23,40 @@ def root_name(node: ast.expr) -> str | None:
     return node.id if isinstance(node, ast.Name) else None
 
 
-def changed_by_call(value: ast.expr) -> str | None:
-    """The name a statement like `x.append(1)` (or `await x.refresh()`) changes, if any."""
+def owner_name(node: ast.expr) -> str | None:
+    """The name at the root of `model.parameters()`, `x[0].data`, `axes.flat`: through calls,
+    attributes and subscripts."""
+    while isinstance(node, (ast.Attribute, ast.Subscript, ast.Call)):
+        node = node.func if isinstance(node, ast.Call) else node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def attribute_chain(value: ast.expr) -> str:
+    """"a.b.f" for the call `x.a.b.f(...)` (or `await x.a.b.f()`): what follows the root."""
     call = value.value if isinstance(value, ast.Await) else value
-    if (
-        isinstance(call, ast.Call)
-        and isinstance(call.func, ast.Attribute)
-        and call.func.attr not in _READ_ONLY_METHODS
-    ):
-        return root_name(call.func.value)
-    return None
+    attrs: list[str] = []
+    node = call.func if isinstance(call, ast.Call) else call
+    while isinstance(node, (ast.Attribute, ast.Subscript)):
+        if isinstance(node, ast.Attribute):
+            attrs.append(node.attr)
+        node = node.value
+    return ".".join(reversed(attrs))
+
+
+def changed_by_call(value: ast.expr) -> str | None:
+    """The name a statement like `x.append(1)` (or `await x.refresh()`) changes, if any.
+
+    Methods that only read do not change (unless `inplace=...` says so); learning methods
+    (`fit`) change their object wherever they are called, so they are handled as calls."""
+    call = value.value if isinstance(value, ast.Await) else value
+    if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)):
+        return None
+    attr = call.func.attr
+    if attr in LEARNING_METHODS:
+        return None
+    if attr in READ_ONLY_METHODS and not any(k.arg in IN_PLACE_KEYWORDS for k in call.keywords):
+        return None
+    return root_name(call.func.value)
 
 
 class Scope(ast.NodeVisitor):
@@ -52,6 +77,9 @@ class Scope(ast.NodeVisitor):
         self.walrus: set[str] = set()  # a comprehension's walrus binds in the enclosing scope
         self.changed: set[str] = set()  # roots of `x.a = ...`, `x[0] = ...`, `x.append(...)`
         self.calls: set[str] = set()  # functions called by name
+        #: statements calling a method: (root, the attribute chain "a.b.f", whether it changes
+        #: an object), decided by the caller, which knows whether the root is a module
+        self.method_calls: set[tuple[str, str, bool]] = set()
 
     @classmethod
     def of(cls, node: ast.AST) -> Scope:
@@ -94,6 +122,9 @@ class Scope(ast.NodeVisitor):
         """Outside names this scope (or one inside it) changes in place."""
         return self.changed - self.locals
 
+    def free_method_calls(self) -> set[tuple[str, str, bool]]:
+        return {call for call in self.method_calls if call[0] not in self.locals}
+
     def free_calls(self) -> set[str]:
         return self.calls - self.locals
 
@@ -108,6 +139,7 @@ class Scope(ast.NodeVisitor):
         self.child_later |= sub.later()
         self.global_stores |= sub.global_stores
         self.changed |= sub.changes()
+        self.method_calls |= sub.free_method_calls()
         self.calls |= sub.free_calls()
         for name in sub.walrus:
             if self.kind == "comprehension":
@@ -186,9 +218,12 @@ class Scope(ast.NodeVisitor):
         self.generic_visit(node)
 
     def visit_Expr(self, node: ast.Expr) -> None:
-        root = changed_by_call(node.value)
-        if root is not None:
-            self.changed.add(root)
+        call = node.value.value if isinstance(node.value, ast.Await) else node.value
+        if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute):
+            root = root_name(call.func.value)
+            if root is not None:
+                changes = changed_by_call(node.value) is not None
+                self.method_calls.add((root, attribute_chain(node.value), changes))
         self.generic_visit(node)
 
     def visit_Attribute(self, node: ast.Attribute | ast.Subscript) -> None:
@@ -202,6 +237,10 @@ class Scope(ast.NodeVisitor):
     def visit_Call(self, node: ast.Call) -> None:
         if isinstance(node.func, ast.Name):
             self.calls.add(node.func.id)
+        elif isinstance(node.func, ast.Attribute) and node.func.attr in LEARNING_METHODS:
+            root = root_name(node.func.value)
+            if root is not None:
+                self.changed.add(root)
         self.generic_visit(node)
 
     def visit_AugAssign(self, node: ast.AugAssign) -> None:

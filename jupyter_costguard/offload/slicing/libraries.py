@@ -1,0 +1,208 @@
+"""What well-known libraries' functions and methods do to state later cells see: the slicer's
+library knowledge, keyed by full dotted names (``numpy.random.seed``, not ``np.random.seed``;
+the analysis resolves import aliases before asking).
+
+Why a table: a statement calling a module's function (``plt.plot(x)``) used to count as a change
+of the module, which chained every plotting cell together.  Most module functions only compute or
+draw; the few that configure state later cells see (seeds, rc/option setters, warning filters)
+are listed here.  A module the table does not know keeps the old, safe answer (the call changes
+it): ``wandb.init()`` must come along with ``wandb.log()``.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+
+#: Module functions whose call changes state that later cells see (seeds, configuration).
+CONFIGURES = frozenset(
+    {
+        "numpy.random.seed", "numpy.random.set_state", "numpy.set_printoptions", "numpy.seterr",
+        "random.seed", "random.setstate",
+        "torch.manual_seed", "torch.cuda.manual_seed", "torch.cuda.manual_seed_all",
+        "torch.random.manual_seed", "torch.set_default_dtype", "torch.set_default_device",
+        "torch.set_default_tensor_type", "torch.set_num_threads", "torch.set_grad_enabled",
+        "torch.set_float32_matmul_precision", "torch.use_deterministic_algorithms",
+        "torch.set_printoptions",
+        "tensorflow.random.set_seed", "tensorflow.keras.utils.set_random_seed",
+        "keras.utils.set_random_seed", "tensorflow.config.experimental.set_memory_growth",
+        "tensorflow.config.set_visible_devices",
+        "tensorflow.keras.mixed_precision.set_global_policy",
+        "matplotlib.rc", "matplotlib.rcdefaults", "matplotlib.use", "matplotlib.style.use",
+        "matplotlib.interactive", "matplotlib.pyplot.rc", "matplotlib.pyplot.rcdefaults",
+        "matplotlib.pyplot.style.use", "matplotlib.pyplot.ion", "matplotlib.pyplot.ioff",
+        "matplotlib.pyplot.interactive", "matplotlib.pyplot.switch_backend",
+        "matplotlib.pyplot.xkcd",
+        "seaborn.set", "seaborn.set_theme", "seaborn.set_style", "seaborn.set_context",
+        "seaborn.set_palette", "seaborn.set_color_codes", "seaborn.reset_defaults",
+        "seaborn.reset_orig",
+        "pandas.set_option", "pandas.reset_option", "pandas.set_eng_float_format",
+        "pandas.plotting.register_matplotlib_converters",
+        "warnings.filterwarnings", "warnings.simplefilter", "warnings.resetwarnings",
+        "sklearn.set_config", "logging.basicConfig", "logging.disable",
+        "sys.setrecursionlimit", "site.addsitedir", "importlib.reload", "os.putenv",
+        "os.unsetenv", "tqdm.pandas", "tqdm.auto.tqdm.pandas", "nltk.download",
+    }
+)
+#: Dotted prefixes under which every call configures (``plt.rcParams.update({...})``).
+#: ``numpy.random.rand(3)`` as a statement still draws from (changes) the global generator.
+CONFIGURES_UNDER = (
+    "matplotlib.rcParams.", "matplotlib.pyplot.rcParams.", "pandas.options.", "numpy.random.",
+)
+
+#: Modules whose other functions only compute, read or draw: a statement calling one of them
+#: does not change the module.  ``numpy`` covers ``numpy.linalg`` and so on.
+KNOWN_MODULES = (
+    "numpy", "pandas", "matplotlib", "seaborn", "math", "cmath", "statistics", "json", "os.path",
+    "time", "pprint", "IPython.display", "scipy", "torch", "tensorflow", "keras", "sklearn",
+    "warnings", "itertools", "functools", "operator", "string", "textwrap", "re", "datetime",
+    "collections", "glob", "pathlib", "plotly", "tqdm",
+)
+#: Functions of known modules that draw on pyplot's current figure.  Under the inline backend a
+#: figure does not outlive its cell; in interactive mode (``plt.ion()``, ``%matplotlib qt``)
+#: it does, and then these count as changes of the module again.
+DRAWS_UNDER = ("matplotlib.pyplot.", "seaborn.")
+
+#: Module functions that change their first argument in place (``random.shuffle(deck)``).
+CHANGES_FIRST_ARGUMENT = frozenset(
+    {
+        "random.shuffle", "numpy.random.shuffle", "numpy.copyto", "numpy.fill_diagonal",
+        "numpy.put", "numpy.place", "numpy.putmask", "numpy.random.Generator.shuffle",
+    }
+)
+CHANGES_FIRST_ARGUMENT_UNDER = ("torch.nn.init.",)
+
+#: Method calls that only read their object: as a statement they change nothing.
+READ_ONLY_METHODS = frozenset(
+    {"head", "tail", "describe", "info", "summary", "value_counts", "nunique", "unique"}
+    | {"isna", "isnull", "keys", "values", "items", "count", "to_string", "memory_usage"}
+    | {"predict", "predict_proba", "predict_log_proba", "decision_function", "score"}
+    | {"transform", "inverse_transform", "get_params", "evaluate", "get_feature_names_out"}
+    | {"reshape", "copy", "mean", "sum", "std", "var", "min", "max", "argmax", "argmin"}
+    | {"median", "mode", "quantile", "corr", "cov", "plot", "hist", "boxplot", "groupby"}
+    | {"to_numpy", "astype", "tolist", "numpy", "detach", "item", "size", "dim"}
+    | {"any", "all", "round", "abs", "cumsum", "prod", "sample", "sort_values", "to_dict"}
+    | {"show", "display", "print", "format", "join", "split", "strip", "lower", "upper"}
+    | {"startswith", "endswith", "replace", "dropna", "fillna", "merge", "pivot_table"}
+    | {"map", "agg", "aggregate", "rolling", "resample", "drop_duplicates"}
+    | {"select_dtypes", "isin", "corrwith", "describe_option", "nlargest", "nsmallest"}
+    | {"__repr__", "__str__", "state_dict", "parameters", "named_parameters", "eval_shape"}
+)
+#: Keywords that turn a read-only pandas method into an in-place change.
+IN_PLACE_KEYWORDS = frozenset({"inplace"})
+
+#: Methods that change their object even inside an expression (``xs = scaler.fit_transform(X)``).
+LEARNING_METHODS = frozenset(
+    {"fit", "fit_transform", "fit_predict", "fit_resample", "partial_fit", "load_state_dict"}
+)
+#: Of those, the ones that replace what an earlier call learned, so earlier fits are not needed
+#: (scikit-learn style, unless ``warm_start=True``; ``load_state_dict`` replaces the weights).
+REPLACING_METHODS = frozenset({"fit", "fit_transform", "fit_predict", "fit_resample"})
+#: Libraries whose estimators' ``fit`` replaces (Keras' ``fit`` continues training: not listed).
+REPLACING_LIBRARIES = ("sklearn", "xgboost", "lightgbm", "catboost", "imblearn")
+
+#: Functions and methods that write a file: name -> index of the path argument.  Methods are
+#: matched by name on any object (``df.to_csv("x.csv")``).
+WRITER_FUNCTIONS = {
+    "numpy.save": 0, "numpy.savez": 0, "numpy.savez_compressed": 0, "numpy.savetxt": 0,
+    "joblib.dump": 1, "torch.save": 1, "os.makedirs": 0, "os.mkdir": 0,
+    "shutil.copy": 1, "shutil.copyfile": 1, "shutil.move": 1, "urllib.request.urlretrieve": 1,
+}
+WRITER_METHODS = {
+    "to_csv": 0, "to_parquet": 0, "to_json": 0, "to_excel": 0, "to_pickle": 0, "to_feather": 0,
+    "to_hdf": 0, "to_netcdf": 0, "save": 0, "save_model": 0, "save_pretrained": 0,
+    "save_weights": 0,
+}
+#: Functions and methods that read a file: name -> index of the path argument.
+READER_FUNCTIONS = {
+    "numpy.load": 0, "numpy.loadtxt": 0, "numpy.genfromtxt": 0, "numpy.fromfile": 0,
+    "joblib.load": 0, "torch.load": 0, "PIL.Image.open": 0, "cv2.imread": 0,
+    "tensorflow.keras.models.load_model": 0, "keras.models.load_model": 0,
+    "shutil.copy": 0, "shutil.copyfile": 0, "shutil.move": 0, "os.listdir": 0,
+    "glob.glob": 0, "h5py.File": 0, "xarray.open_dataset": 0,
+}
+READER_PREFIXES = ("pandas.read_",)
+READER_METHODS = {"load_model": 0, "load_weights": 0, "from_pretrained": 0}
+#: Modules whose import never depends on ``sys.path`` edits or the working directory.
+_THIRD_PARTY = (
+    "numpy", "pandas", "matplotlib", "seaborn", "scipy", "sklearn", "torch", "tensorflow",
+    "keras", "IPython", "tqdm", "joblib", "plotly", "xgboost", "lightgbm", "PIL", "cv2",
+)
+_STDLIB = frozenset(getattr(sys, "stdlib_module_names", ()))
+
+
+def _under(name: str, prefixes: tuple[str, ...]) -> bool:
+    return any(name == p.rstrip(".") or name.startswith(p.rstrip(".") + ".") for p in prefixes)
+
+
+def configures(dotted: str) -> bool:
+    """Whether calling module function `dotted` changes state later cells see."""
+    return dotted in CONFIGURES or any(dotted.startswith(p) for p in CONFIGURES_UNDER)
+
+
+def call_changes_module(dotted: str, interactive: bool) -> bool:
+    """Whether a statement calling module function `dotted` changes its module.
+
+    Unknown modules keep the old answer (yes); under interactive pyplot, drawing does too.
+    """
+    if configures(dotted):
+        return True
+    if not _under(dotted, KNOWN_MODULES):
+        return True
+    return interactive and _under(dotted, DRAWS_UNDER)
+
+
+#: Calls that return matplotlib figures or axes (``fig, ax = plt.subplots()``,
+#: ``ax = fig.add_subplot()``): drawing on what they return changes it, though ``plot`` and
+#: ``hist`` are read-only methods of a DataFrame.
+FIGURE_FUNCTIONS_UNDER = ("matplotlib.", "seaborn.")
+FIGURE_METHODS = frozenset(
+    {"add_subplot", "add_axes", "subplots", "subplot_mosaic", "twinx", "twiny", "gca", "gcf",
+     "subfigures", "inset_axes"}
+)
+
+
+def makes_figure(dotted: str | None, func: ast.expr) -> bool:
+    """Whether a call of `func` (resolved to module function `dotted`, or None) returns a
+    figure or axes."""
+    if dotted is not None:
+        return _under(dotted, FIGURE_FUNCTIONS_UNDER) and dotted.rsplit(".", 1)[-1] in (
+            FIGURE_METHODS | {"figure", "axes", "subplot", "FacetGrid", "PairGrid", "JointGrid"}
+        )
+    return isinstance(func, ast.Attribute) and func.attr in FIGURE_METHODS
+
+
+#: Methods that hand out an object's parts to share (a torch module's parameters): what is
+#: built over them (an optimizer) changes the object when it is changed (``opt.step()``).
+SHARING_METHODS = frozenset({"parameters", "named_parameters", "children", "modules"})
+#: Constructors whose object changes what it was built over (a scheduler its optimizer).
+SHARES_ARGUMENTS_UNDER = ("torch.optim.",)
+
+
+def changes_first_argument(dotted: str) -> bool:
+    """Also torch's in-place functions, whose names end in ``_`` (``clip_grad_norm_``)."""
+    if _under(dotted, ("torch",)) and dotted.endswith("_") and not dotted.endswith("__"):
+        return True
+    return dotted in CHANGES_FIRST_ARGUMENT or _under(dotted, CHANGES_FIRST_ARGUMENT_UNDER)
+
+
+def shares_arguments(dotted: str) -> bool:
+    """Whether the object `dotted` builds changes what it is given (a scheduler)."""
+    return _under(dotted, SHARES_ARGUMENTS_UNDER)
+
+
+def replacing_library(dotted: str) -> bool:
+    """Whether `dotted` (a constructor) comes from a library whose `fit` replaces."""
+    return _under(dotted, REPLACING_LIBRARIES)
+
+
+def import_is_fixed(module: str) -> bool:
+    """Whether importing `module` cannot depend on the notebook's `sys.path` or directory."""
+    top = module.split(".")[0]
+    return top in _STDLIB or top in _THIRD_PARTY
+
+
+def reader_argument(dotted: str) -> int | None:
+    if dotted in READER_FUNCTIONS:
+        return READER_FUNCTIONS[dotted]
+    return 0 if any(dotted.startswith(p) for p in READER_PREFIXES) else None
