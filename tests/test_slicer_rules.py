@@ -518,3 +518,20 @@ def test_drawing_on_axes_changes_the_figure_they_belong_to(draw: str) -> None:
     s = sl([IMPORTS + "\nfig, axes = plt.subplots(2)", draw, "other = 1",
             "fig.savefig('a.png')"], 3)
     assert idx(s) == [0, 1, 3]
+
+
+def test_a_module_written_into_a_directory_on_sys_path_comes_along_with_its_import() -> None:
+    """`%%writefile lib/helper.py`, `sys.path.append('lib')`, `import helper`: the file, the
+    directory it needs and the path change all come along (failed before: only the path)."""
+    s = sl(["import os\nos.makedirs('lib', exist_ok=True)",
+            "%%writefile lib/helper.py\ndef double(x):\n    return 2 * x", "other = 1",
+            "import sys\nsys.path.append('lib')", "from helper import double\nv = double(2)"],
+           4)
+    assert idx(s) == [0, 1, 3, 4]
+    assert reason(s, 1) == "writes lib/helper.py"
+
+
+def test_a_package_written_into_a_directory_on_sys_path_comes_along() -> None:
+    s = sl(["%%writefile src/pkg/__init__.py\nX = 1", "%%writefile src/pkg/models.py\nY = 2",
+            "import sys\nsys.path.insert(0, 'src')", "from pkg.models import Y"], 3)
+    assert idx(s) == [0, 1, 2, 3]

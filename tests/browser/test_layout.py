@@ -3,9 +3,10 @@ default width) in a real Chromium against a real server: the cost panel's tables
 sidebar, moving their other figures to a second line, and agree with each other; "Run as
 job" is in the notebook toolbar even with the right sidebar open, where JupyterLab hides the
 cell toolbar; the slice dialog names cells by prompt and first line, says what re-running the
-earlier cells took, and offers to send a value from the kernel instead. COSTGUARD_SCREENSHOTS=1
-saves docs/panel-narrow.png, docs/panel-wide.png, docs/offload-toolbar.png and
-docs/offload-send-instead.png."""
+earlier cells took, and offers to send a value from the kernel instead; it says why each cell
+comes along (a module written into a directory put on sys.path) and warns about what the slicer
+cannot decide. COSTGUARD_SCREENSHOTS=1 saves docs/panel-narrow.png, docs/panel-wide.png,
+docs/offload-toolbar.png, docs/offload-send-instead.png and docs/offload-warnings.png."""
 
 from __future__ import annotations
 
@@ -45,6 +46,15 @@ CELLS = [
     code("answer", "answer = rate * base\nprint('answer is', answer)"),
 ]
 
+# the issue's miss: a module the notebook writes, a directory put on sys.path, then an import
+HELPER_CELLS = [
+    code("mkdir", "import os\nos.makedirs('lib', exist_ok=True)"),
+    code("write", "%%writefile lib/helper.py\ndef double(x):\n    return 2 * x"),
+    code("path", "import sys\nsys.path.append('lib')"),
+    code("dyn", "exec('extra = 1')"),
+    code("use", "from helper import double\nprint('doubled', double(21))"),
+]
+
 
 @pytest.fixture
 def lab(tmp_path: Path) -> Iterator[ServerProcess]:
@@ -57,6 +67,7 @@ def lab(tmp_path: Path) -> Iterator[ServerProcess]:
     trace = write_trace(tmp_path / "trace.json", [frame], gpus=2, instance_type="p4de.24xlarge")
     root = tmp_path / "srv" / "root"
     write_notebook(root, "model.ipynb", CELLS)
+    write_notebook(root, "helper.ipynb", HELPER_CELLS)
     (root / "a_notebook_with_a_rather_long_name.ipynb").write_text(notebook(["x = 1"]))
     # JupyterLab records each cell's timing (Settings > Notebook > Record timing)
     tracker = tmp_path / "lab-settings" / "@jupyterlab" / "notebook-extension"
@@ -230,3 +241,30 @@ def test_the_dialog_offers_to_send_a_value_instead_of_rerunning_its_cell(
     assert detail["state"] == "succeeded", detail.get("log_tail")
     assert [c["cell_id"] for c in detail["slice"]["cells"]] == ["base", "answer"]
     assert "answer is 42" in detail["log_tail"]
+
+
+def test_the_dialog_says_why_cells_come_along_and_warns_what_it_cannot_decide(
+        lab: ServerProcess, page: Any):
+    cells = open_notebook(lab, page, "helper.ipynb")
+    cells.nth(4).locator(".jp-InputArea-prompt").click()
+    page.locator(TOOLBAR_BUTTON).click(modifiers=["Shift"])  # shift: the dialog first
+    dialog = page.locator(".jp-costguard-offload-dialog")
+    dialog.wait_for(timeout=20_000)
+    rows = dialog.locator(".jp-costguard-slice-cell")
+    rows.first.wait_for(timeout=20_000)
+    ids = rows.evaluate_all("rows => rows.map(r => r.dataset.cellId)")
+    assert ids == ["mkdir", "write", "path", "use"], ids  # not the exec cell
+    assert "writes lib/helper.py" in dialog.locator(
+        '.jp-costguard-slice-cell[data-cell-id="write"]').inner_text()
+    assert "changes sys.path" in dialog.locator(
+        '.jp-costguard-slice-cell[data-cell-id="path"]').inner_text()
+    warnings = dialog.locator(".jp-costguard-slice-warnings li")
+    assert warnings.count() == 1
+    assert warnings.first.inner_text().startswith('cell "exec(\'extra = 1\')": runs code')
+    shot(page, "offload-warnings.png", ".jp-Dialog-content")
+    page.locator(".jp-Dialog-button.jp-mod-accept").click()
+    job = lab.wait_for("costguard/api/jobs", lambda d: len(d["jobs"]) == 1)["jobs"][0]
+    detail = lab.wait_for(f"costguard/api/jobs/{job['id']}",
+                          lambda d: d["state"] in ("succeeded", "failed"), timeout=90)
+    assert detail["state"] == "succeeded", detail.get("log_tail")
+    assert "doubled 42" in detail["log_tail"]

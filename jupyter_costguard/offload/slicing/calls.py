@@ -120,6 +120,8 @@ class CallRules:
         for parent in files.parents(path):
             self._soft(parent, known)
         name = files.file_name(path)
+        if kind == "write":
+            self.state.written.add(name)
         if kind == "read":
             self._soft(name, known)
         elif appends:
@@ -156,8 +158,13 @@ class CallRules:
         self._soft(SYS, known)
         self._soft(CWD, known)
         if level == 0:
-            for name in files.module_files(module):
+            here = files.module_files(module)
+            for name in here:
                 self._soft(name, known)
+            suffixes = tuple("/" + name[len("<file:"):] for name in here)
+            for name in self.state.written:  # `lib/helper.py`, with `lib` on sys.path
+                if name[:-1].endswith(tuple(x[:-1] for x in suffixes)):
+                    self._soft(name, known)
 
     def _line_magic(self, name: str, arg: str, known: set[str]) -> None:
         if name == "cd":
@@ -175,8 +182,12 @@ class CallRules:
             words = arg.split()
             paths = [w for w in words if not w.startswith("-")]
             if paths:
-                target = files.file_name(paths[-1].strip("'\""))
+                path = paths[-1].strip("'\"")
+                target = files.file_name(path)
+                self.state.written.add(target)
                 self._soft(CWD, known)
+                for parent in files.parents(path):  # the directory must exist
+                    self._soft(parent, known)
                 if "-a" in words or "--append" in words:
                     self._soft_change(target, known)
                 else:
