@@ -535,3 +535,39 @@ def test_a_package_written_into_a_directory_on_sys_path_comes_along() -> None:
     s = sl(["%%writefile src/pkg/__init__.py\nX = 1", "%%writefile src/pkg/models.py\nY = 2",
             "import sys\nsys.path.insert(0, 'src')", "from pkg.models import Y"], 3)
     assert idx(s) == [0, 1, 2, 3]
+
+
+# -- global random generators: a draw anywhere advances them (failed before) -----------------
+
+
+@pytest.mark.parametrize(("seed", "draw"), [
+    ("np.random.seed(0)", "np.random.rand(3)"),
+    ("random.seed(0)", "random.random()"),
+    ("torch.manual_seed(0)", "torch.randn(3)"),
+])
+def test_draws_inside_expressions_come_along_with_a_later_draw(seed: str, draw: str) -> None:
+    s = sl([IMPORTS, seed, f"a = {draw}", "b = 2", f"b = {draw}\nprint(b)"], 4)
+    assert idx(s) == [0, 1, 2, 4]
+    assert "global random generator" in reason(s, 2)
+
+
+def test_a_draw_in_a_comprehension_advances_the_generator() -> None:
+    s = sl([IMPORTS, "xs = [random.random() for _ in range(3)]", "print(random.random())"], 2)
+    assert idx(s) == [0, 1, 2]
+
+
+def test_a_reseed_cuts_earlier_draws() -> None:
+    s = sl([IMPORTS, "a = np.random.rand(3)", "np.random.seed(1)", "b = np.random.rand(3)"], 3)
+    assert 1 not in idx(s) and 2 in idx(s)
+
+
+def test_a_generator_object_is_not_the_global_generator() -> None:
+    s = sl([IMPORTS + "\nrng = np.random.default_rng(0)", "a = np.random.rand(3)",
+            "b = rng.normal(size=3)"], 2)
+    assert idx(s) == [0, 2]
+
+
+def test_drawing_into_axes_given_as_a_keyword_changes_them() -> None:
+    s = sl([IMPORTS + "\ndf = pd.DataFrame()\nfig, ax = plt.subplots()", "df.plot(ax=ax)",
+            "sns.histplot([1], ax=ax)", "fig.savefig('a.png')"], 3)
+    assert idx(s) == [0, 1, 2, 3]

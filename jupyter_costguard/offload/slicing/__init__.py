@@ -53,6 +53,10 @@ Library knowledge (:mod:`.libraries`, keyed by full dotted names: the analysis r
   cell that built it, cells that configured it) but not earlier fit cells;
 * ``random.shuffle(x)``, ``np.random.shuffle(x)``, torch's in-place ``*_`` functions
   (``clip_grad_norm_(model.parameters())``) change their argument (the object it comes from);
+* global random generators (``numpy.random``, ``random``, torch's) as pseudo-names: a draw
+  anywhere in a cell, also inside an expression or a comprehension (``x = np.random.rand(3)``),
+  reads and advances ``<rng:numpy.random>``; a seed resets it, cutting earlier draws;
+* ``df.plot(ax=ax)``, ``sns.histplot(v, ax=ax)``: a figure given as ``ax=``/``fig=`` changes;
 * objects that change others: names bound from ``plt.subplots()``/``fig.add_subplot()``/
   ``axes[0]`` hold figures, and drawing on one (``ax.plot``) changes it and its figure; an
   object built over ``model.parameters()`` (an optimizer) or by ``torch.optim.*`` over another
@@ -78,8 +82,8 @@ file written under a computed path that is not in the job when the job reads a c
 
 Known limits -- the slice can still miss a dependency through:
 
-* the global random generator drawn inside expressions or library calls (``x =
-  np.random.rand(3)`` in an unrelated cell, ``train_test_split`` without ``random_state``);
+* library calls that draw from a global random generator implicitly (``train_test_split``
+  without ``random_state``, building a torch module), and draws inside functions' expressions;
 * files whose names are computed or that a shell command makes (``!wget``, ``!unzip``),
   environment variables, databases; ``!pip install`` cells are not included for imports;
 * changes through an alias (``y = x; y.append(1)``), through a function's argument (``f(x)``

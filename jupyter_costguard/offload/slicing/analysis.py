@@ -203,6 +203,9 @@ class CellAnalyser(CallRules):
         elif isinstance(node, COMPREHENSIONS):
             self._expr(node.generators[0].iter, known)
             self._nested(node, known)
+            for call in ast.walk(node):  # it runs now: `[random.random() for _ in range(3)]`
+                if isinstance(call, ast.Call):
+                    self._draws(call, known)
         elif isinstance(node, ast.BoolOp):  # later operands may not be evaluated
             self._expr(node.values[0], known)
             for value in node.values[1:]:

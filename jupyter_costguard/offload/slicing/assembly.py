@@ -48,6 +48,9 @@ def _reason(names: CellNames, provides: set[str], starred: set[str]) -> str:
         parts.append("changes the working directory")
     if "<sys>" in state:
         parts.append("changes sys.path or sys.modules")
+    generators = sorted(p[len("<rng:"):-1] for p in state if p.startswith("<rng:"))
+    if generators:
+        parts.append(f"seeds or draws from the global random generator of {', '.join(generators)}")
     return "; ".join(parts)
 
 

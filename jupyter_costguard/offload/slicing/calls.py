@@ -9,7 +9,13 @@ import posixpath
 
 from jupyter_costguard.offload.slicing import caveats, files, libraries
 from jupyter_costguard.offload.slicing.scopes import owner_name, root_name
-from jupyter_costguard.offload.slicing.state import CWD, SYS, NotebookState, setup_of
+from jupyter_costguard.offload.slicing.state import (
+    CWD,
+    SYS,
+    NotebookState,
+    generator_of,
+    setup_of,
+)
 
 
 class CallRules:
@@ -78,6 +84,11 @@ class CallRules:
                 why = "sets an attribute of a module with setattr"
         if why is not None:
             self.caveats.append(why)
+        self._draws(call, known)
+        for kw in call.keywords:  # `df.plot(ax=ax)`, `sns.histplot(v, ax=ax)` draw on `ax`
+            target = root_name(kw.value) if kw.arg in ("ax", "axes", "fig", "figure") else None
+            if target is not None and target in self.state.figures:
+                self._mutate(target, known)
         for access in files.file_access(call, dotted):  # reads first: a copy's source
             self._file(access, known)
         if dotted == "os.chdir" and call.args:
@@ -105,6 +116,18 @@ class CallRules:
         if isinstance(func, ast.Attribute) and func.attr == "set_params":
             if any(k.arg == "warm_start" for k in call.keywords):
                 self.state.estimators.discard(root_name(func.value) or "")
+
+    def _draws(self, call: ast.Call, known: set[str]) -> None:
+        """Seeding resets a global random generator; a draw reads and advances it."""
+        dotted = self._dotted(call.func)
+        rng = libraries.global_generator(dotted) if dotted is not None else None
+        if rng is not None:
+            module, reseeds = rng
+            if reseeds:
+                self._redefine(generator_of(module), known)
+                known.add(generator_of(module))
+            else:
+                self._soft_change(generator_of(module), known)
 
     def _file(self, access: tuple[str, ast.expr | None, bool], known: set[str]) -> None:
         kind, node, appends = access

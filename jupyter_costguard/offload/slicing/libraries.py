@@ -135,6 +135,47 @@ def _under(name: str, prefixes: tuple[str, ...]) -> bool:
     return any(name == p.rstrip(".") or name.startswith(p.rstrip(".") + ".") for p in prefixes)
 
 
+#: Global random generators: module -> (functions that reset it, functions of the module that
+#: do not draw from it).  Every other function of the module draws, and a draw anywhere (also
+#: inside an expression: ``x = np.random.rand(3)``) changes what the next draw returns.
+GLOBAL_GENERATORS = {
+    "numpy.random": (
+        frozenset({"seed", "set_state"}),
+        frozenset({"RandomState", "default_rng", "Generator", "SeedSequence", "BitGenerator",
+                   "PCG64", "PCG64DXSM", "MT19937", "Philox", "SFC64", "get_state"}),
+    ),
+    "random": (
+        frozenset({"seed", "setstate"}),
+        frozenset({"Random", "SystemRandom", "getstate"}),
+    ),
+    "torch": (
+        frozenset({"manual_seed", "set_rng_state", "seed"}),
+        frozenset(),
+    ),
+}
+#: The drawing functions of torch (its other functions do not draw).
+TORCH_DRAWS = frozenset(
+    {"rand", "randn", "randint", "randperm", "normal", "bernoulli", "multinomial", "poisson",
+     "rand_like", "randn_like", "randint_like"}
+)
+
+
+def global_generator(dotted: str) -> tuple[str, bool] | None:
+    """(the generator's module, whether the call reseeds it) when calling module function
+    `dotted` seeds or draws from a global random generator; None otherwise."""
+    module, _, func = dotted.rpartition(".")
+    if module == "torch.random":
+        module = "torch"
+    if module not in GLOBAL_GENERATORS or func.startswith("_"):
+        return None
+    seeds, others = GLOBAL_GENERATORS[module]
+    if func in seeds:
+        return module, True
+    if func in others or (module == "torch" and func not in TORCH_DRAWS):
+        return None
+    return module, False
+
+
 def configures(dotted: str) -> bool:
     """Whether calling module function `dotted` changes state later cells see."""
     return dotted in CONFIGURES or any(dotted.startswith(p) for p in CONFIGURES_UNDER)

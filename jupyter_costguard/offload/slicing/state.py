@@ -51,6 +51,11 @@ CWD = "<cwd>"
 SYS = "<sys>"
 
 
+def generator_of(module: str) -> str:
+    """The pseudo-name of a module's global random generator (``<rng:numpy.random>``)."""
+    return f"<rng:{module}>"
+
+
 def setup_of(name: str) -> str:
     """The pseudo-name for how `name`'s object was built and configured (not what it learned)."""
     return f"<setup:{name}>"
