@@ -65,15 +65,21 @@ def _catalog_update(args: argparse.Namespace) -> int:
 
 
 def _server_config(paths: Sequence[str]) -> Any:
-    """The Jupyter server's configuration as the server would read it (its config path, then
-    any --config file), so `detect` decides with the same c.CostGuard settings."""
+    """The Jupyter server's configuration as the server would read it (each folder of its
+    config path, lowest priority first: `jupyter_server_config.d/*.json`, where installed
+    packages put theirs, then `jupyter_server_config.json` and `.py`; then any --config file),
+    so `detect` decides with the same c.CostGuard settings."""
     from jupyter_core.paths import jupyter_config_path
     from traitlets.config import Config
     from traitlets.config.loader import JSONFileConfigLoader, PyFileConfigLoader
 
     config = Config()
-    files = [(d, f"jupyter_server_config{ext}") for d in reversed(jupyter_config_path())
-             for ext in (".json", ".py")]
+    files: list[tuple[str, str]] = []
+    for d in reversed(jupyter_config_path()):
+        drop_in = Path(d) / "jupyter_server_config.d"
+        if drop_in.is_dir():
+            files += [(str(drop_in), f.name) for f in sorted(drop_in.glob("*.json"))]
+        files += [(d, f"jupyter_server_config{ext}") for ext in (".json", ".py")]
     files += [(str(Path(p).parent), Path(p).name) for p in paths]
     for folder, name in files:
         if not (Path(folder) / name).is_file():

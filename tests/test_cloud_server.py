@@ -196,3 +196,19 @@ def test_detect_off_any_cloud_uses_the_server_config_and_says_why(tmp_path):
     assert "off (COSTGUARD_CLOUD_METADATA=off)" in done.stdout
     as_json = json.loads(detect({}, "--json", cwd=tmp_path).stdout)
     assert as_json["source"] == "hourly_rate" and as_json["currency"] == "EUR"
+
+
+def test_detect_reads_the_config_packages_drop_into_jupyter_server_config_d(tmp_path):
+    """Where `pip install` puts an extension's config, and a platform team its site config
+    (failed before: only jupyter_server_config.json was read)."""
+    drop_in = tmp_path / "config" / "jupyter_server_config.d"
+    drop_in.mkdir(parents=True)
+    (drop_in / "a-site.json").write_text(json.dumps({"CostGuard": {"hourly_rate": 5.0}}))
+    (drop_in / "b-site.json").write_text(json.dumps({"CostGuard": {"currency": "EUR"}}))
+    done = detect({}, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "rate:      5 EUR/h (hourly_rate)" in done.stdout
+    # the folder's own file wins over its drop-ins, as in the server
+    (tmp_path / "config" / "jupyter_server_config.json").write_text(json.dumps(
+        {"CostGuard": {"hourly_rate": 7.0}}))
+    assert "rate:      7 EUR/h (hourly_rate)" in detect({}, cwd=tmp_path).stdout
