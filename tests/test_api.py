@@ -126,6 +126,27 @@ async def test_notebook_spend_survives_kernel_change(jp_fetch):
     assert nb["spend"] > spent
 
 
+async def test_a_session_under_jupyterlabs_placeholder_path_is_no_notebook(jp_fetch):
+    """JupyterLab starts a session under a UUID path and renames it once the kernel is up: no
+    spend goes to a notebook named by the UUID (failed before: the spend history and the chart
+    showed it beside the real notebook)."""
+    placeholder = "sub/5b6aae4a-0aa1-4ed1-9ece-5811484428e6"
+    session = await start_session(jp_fetch, placeholder)
+    kid = session["kernel"]["id"]
+    seen = await wait_for(jp_fetch, lambda d: any(
+        k["kernel_id"] == kid and k["spend"] > 0 for k in d["kernels"]), endpoint="kernels")
+    assert next(k for k in seen["kernels"] if k["kernel_id"] == kid)["notebook"] is None
+    await jp_fetch("api", "sessions", session["id"], method="PATCH",
+                   body=json.dumps({"path": "sub/explore.ipynb"}))
+    await wait_for(jp_fetch, lambda d: any(
+        n["path"] == "sub/explore.ipynb" and n["spend"] > 0 for n in d["notebooks"]),
+        endpoint="notebooks")
+    notebooks = await get_json(jp_fetch, "costguard", "api", "notebooks")
+    assert [n["path"] for n in notebooks["notebooks"]] == ["sub/explore.ipynb"]
+    history = await get_json(jp_fetch, "costguard", "api", "history")
+    assert placeholder not in history["notebooks"]
+
+
 async def test_sampling_never_touches_kernel_activity(jp_fetch):
     session = await start_session(jp_fetch, "quiet.ipynb")
     kid = session["kernel"]["id"]

@@ -6,20 +6,31 @@ the session table, so gathering never blocks the loop and never resets a kernel'
 
 from __future__ import annotations
 
+import re
 import time
 from typing import Any
 
 from jupyter_costguard.sampling.records import KernelInfo
 
+#: JupyterLab starts a notebook's session under a placeholder path, a UUID (in the notebook's
+#: folder), and sets the real path once the kernel is up (jupyter_server issue 1059).
+_PLACEHOLDER = re.compile(r"(?:.*/)?[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
 
 def session_paths(session_manager: Any) -> dict[str, str]:
     """kernel id -> the notebook path of its session (one SELECT on the session table; the
-    manager's own async listing also builds every kernel's model, which is slower)."""
+    manager's own async listing also builds every kernel's model, which is slower).
+
+    A placeholder path is no notebook yet: spend sampled then would otherwise go to a
+    "notebook" named by a UUID, beside the real one."""
     try:
         rows = session_manager.cursor.execute("SELECT kernel_id, path FROM session").fetchall()
     except Exception:
         return {}
-    return {kid: path for kid, path in rows if kid}
+    return {
+        kid: path for kid, path in rows
+        if kid and not (isinstance(path, str) and _PLACEHOLDER.fullmatch(path))
+    }
 
 
 def gather_kernels(kernel_manager: Any, session_manager: Any) -> list[KernelInfo]:
