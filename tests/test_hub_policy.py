@@ -77,11 +77,16 @@ def service_events(hub: Hub) -> list[tuple[str, str]]:
 
 
 def test_the_idle_gpu_server_is_warned_then_stopped_and_the_busy_one_never(hub: Hub) -> None:
-    for user in ("erin", "frank", "gina"):
-        hub.start_server(user, {"profile": "cpu" if user == "gina" else "gpu"})
-    for user in ("erin", "frank", "gina"):
-        hub.wait_ready(user)
+    # frank first, and his kernel as soon as his server answers: until the kernel holds the
+    # GPU his server is idle too, and on a loaded machine waiting for the others' start took
+    # longer than the policy's warning lead (he was warned)
+    hub.start_server("frank", {"profile": "gpu"})
+    hub.wait_ready("frank")
     hub.start_kernel("frank")  # holds GPU 0 at 90% in frank's trace, and runs no cell
+    for user in ("erin", "gina"):
+        hub.start_server(user, {"profile": "cpu" if user == "gina" else "gpu"})
+    for user in ("erin", "gina"):
+        hub.wait_ready(user)
     # the warning reaches erin's own JupyterLab (her server's alerts) before the stop
     warning = wait_for(lambda: next((a for a in alerts(hub, "erin")
                                      if a["kind"] == ALERT_KIND), None), 30, "the warning")
