@@ -205,7 +205,7 @@ class CellAnalyser(CallRules):
             self._nested(node, known)
             for call in ast.walk(node):  # it runs now: `[random.random() for _ in range(3)]`
                 if isinstance(call, ast.Call):
-                    self._draws(call, known)
+                    self._draws(self._dotted(call.func), known)
         elif isinstance(node, ast.BoolOp):  # later operands may not be evaluated
             self._expr(node.values[0], known)
             for value in node.values[1:]:
@@ -333,7 +333,7 @@ class CellAnalyser(CallRules):
             self._expr(s.value, known)
             for target in s.targets:
                 self._target(target, known)
-            self._estimator(s, known)
+            self._assigned(s)
         elif isinstance(s, ast.AnnAssign):
             self._expr(s.annotation, known)
             if s.value is not None:
@@ -446,26 +446,27 @@ class CellAnalyser(CallRules):
                 return root
         return None
 
-    def _estimator(self, s: ast.Assign, known: set[str]) -> None:
-        """`clf = LogisticRegression()`: a later `clf.fit` replaces what it learned."""
+    def _assigned(self, s: ast.Assign) -> None:
+        """What an assignment's value says of its targets: figures and axes (`fig, ax =
+        plt.subplots()`), objects that change others (an optimizer over `model.parameters()`),
+        estimators whose later `fit` replaces what they learned (`clf = LogisticRegression()`)."""
         value = s.value
-        func = value.func if isinstance(value, ast.Call) else None
+        dotted = self._dotted(value.func) if isinstance(value, ast.Call) else None
         part = isinstance(value, (ast.Attribute, ast.Subscript)) and (
             root_name(value) in self.state.figures  # `ax = axes[0]`, `ax = grid.ax`
         )
-        if part or (func is not None and libraries.makes_figure(self._dotted(func), func)):
-            names = {  # `fig, ax = plt.subplots()`: drawing on `ax` changes `fig` too
+        if part or (isinstance(value, ast.Call) and libraries.makes_figure(dotted, value.func)):
+            names = {
                 n.id for target in s.targets for n in ast.walk(target)
                 if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
             }
             self.state.figures |= names
             whole = owner_name(value)  # `ax = fig.add_subplot()`, `ax = axes[0]`
-            group = names | ({whole} if whole and not self._is_module(whole) else set())
-            for name in names:
-                self.state.links.setdefault(name, set()).update(group - {name})
+            # drawing on `ax` changes `fig` too, and the other way round
+            self._link(s.targets, names | ({whole} if whole and not self._is_module(whole)
+                                           else set()))
         if not isinstance(value, ast.Call):
             return
-        dotted = self._dotted(value.func)
         self._link(s.targets, self._owners(value, dotted))
         if len(s.targets) != 1 or not isinstance(s.targets[0], ast.Name):
             return

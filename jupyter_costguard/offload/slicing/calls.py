@@ -84,7 +84,7 @@ class CallRules:
                 why = "sets an attribute of a module with setattr"
         if why is not None:
             self.caveats.append(why)
-        self._draws(call, known)
+        self._draws(dotted, known)
         for kw in call.keywords:  # `df.plot(ax=ax)`, `sns.histplot(v, ax=ax)` draw on `ax`
             target = root_name(kw.value) if kw.arg in ("ax", "axes", "fig", "figure") else None
             if target is not None and target in self.state.figures:
@@ -117,9 +117,9 @@ class CallRules:
             if any(k.arg == "warm_start" for k in call.keywords):
                 self.state.estimators.discard(root_name(func.value) or "")
 
-    def _draws(self, call: ast.Call, known: set[str]) -> None:
-        """Seeding resets a global random generator; a draw reads and advances it."""
-        dotted = self._dotted(call.func)
+    def _draws(self, dotted: str | None, known: set[str]) -> None:
+        """Seeding resets a global random generator; a draw reads and advances it (`dotted`:
+        the call's resolved module function)."""
         rng = libraries.global_generator(dotted) if dotted is not None else None
         if rng is not None:
             module, reseeds = rng
@@ -184,9 +184,10 @@ class CallRules:
             here = files.module_files(module)
             for name in here:
                 self._soft(name, known)
+            # `<file:lib/helper.py>` ends in "/helper.py>": written into a folder on sys.path
             suffixes = tuple("/" + name[len("<file:"):] for name in here)
-            for name in self.state.written:  # `lib/helper.py`, with `lib` on sys.path
-                if name[:-1].endswith(tuple(x[:-1] for x in suffixes)):
+            for name in self.state.written:
+                if name.endswith(suffixes):
                     self._soft(name, known)
 
     def _line_magic(self, name: str, arg: str, known: set[str]) -> None:
