@@ -11,8 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from jupyter_costguard.periods import PERIODS, period_end, period_start
+
+#: what a member (not a costguard admin) sees of a group's budget: what is left of it (not what
+#: the group spent, which would tell each member what the others spend), everything, or nothing
+MEMBER_GROUP_VIEWS = ("remaining", "full", "none")
 
 
 @dataclass(frozen=True)
@@ -87,4 +92,18 @@ def budget_states(budgets: Budgets, user: str, groups: list[str],
         if b is not None:
             out.append(BudgetState("group", g, b, group_spend.get(g, 0.0), budgets.period,
                                    start, end))
+    return out
+
+
+def shown_to_member(states: list[BudgetState], view: str = "remaining",
+                    ) -> list[dict[str, Any]]:
+    """The budget documents a member is shown, group budgets as the site's
+    `member_group_view` says; the user's own budget is always shown whole. An unknown view is
+    read as the most private one ("none"), never as "full"."""
+    out: list[dict[str, Any]] = []
+    for s in states:
+        if s.scope != "group" or view == "full":
+            out.append(s.doc())
+        elif view == "remaining":
+            out.append({**s.doc(), "budget": None, "spent": None, "used": None})
     return out

@@ -19,7 +19,7 @@ from jupyterhub.services.auth import HubOAuthenticated, UserNotAllowed
 from tornado import web
 
 from jupyter_costguard.hub import report
-from jupyter_costguard.hub.budgets import budget_states
+from jupyter_costguard.hub.budgets import budget_states, shown_to_member
 from jupyter_costguard.hub.metrics import exposition
 from jupyter_costguard.periods import parse_time
 
@@ -38,6 +38,17 @@ class BaseHandler(HubOAuthenticated, web.RequestHandler):
     @property
     def ctx(self) -> Any:
         return self.settings["costguard"]
+
+    def set_default_headers(self) -> None:
+        """No page or answer of the service may be framed by another site (clickjacking)."""
+        self.set_header("Content-Security-Policy", "frame-ancestors 'none'")
+        self.set_header("X-Frame-Options", "DENY")
+
+    @property
+    def site_currency(self) -> str:
+        """The site's currency: what figures that add up several users' servers are shown in
+        (a currency a server reported is that user's text)."""
+        return str(getattr(self.ctx, "currency", "USD") or "USD")
 
     async def prepare(self) -> None:
         model = await self.hub_auth.get_user(self, sync=False)
@@ -144,7 +155,8 @@ class SpendHandler(BaseHandler):
         now = time.time()
         # the cache is keyed on the period's start, not the second (budgets move by period)
         rows = await self.ctx.report(report.rows, self.ctx.store, self.ctx.budgets, by,
-                                     self.ctx.budgets.start(now) + 1, since, until, users)
+                                     self.ctx.budgets.start(now) + 1, since, until, users,
+                                     self.site_currency)
         if fmt == "csv":
             body = report.to_csv(rows)
             self.set_header("Content-Type", "text/csv; charset=UTF-8")
@@ -203,6 +215,8 @@ class MeHandler(BaseHandler):
         name = self.who.get("name", "")
         now = time.time()
         ctx = self.ctx
+        # what a member sees of a group's spend is the site's choice; an admin sees it all
+        view = "full" if self.is_admin() else getattr(ctx, "member_group_view", "remaining")
         user_rows = await ctx.run(report.rows, ctx.store, ctx.budgets, "user", now, None,
                                   None, [name])
         server_rows = await ctx.run(report.rows, ctx.store, ctx.budgets, "server", now,
@@ -210,7 +224,8 @@ class MeHandler(BaseHandler):
         self.write_json({"user": name, "admin": self.is_admin(), "time": now,
                          "totals": user_rows[0].doc() if user_rows else None,
                          "servers": [r.doc() for r in server_rows],
-                         "budgets": [b.doc() for b in await ctx.run(ctx.budgets_of, name, now)],
+                         "budgets": shown_to_member(await ctx.run(ctx.budgets_of, name, now),
+                                                    view),
                          })
 
 

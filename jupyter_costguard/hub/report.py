@@ -80,9 +80,11 @@ class Row:
 
 def rows(store: HubStore, budgets: Budgets, by: str, now: float,
          since: float | None = None, until: float | None = None,
-         users: Iterable[str] | None = None) -> list[Row]:
+         users: Iterable[str] | None = None, currency: str | None = None) -> list[Row]:
     """Rows `by` user, group or server, for all time or [since, until), biggest first;
-    only those of `users` when given (a non-admin sees their own)."""
+    only those of `users` when given (a non-admin sees their own). Group rows, which add up
+    several users' servers, carry the site's `currency` when given, never the text one
+    user's server reported; user and server rows keep their own."""
     if by not in BY:
         raise ValueError(f"by must be one of {', '.join(BY)}, not {by!r}")
     wanted = None if users is None else set(users)
@@ -118,6 +120,7 @@ def rows(store: HubStore, budgets: Budgets, by: str, now: float,
                     row.user = s.user
                 else:
                     row.group = key
+                    row.currency = currency
             row.add(s, spend, waste, idle)
     for row in out.values():
         if by == "group" and row.group is not None:
@@ -166,7 +169,18 @@ def series(store: HubStore, by: str, since: float, until: float, step: str,
     }
 
 
+#: what a spreadsheet reads as the start of a formula (OWASP's CSV injection list)
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def inert(cell: str) -> str:
+    """A text cell a spreadsheet shows as text: one that would start a formula gets a leading
+    `'` (names and currencies come from users and their servers)."""
+    return f"'{cell}" if cell.startswith(FORMULA_STARTS) else cell
+
+
 def to_csv(rows_: list[Row]) -> str:
+    """The rows as CSV; numbers as numbers, every text cell made inert."""
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\r\n")
     w.writerow(CSV_COLUMNS)
@@ -174,10 +188,11 @@ def to_csv(rows_: list[Row]) -> str:
         d = r.doc()
         b = r.budget
         w.writerow([
-            d["key"], d["user"] or "", d["group"] or "", "" if d["server"] is None
-            else d["server"], f"{r.spend:.6f}", f"{r.waste:.6f}", d["idle_gpu_hours"],
+            inert(d["key"]), inert(d["user"] or ""), inert(d["group"] or ""),
+            inert("" if d["server"] is None else d["server"]), f"{r.spend:.6f}",
+            f"{r.waste:.6f}", d["idle_gpu_hours"],
             f"{r.rate_per_hour:.6f}", r.gpus_held, r.gpus_busy, r.servers_running,
             r.servers_stale, "" if b is None else f"{b.budget:.2f}",
             "" if b is None else f"{b.spent:.6f}", "" if b is None else f"{b.used:.4f}",
-            r.currency or "", str(r.simulated).lower()])
+            inert(r.currency or ""), str(r.simulated).lower()])
     return buf.getvalue()

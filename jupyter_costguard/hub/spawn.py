@@ -13,23 +13,29 @@ A site with its own hook calls `check_budget(spawner)` from it.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
+import sqlite3
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from tornado import web
 from traitlets.config import Config, PyFileConfigLoader
 
-from jupyter_costguard.hub.budgets import Budgets, BudgetState, budget_states
-from jupyter_costguard.hub.store import hour_bounds, read_only
+from jupyter_costguard.hub.budgets import Budgets, BudgetState, budget_states, shown_to_member
+from jupyter_costguard.hub.profiles import (
+    RESOURCE_ATTRS,
+    asks_for_gpu,
+    profile_overrides,
+    profile_slug,
+)
+from jupyter_costguard.hub.store import hour_bounds
 from jupyter_costguard.periods import period_start
 
 #: what the user's server reads to show the budget in JupyterLab
 ENV_BUDGET = "COSTGUARD_HUB_BUDGET"
-#: the GPU resource names a KubeSpawner profile asks for
-GPU_RESOURCES = ("nvidia.com/gpu", "amd.com/gpu")
 ADJECTIVE = {"month": "monthly", "week": "weekly", "day": "daily"}
 
 
@@ -40,16 +46,63 @@ def load_settings(config_file: str | Path) -> dict[str, Any]:
     return dict(config.get("CostGuardHub", {}))
 
 
-def is_gpu_spawn(spawner: Any, gpu_profiles: set[str]) -> bool:
-    """A GPU server: its profile is one of `gpu_profiles`, or it asks for a GPU resource
-    (KubeSpawner's `extra_resource_limits`), or its environment names GPUs to use."""
-    options = getattr(spawner, "user_options", None) or {}
-    profile = options.get("profile") if isinstance(options, dict) else None
-    if isinstance(profile, str) and profile in gpu_profiles:
+class BudgetUnreadable(Exception):
+    """The service's database cannot be read: spend is unknown, not zero."""
+
+
+def read_db(db_path: str | Path, *queries: tuple[str, Sequence[Any]],
+            ) -> list[list[tuple[Any, ...]]]:
+    """Each query's rows from the service's SQLite, opened read-only. A file that is missing,
+    unreadable, corrupt or without the service's tables raises `BudgetUnreadable`: only
+    "no rows" means nothing was spent."""
+    path = Path(db_path)
+    if not path.is_file():
+        raise BudgetUnreadable(f"{path} does not exist (has the costguard service run?)")
+    try:
+        db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=5)
+    except sqlite3.Error as e:
+        raise BudgetUnreadable(f"{path}: {e}") from e
+    try:
+        return [db.execute(sql, tuple(params)).fetchall() for sql, params in queries]
+    except sqlite3.Error as e:
+        raise BudgetUnreadable(f"{path}: {e}") from e
+    finally:
+        db.close()
+
+
+async def resolved_profile_list(spawner: Any) -> Any:
+    """KubeSpawner's `profile_list`: a list, a dict, or a (possibly async) callable taking the
+    spawner; None when the spawner has none."""
+    profiles = getattr(spawner, "profile_list", None)
+    if callable(profiles):
+        profiles = profiles(spawner)
+        if inspect.isawaitable(profiles):
+            profiles = await profiles
+    return profiles
+
+
+async def is_gpu_spawn(spawner: Any, gpu_profiles: set[str]) -> bool:
+    """A GPU server: the profile it will run (the default one when none was asked for) is one
+    of `gpu_profiles`, or the resources it will request once KubeSpawner has applied that
+    profile's overrides ask for a GPU. The overrides are applied here, on a copy: KubeSpawner
+    applies them only after the pre_spawn_hook."""
+    options = getattr(spawner, "user_options", None)
+    options = options if isinstance(options, dict) else {}
+    profiles = await resolved_profile_list(spawner)
+    asked = options.get("profile")
+    if profile_slug(options, profiles) in gpu_profiles or (
+            isinstance(asked, str) and asked in gpu_profiles):
         return True
-    for attr in ("extra_resource_limits", "extra_resource_guarantees"):
-        limits = getattr(spawner, attr, None) or {}
-        if any(float(limits.get(r, 0) or 0) > 0 for r in GPU_RESOURCES):
+    overrides = profile_overrides(options, profiles)
+    for attr in RESOURCE_ATTRS:
+        own = getattr(spawner, attr, None)
+        resources = dict(own) if isinstance(own, dict) else {}
+        value = overrides.get(attr)
+        if callable(value):  # KubeSpawner calls it with the spawner
+            value = value(spawner)
+        if isinstance(value, dict):  # and merges a dict into the spawner's own
+            resources.update(value)
+        if asks_for_gpu(resources):
             return True
     return False
 
@@ -57,10 +110,10 @@ def is_gpu_spawn(spawner: Any, gpu_profiles: set[str]) -> bool:
 def spent_this_period(db_path: str | Path, users: list[str], since: float) -> dict[str, float]:
     """Each user's spend in the hours from `since` (nothing before the service wrote any)."""
     marks = ",".join("?" * len(users))
-    found = read_only(db_path, (
+    found = read_db(db_path, (
         f"SELECT user, SUM(spend) FROM hours WHERE hour >= ? AND user IN ({marks}) "
         "GROUP BY user", (hour_bounds(since, None)[0], *users)))
-    return {} if found is None else {u: float(s) for u, s in found[0]}
+    return {u: float(s) for u, s in found[0]}
 
 
 def members_of(db_path: str | Path, groups: list[str]) -> dict[str, list[str]]:
@@ -68,25 +121,31 @@ def members_of(db_path: str | Path, groups: list[str]) -> dict[str, list[str]]:
     if not groups:
         return out
     marks = ",".join("?" * len(groups))
-    found = read_only(db_path, (
+    found = read_db(db_path, (
         f"SELECT user, grp FROM memberships WHERE grp IN ({marks})", groups))
-    for user, grp in found[0] if found else []:
+    for user, grp in found[0]:
         out[grp].append(user)
     return out
 
 
-def currency_of(db_path: str | Path) -> str:
-    """The currency the servers report their money in ("" before any has been read)."""
-    found = read_only(db_path, (
-        "SELECT currency FROM servers WHERE currency IS NOT NULL LIMIT 1", ()))
-    return str(found[0][0][0]) if found and found[0] else ""
+def budgets_from(settings: dict[str, Any]) -> Budgets:
+    return Budgets(settings.get("budget_period", "month"),
+                   settings.get("user_budgets") or {}, settings.get("group_budgets") or {},
+                   settings.get("default_user_budget"))
+
+
+def has_budget(settings: dict[str, Any], user: str, groups: list[str]) -> bool:
+    """Whether any budget applies to the user: only then does a spawn need the database."""
+    budgets = budgets_from(settings)
+    return budgets.for_user(user) is not None or any(
+        budgets.for_group(g) is not None for g in groups)
 
 
 def states_for(settings: dict[str, Any], user: str, groups: list[str], now: float,
                ) -> list[BudgetState]:
-    budgets = Budgets(settings.get("budget_period", "month"),
-                      settings.get("user_budgets") or {}, settings.get("group_budgets") or {},
-                      settings.get("default_user_budget"))
+    budgets = budgets_from(settings)
+    if not has_budget(settings, user, groups):
+        return []
     db = settings.get("db_path", "costguard_hub.sqlite")
     start = period_start(budgets.period, now)
     budgeted = [g for g in groups if budgets.for_group(g) is not None]
@@ -99,6 +158,7 @@ def states_for(settings: dict[str, Any], user: str, groups: list[str], now: floa
 
 
 def refusal(states: list[BudgetState], currency: str = "") -> str | None:
+    """Why a GPU server is refused, in the site's currency (never one a server reported)."""
     spent = [s for s in states if s.exhausted]
     if not spent:
         return None
@@ -112,27 +172,46 @@ def refusal(states: list[BudgetState], currency: str = "") -> str | None:
             "still be started.")
 
 
+def _refuse(status: int, why: str) -> NoReturn:
+    error = web.HTTPError(status, why)
+    error.jupyterhub_message = why  # type: ignore[attr-defined]
+    raise error
+
+
 async def check_budget(spawner: Any, settings: dict[str, Any]) -> list[BudgetState]:
-    """Raise a 403 (shown on the spawn page) for a GPU spawn over budget; else give the
-    server its budgets in `COSTGUARD_HUB_BUDGET` and return them."""
+    """Raise a 403 (shown on the spawn page) for a GPU spawn over budget, and a 503 for a GPU
+    spawn of a budgeted user while the service's database cannot be read (unless
+    `budget_check_on_error` is "allow"); else give the server its budgets in
+    `COSTGUARD_HUB_BUDGET` (group budgets as `member_group_view` lets members see them)
+    and return them."""
     user = spawner.user.name
     groups = sorted(g.name for g in getattr(spawner.user, "groups", []) or [])
     now = time.time()
-    states = await asyncio.get_running_loop().run_in_executor(
-        None, states_for, settings, user, groups, now)
-    gpu = is_gpu_spawn(spawner, set(settings.get("gpu_profiles") or ()))
-    why = None
-    if gpu:
-        currency = await asyncio.get_running_loop().run_in_executor(
-            None, currency_of, settings.get("db_path", "costguard_hub.sqlite"))
-        why = refusal(states, currency)
+    gpu = await is_gpu_spawn(spawner, set(settings.get("gpu_profiles") or ()))
+    try:
+        states = await asyncio.get_running_loop().run_in_executor(
+            None, states_for, settings, user, groups, now)
+    except BudgetUnreadable as e:
+        if not gpu:  # a CPU server is never refused for a budget
+            spawner.log.warning("costguard: %s's budget is not shown on the server: %s",
+                                user, e)
+            return []
+        if settings.get("budget_check_on_error", "refuse") == "allow":
+            spawner.log.warning("costguard: starting %s's GPU server unchecked "
+                                "(budget_check_on_error = allow): %s", user, e)
+            return []
+        unchecked = (f"GPU servers cannot be started now: your budget cannot be checked, "
+                     f"because the costguard service's database cannot be read ({e}). A CPU "
+                     "profile can still be started; tell your hub's administrators.")
+        spawner.log.warning("costguard: refusing %s's GPU server: %s", user, unchecked)
+        _refuse(503, unchecked)
+    why = refusal(states, str(settings.get("currency", "USD"))) if gpu else None
     if why is not None:
         spawner.log.warning("costguard: refusing %s's GPU server: %s", user, why)
-        error = web.HTTPError(403, why)
-        error.jupyterhub_message = why  # type: ignore[attr-defined]
-        raise error
+        _refuse(403, why)
+    view = settings.get("member_group_view", "remaining")
     spawner.environment = {**(spawner.environment or {}),
-                           ENV_BUDGET: json.dumps([s.doc() for s in states])}
+                           ENV_BUDGET: json.dumps(shown_to_member(states, view))}
     return states
 
 
