@@ -120,19 +120,24 @@ export type BudgetPeriod = 'month' | 'week' | 'day';
 /**
  * One budget the JupyterHub site gave this user's server at spawn (the
  * user's own or one of their groups'), with this server's spend since it
- * started added (`status.hub_budgets[]`, in `status.currency`).
+ * started added (`status.hub_budgets[]`, in `status.currency`). A group
+ * budget the site shows members only what is left of (its
+ * `member_group_view`, "remaining" by default) has `budget`, `spent` and
+ * `used` null: it is shown as what is left, without a bar.
  */
 export interface IHubBudget {
   /** `user`: the user's own budget; `group`: a group's (`name`). */
   scope: 'user' | 'group';
   /** The user's or the group's name. */
   name: string;
-  budget: number;
-  spent: number;
-  /** `max(0, budget - spent)`. */
+  /** null when only what is left is shown. */
+  budget: number | null;
+  /** null when only what is left is shown. */
+  spent: number | null;
+  /** `max(0, budget - spent)`, or as the hub sent it. */
   remaining: number;
-  /** `spent / budget`; may exceed 1. */
-  used: number;
+  /** `spent / budget`; may exceed 1; null when only what is left is shown. */
+  used: number | null;
   period: BudgetPeriod | string;
   /** Epoch seconds. */
   period_start: number;

@@ -21,28 +21,44 @@ function isObject(value: unknown): value is { [key: string]: unknown } {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
-/** One entry of `hub_budgets`, checked; null when it is not a budget. */
+/**
+ * One entry of `hub_budgets`, checked; null when it is not a budget. An
+ * entry with no budget but what remains of it (a group budget the site shows
+ * members only what is left of) keeps `budget`, `spent` and `used` null.
+ */
 function budgetOf(raw: unknown): IHubBudget | null {
   if (!isObject(raw)) {
     return null;
   }
   const scope = raw.scope;
+  if (scope !== 'user' && scope !== 'group') {
+    return null;
+  }
+  const common = {
+    scope,
+    name: typeof raw.name === 'string' ? raw.name : '',
+    period: typeof raw.period === 'string' ? raw.period : '',
+    period_start: finite(raw.period_start) ?? NaN,
+    period_end: finite(raw.period_end) ?? NaN
+  } as const;
   const budget = finite(raw.budget);
-  if ((scope !== 'user' && scope !== 'group') || budget === null || budget <= 0) {
+  if (budget === null && raw.budget === null) {
+    const left = finite(raw.remaining);
+    return left === null
+      ? null
+      : { ...common, budget: null, spent: null, used: null, remaining: Math.max(0, left) };
+  }
+  if (budget === null || budget <= 0) {
     return null;
   }
   const spent = Math.max(0, finite(raw.spent) ?? 0);
   const remaining = finite(raw.remaining) ?? Math.max(0, budget - spent);
   return {
-    scope,
-    name: typeof raw.name === 'string' ? raw.name : '',
+    ...common,
     budget,
     spent,
     remaining: Math.max(0, remaining),
-    used: Math.max(0, finite(raw.used) ?? spent / budget),
-    period: typeof raw.period === 'string' ? raw.period : '',
-    period_start: finite(raw.period_start) ?? NaN,
-    period_end: finite(raw.period_end) ?? NaN
+    used: Math.max(0, finite(raw.used) ?? spent / budget)
   };
 }
 
@@ -76,7 +92,7 @@ export function hubBudgetsOf(status: ICostStatus | null | undefined): IHubBudget
 
 /** Whether a budget is spent (nothing remains): the hub starts no GPU server then. */
 export function isBudgetSpent(budget: IHubBudget): boolean {
-  return budget.remaining <= 0 || budget.used >= 1;
+  return budget.remaining <= 0 || (budget.used !== null && budget.used >= 1);
 }
 
 /** `critical` once spent, `warning` from `BUDGET_WARNING_FRACTION` used, else `ok`. */
@@ -84,12 +100,20 @@ export function budgetLevel(budget: IHubBudget): BudgetLevel {
   if (isBudgetSpent(budget)) {
     return 'critical';
   }
-  return budget.used >= BUDGET_WARNING_FRACTION ? 'warning' : 'ok';
+  return budget.used !== null && budget.used >= BUDGET_WARNING_FRACTION
+    ? 'warning'
+    : 'ok';
 }
 
 /** The share of the budget used, for a bar: 0..1 (capped at 1). */
 export function budgetBarFraction(budget: IHubBudget): number {
-  return Math.min(1, Math.max(0, Number.isFinite(budget.used) ? budget.used : 0));
+  const used = budget.used;
+  return Math.min(1, Math.max(0, used !== null && Number.isFinite(used) ? used : 0));
+}
+
+/** Whether a budget has a bar: not when only what is left of it is known. */
+export function hasBudgetBar(budget: IHubBudget): boolean {
+  return budget.budget !== null && budget.used !== null;
 }
 
 /**

@@ -20,11 +20,12 @@
  * `.jp-costguard-hub-budget-warning` from 80% used and
  * `.jp-costguard-hub-budget-critical` once spent), its
  * `.jp-costguard-hub-budget-bar` (`role="progressbar"`) and its
- * `-who`, `-period`, `-used`, `-remaining`, `-reset`, `-note` parts.
+ * `-who`, `-period`, `-used`, `-remaining`, `-reset`, `-note` parts (the bar
+ * and `-used` hidden for a group budget known only by what is left of it).
  */
 import type { IGpuDoc, IHubBudget, IKernelDoc, INotebookDoc } from './api';
 import { notebookSeverity } from './alerts';
-import { budgetBarFraction, budgetLevel, isBudgetSpent } from './budgets';
+import { budgetBarFraction, budgetLevel, hasBudgetBar, isBudgetSpent } from './budgets';
 import {
   BUDGET_SPENT_TEXT,
   formatBudgetLine,
@@ -494,11 +495,16 @@ export class CostPanel extends SidePanel<CostPanelModel> {
         const who = formatBudgetWho(b);
         const period = formatBudgetPeriod(b.period);
         const used = formatBudgetUsed(b);
+        // a budget known only by what is left of it has no share used, so no bar
+        const withBar = hasBudgetBar(b);
         setText(row.querySelector('.jp-costguard-hub-budget-who')!, who);
         setText(row.querySelector('.jp-costguard-hub-budget-period')!, period);
-        setText(row.querySelector('.jp-costguard-hub-budget-used')!, `${used} used`);
+        const usedPart = row.querySelector<HTMLElement>('.jp-costguard-hub-budget-used')!;
+        setText(usedPart, withBar ? `${used} used` : '');
+        usedPart.hidden = !withBar;
         const percent = Math.round(budgetBarFraction(b) * 1000) / 10;
         const bar = row.querySelector<HTMLElement>('.jp-costguard-hub-budget-bar')!;
+        bar.hidden = !withBar;
         setAttr(bar, 'aria-valuenow', String(percent));
         setAttr(bar, 'aria-label', `${who}, ${period}: ${used} of the budget used`);
         const fill = row.querySelector<HTMLElement>('.jp-costguard-hub-budget-fill')!;
@@ -518,13 +524,16 @@ export class CostPanel extends SidePanel<CostPanelModel> {
         const since = Number.isFinite(b.period_start)
           ? ` since ${formatUtcDate(b.period_start)}`
           : '';
+        const spentLine =
+          b.spent === null
+            ? ''
+            : `\nSpent ${formatMoney(b.spent, currency)} (${used})${since}`;
         setAttr(
           row,
           'title',
-          `${formatBudgetLine(b, currency)}\nSpent ${formatMoney(
-            b.spent,
-            currency
-          )} (${used})${since}${isBudgetSpent(b) ? `\n${BUDGET_SPENT_TEXT}` : ''}`
+          `${formatBudgetLine(b, currency)}${spentLine}${
+            isBudgetSpent(b) ? `\n${BUDGET_SPENT_TEXT}` : ''
+          }`
         );
       }
     );

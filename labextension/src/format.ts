@@ -371,11 +371,13 @@ export function formatUtcDate(epochSeconds: number | null | undefined): string {
   return time === '00:00' ? `${date} UTC` : `${date} ${time} UTC`;
 }
 
-/** What remains of a budget: `USD 12.40 left of 50.00`. */
+/**
+ * What remains of a budget: `USD 12.40 left of 50.00`; `USD 12.40 left` when
+ * only what is left is known.
+ */
 export function formatBudgetRemaining(budget: IHubBudget, currency = 'USD'): string {
-  return `${formatMoney(budget.remaining, currency)} left of ${formatAmount(
-    budget.budget
-  )}`;
+  const left = `${formatMoney(budget.remaining, currency)} left`;
+  return budget.budget === null ? left : `${left} of ${formatAmount(budget.budget)}`;
 }
 
 /** When a budget resets: `resets 2027-01-01 UTC`; null when unknown. */

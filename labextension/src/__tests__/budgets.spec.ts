@@ -21,10 +21,12 @@ import {
 import {
   budgetStatus,
   groupBudget,
+  groupRemaining,
   hubBudget,
   JAN_2027,
   status,
-  WEEK_END
+  WEEK_END,
+  WEEK_START
 } from './fixtures';
 
 describe('hubBudgetsOf', () => {
@@ -212,6 +214,46 @@ describe('summarizeStatus with hub budgets', () => {
     );
     expect(lines).toContain(
       'Budget spent: GPU servers cannot be started until the reset on 2027-01-01 UTC'
+    );
+  });
+});
+
+describe('a group budget known only by what is left of it', () => {
+  const raw = {
+    scope: 'group',
+    name: 'ml',
+    budget: null,
+    spent: null,
+    used: null,
+    remaining: 3.5,
+    period: 'week',
+    period_start: WEEK_START,
+    period_end: WEEK_END
+  };
+
+  it('is read with budget, spent and used null, and shown as what is left', () => {
+    const [b] = hubBudgetsOf({ ...status, hub_budgets: [raw] } as unknown as ICostStatus);
+    expect(b).toEqual(groupRemaining(3.5));
+    expect(isBudgetSpent(b)).toBe(false);
+    expect(budgetLevel(b)).toBe('ok');
+    expect(budgetBarFraction(b)).toBe(0);
+    expect(formatBudgetRemaining(b, 'USD')).toBe('USD 3.50 left');
+    expect(formatBudgetLine(b, 'USD')).toBe(
+      'Budget (group ml, weekly): USD 3.50 left — resets 2026-12-07 UTC'
+    );
+    const tooltip = summarizeStatus(budgetStatus([hubBudget(), b])).tooltip;
+    expect(tooltip).toContain('Budget (group ml, weekly): USD 3.50 left — resets');
+    expect(tooltip).not.toContain('NaN');
+  });
+
+  it('is spent once nothing is left, and is no budget without what is left', () => {
+    const spent = groupRemaining(0);
+    expect(isBudgetSpent(spent)).toBe(true);
+    expect(budgetLevel(spent)).toBe('critical');
+    expect(summarizeStatus(budgetStatus([spent])).budgetSpent).toBe(true);
+    const none = { ...raw, remaining: null };
+    expect(hubBudgetsOf({ ...status, hub_budgets: [none] } as unknown as ICostStatus)).toEqual(
+      []
     );
   });
 });

@@ -13,6 +13,7 @@ import {
   budgetStatus,
   gpus,
   groupBudget,
+  groupRemaining,
   hubBudget,
   kernel,
   notebook,
@@ -682,6 +683,34 @@ describe('CostPanel JupyterHub budgets', () => {
     expect(note.hidden).toBe(false);
     expect(note.textContent).toBe('GPU servers cannot be started until the reset');
     expect(group.title).toContain('GPU servers cannot be started until the reset');
+    panel.dispose();
+  });
+
+  it('shows a group budget known only by what is left of it without a bar', () => {
+    const { data, panel } = shown();
+    data.set({ status: budgetStatus([hubBudget({ spent: 12.5 }), groupRemaining(3.5)]) });
+    const [mine, group] = budgetRows(panel);
+    expect(part(group, 'who')).toBe('group ml');
+    expect(part(group, 'remaining')).toBe('USD 3.50 left');
+    expect(group.querySelector<HTMLElement>('.jp-costguard-hub-budget-bar')!.hidden).toBe(
+      true
+    );
+    expect(group.querySelector<HTMLElement>('.jp-costguard-hub-budget-used')!.hidden).toBe(
+      true
+    );
+    expect(group.dataset.costguardLevel).toBe('ok');
+    expect(group.textContent).not.toContain('NaN');
+    expect(group.title).not.toContain('NaN');
+    expect(group.title.split('\n')[0]).toBe(
+      'Budget (group ml, weekly): USD 3.50 left — resets 2026-12-07 UTC'
+    );
+    expect(mine.querySelector<HTMLElement>('.jp-costguard-hub-budget-bar')!.hidden).toBe(false);
+    data.set({ status: budgetStatus([groupRemaining(0)]) });
+    const [spent] = budgetRows(panel);
+    expect(spent.dataset.costguardLevel).toBe('critical');
+    expect(spent.querySelector<HTMLElement>('.jp-costguard-hub-budget-note')!.hidden).toBe(
+      false
+    );
     panel.dispose();
   });
 

@@ -233,6 +233,14 @@ export function groupBudget(extra: Partial<IHubBudget> = {}): IHubBudget {
   });
 }
 
+/**
+ * The ml group's weekly budget as a member sees it by default (the site's
+ * `member_group_view` "remaining"): only what is left of it.
+ */
+export function groupRemaining(remaining = 3.5): IHubBudget {
+  return { ...groupBudget(), budget: null, spent: null, used: null, remaining };
+}
+
 /** `status` of a server under a hub with `budgets`. */
 export function budgetStatus(budgets: IHubBudget[]): ICostStatus {
   return { ...status, user: 'alice', server: '', hub_budgets: budgets };
