@@ -16,6 +16,7 @@ from jupyter_costguard.cloud.container import read_cgroup_limits
 from jupyter_costguard.cloud.metadata import lookup
 from jupyter_costguard.cloud.watcher import MetadataWatcher
 from jupyter_costguard.cost.config import CostTraits
+from jupyter_costguard.cost.hubreport import HubReporter, HubReportTraits, reporter_from
 from jupyter_costguard.cost.ledger import Ledger
 from jupyter_costguard.cost.pricing import ContainerFacts
 from jupyter_costguard.cost.published import Published
@@ -46,7 +47,7 @@ from jupyter_costguard.web.routes import handlers
 
 
 class CostGuard(ExtensionApp, CostTraits, SamplingTraits, GuardTraits, OffloadTraits,
-                SlurmTraits, KubernetesTraits):
+                SlurmTraits, KubernetesTraits, HubReportTraits):
     """Cost of GPU notebooks: sampling, ledger, guard, batch jobs, REST API and metrics."""
 
     name = "jupyter_costguard"
@@ -55,6 +56,7 @@ class CostGuard(ExtensionApp, CostTraits, SamplingTraits, GuardTraits, OffloadTr
     service: CostService | None = None
     jobs: JobService | None = None
     guard: Guard | None = None
+    hub_reporter: HubReporter | None = None
     _budget: BudgetRule | None = None
 
     @property
@@ -113,6 +115,11 @@ class CostGuard(ExtensionApp, CostTraits, SamplingTraits, GuardTraits, OffloadTr
             jobs.listeners.append(push)
         metrics.install(lambda: service.published.metrics + (jobs.metrics() if jobs else []),
                         owner=service.owner)
+        self.hub_reporter = reporter_from(
+            self, os.environ, service.owner, published=self._published,
+            run_start=service.run_start, alerts=service.alerts,
+            alerts_changed=service.alerts_changed,
+            active_jobs=jobs.running_count if jobs is not None else (lambda: 0))
         self.settings["costguard_service"] = service
         self.settings["costguard_jobs"] = jobs
         self.settings["costguard_guard"] = self.guard
@@ -184,6 +191,8 @@ class CostGuard(ExtensionApp, CostTraits, SamplingTraits, GuardTraits, OffloadTr
             self.service.start(self._gather)
         if self.jobs is not None:
             self.jobs.start()
+        if self.hub_reporter is not None and self.enabled and not self.hub_reporter.running:
+            self.hub_reporter.start()
 
     def initialize_handlers(self) -> None:
         # Registered outside the extension's own namespace so the routes are exactly
@@ -200,6 +209,8 @@ class CostGuard(ExtensionApp, CostTraits, SamplingTraits, GuardTraits, OffloadTr
         return infos
 
     async def stop_extension(self) -> None:
+        if self.hub_reporter is not None:
+            await self.hub_reporter.stop()
         if self.jobs is not None:
             await self.jobs.stop()
             self.jobs.close()

@@ -1,7 +1,8 @@
 """The hub service against a real JupyterHub, its real proxy and real single-user servers with
-costguard (three users in two groups, each playing their own GPU trace): totals add up to the
-servers' own figures, a silent server is marked stale without holding up the rest, restarts
-count nothing twice, and nobody reads what they may not."""
+costguard (three users in two groups, each playing their own GPU trace), each pushing its
+report with its own token: totals add up to the servers' own figures, a silent server is
+marked stale without holding up the rest, restarts count nothing twice, and nobody reads what
+they may not."""
 
 from __future__ import annotations
 
@@ -134,7 +135,7 @@ def test_csv_for_a_period_has_a_line_per_user(hub: Hub) -> None:
     assert status == 400 and "since" in doc["message"]
 
 
-def test_a_server_that_stops_answering_is_stale_and_the_rest_keep_updating(hub: Hub) -> None:
+def test_a_server_that_stops_reporting_is_stale_and_the_rest_keep_updating(hub: Hub) -> None:
     polled(hub)
     model = hub.api("GET", "/users/carol")
     pid = model["servers"][""]["state"]["pid"]
@@ -143,7 +144,7 @@ def test_a_server_that_stops_answering_is_stale_and_the_rest_keep_updating(hub: 
         before = spend_rows(hub)
         rows = wait_for(lambda: (lambda r: r if r["carol/"]["state"] == "stale" else None)(
             spend_rows(hub)), 30, "carol marked stale")
-        assert "no answer" in rows["carol/"]["detail"]
+        assert "no report for" in rows["carol/"]["detail"]
         # the others were read in the same cycles
         after = wait_for(lambda: (lambda r: r if all(
             r[f"{u}/"]["last_ok"] > before[f"{u}/"]["last_ok"] for u in ("alice", "bob"))
@@ -154,7 +155,7 @@ def test_a_server_that_stops_answering_is_stale_and_the_rest_keep_updating(hub: 
         assert spend_rows(hub, "user")["carol"]["servers_stale"] == 1
     finally:
         os.kill(pid, signal.SIGCONT)
-    wait_for(lambda: spend_rows(hub)["carol/"]["state"] == "ok", 30, "carol answering again")
+    wait_for(lambda: spend_rows(hub)["carol/"]["state"] == "ok", 30, "carol reporting again")
 
 
 def test_a_restarted_service_counts_nothing_twice(hub: Hub) -> None:
@@ -170,11 +171,11 @@ def test_a_restarted_service_counts_nothing_twice(hub: Hub) -> None:
     after = wait_for(lambda: (lambda r: r if r and all(
         r[f"{u}/"]["last_ok"] > t0 for u in USERS) else None)(_try_rows(hub)), 60,
         "every server polled again")
-    elapsed = time.time() - t0 + 2.0
-    for user, (_, rate, _) in USERS.items():
-        gained = after[f"{user}/"]["spend"] - before[f"{user}/"]["spend"]
-        # what the server itself accrued meanwhile, no more
-        assert 0 <= gained <= rate * elapsed / 3600 + 1e-6, (user, gained)
+    for user in USERS:
+        # what the server itself has counted by now (its ledger is new with this hub, so its
+        # whole total is this run's): the service holds no more than that, and lost nothing
+        own = hub.server_status(user)["totals"]["spend"]
+        assert before[f"{user}/"]["spend"] <= after[f"{user}/"]["spend"] <= own + 1e-6, user
 
 
 def test_a_restarted_server_on_the_same_ledger_continues_and_a_new_ledger_adds(

@@ -91,6 +91,13 @@ def test_the_zero_to_jupyterhub_values_are_what_costguard_reads(tmp_path: Path) 
     # the service's role is the one the example hub (which the tests run) grants
     example_roles = EXAMPLE.read_text()
     for scope in ("list:users", "read:users:name", "read:users:groups", "read:servers",
-                  "access:servers", "admin:servers"):
+                  "delete:servers", "access:services!service=costguard"):
         assert f'"{scope}"' in values["hub"]["extraConfig"]["costguard"]
         assert f'"{scope}"' in example_roles
+    # and nothing that reaches into a user's server
+    for scope in ("access:servers", "admin:servers"):
+        assert f'"{scope}"' not in values["hub"]["extraConfig"]["costguard"]
+        assert f'"{scope}"' not in example_roles
+    # every server knows where to report
+    assert values["singleuser"]["extraEnv"]["COSTGUARD_HUB_URL"].endswith(
+        "/services/costguard/")

@@ -1,6 +1,7 @@
 """GPU-aware culling and budgets at spawn on a real JupyterHub with real costguard servers:
-the idle GPU server is warned in its own JupyterLab, then stopped; the GPU-busy but
-kernel-silent one never; "Keep running" keeps it; the real jupyterhub-idle-culler with the
+the idle GPU server is warned in its own JupyterLab (the warning travels back in the answer
+to its report), then stopped; the GPU-busy but kernel-silent one never, under a policy that
+trusts what servers report; "Keep running" keeps it; the real jupyterhub-idle-culler with the
 arbiter hook decides the same; a GPU spawn over budget is refused with the reason, a CPU one
 is not."""
 
@@ -18,20 +19,24 @@ import pytest
 
 from jupyter_costguard.hub.cull import (
     ALERT_KIND,
+    DEFER,
+    KEEP,
     STOP,
     WARN,
-    CullClient,
     Culler,
     decide,
     policies_from,
 )
-from jupyter_costguard.hub.store import HubStore, Reading
+from jupyter_costguard.hub.protocol import Report
+from jupyter_costguard.hub.store import HubStore
 from tests.support.hub import BIN, Hub, HubUser, gpu_trace, wait_for
 
 pytestmark = pytest.mark.timeout(600)
 
-#: a GPU profile's servers are stopped after 24 s with every GPU idle, warned 12 s before
-POLICY = {"name": "gpu", "profiles": ["gpu"], "idle_minutes": 0.4, "warn_minutes": 0.2}
+#: a GPU profile's servers are stopped after 24 s with every GPU idle, warned 12 s before;
+#: this site trusts its users' reports of a busy GPU (tests/test_hub_abuse.py: one that does not)
+POLICY = {"name": "gpu", "profiles": ["gpu"], "idle_minutes": 0.4, "warn_minutes": 0.2,
+          "trust_reported_activity": True}
 USERS = {"erin": 0, "frank": 90, "gina": 0, "hank": 0, "dave": 0}
 
 
@@ -198,47 +203,52 @@ def test_a_gpu_spawn_over_budget_is_refused_and_a_cpu_spawn_is_not(hub: Hub) -> 
     assert doc["hub_budgets"][0]["remaining"] == 0
 
 
-# --- dry run: the culler's decisions on a real store, with a recording client -------------
+# --- dry run: the culler's decisions on a real store ---------------------------------------
 
-class Recorder(CullClient):
-    """Records what the culler asks for; the alert it raises comes back active."""
-
-    def __init__(self) -> None:
-        self.calls: list[tuple[str, ...]] = []
-
-    async def raise_alert(self, url: str, body: dict[str, Any]) -> dict[str, Any]:
-        self.calls.append(("alert", url, body["key"]))
-        return {"id": "a1", "state": "active"}
-
-    async def dismiss_alert(self, url: str, alert_id: str) -> None:
-        self.calls.append(("dismiss", url, alert_id))
-
-    async def active_jobs(self, url: str) -> int:
-        self.calls.append(("jobs", url))
-        return 0
-
-    async def stop_server(self, user: str, server: str) -> None:
-        self.calls.append(("stop", user, server))
+def report(t: float, **kw: Any) -> Report:
+    fields: dict[str, Any] = {
+        "server": "", "time": t, "since": t - 3600, "spend": 1.0, "waste": 0.5,
+        "currency": "USD", "simulated": True, "rate_per_hour": 10.0, "gpu_count": 2,
+        "gpus_held": 0, "gpus_busy": 0, "gpu_idle_since": t - 1000, **kw}
+    return Report(**fields)
 
 
 async def test_dry_run_logs_and_records_what_it_would_stop_and_stops_nothing(
         tmp_path: Path) -> None:
     store = HubStore(tmp_path / "hub.sqlite")
     t0 = 1_800_000_000.0
-    store.record([Reading("ann", "", "/user/ann/", t0, t0 - 3600, 1.0, 0.5, "USD", True,
-                          10.0, 2, 0, 0, t0 - 1000, "gpu")], {}, {("ann", ""): "/user/ann/"},
-                 {"ann": []}, t0)
-    recorder = Recorder()
-    culler = Culler(policies_from([POLICY]), recorder, dry_run=True, record=store.add_event,
+    store.record_report("ann", "/user/ann/", "gpu", report(t0))
+    stops: list[tuple[str, str]] = []
+
+    async def stop(user: str, server: str) -> None:
+        stops.append((user, server))
+
+    culler = Culler(policies_from([POLICY]), stop, dry_run=True, record=store.add_event,
                     log=__import__("logging").getLogger("test"))
     rows = store.servers()
     first = await culler.run(rows, {}, t0)
     assert first[0][1].action == WARN  # past the limit, but never stopped unwarned
-    assert ("alert", "/user/ann/", f"{ALERT_KIND}:{t0 - 1000:.0f}") in recorder.calls
+    # the warning goes out with the answer to ann's next report
+    warnings = culler.warnings_for(("ann", ""), t0 + 1)
+    assert [w["key"] for w in warnings] == [f"{ALERT_KIND}:{t0 - 1000:.0f}"]
+    assert warnings[0]["actions"] == [{"id": "dismiss", "label": "Keep running"}]
+    assert (await culler.run(rows, {}, t0 + 12))[0][1].action == WARN  # 11 s after: not yet
     later = await culler.run(rows, {}, t0 + 13)
     assert later[0][1].action == STOP
-    assert not [c for c in recorder.calls if c[0] == "stop"]
+    assert not stops
     assert [k for _, _, _, k, _ in store.events()] == ["would-stop", "warn"]
-    # a busy GPU is kept whatever the idle time says
-    busy = rows[0].__class__(**{**rows[0].__dict__, "gpus_busy": 1, "gpu_idle_since": None})
-    assert decide(busy, [], policies_from([POLICY]), t0 + 60).action == "keep"
+
+
+async def test_a_reported_busy_gpu_keeps_a_server_only_where_the_policy_trusts_it(
+        tmp_path: Path) -> None:
+    store = HubStore(tmp_path / "hub.sqlite")
+    t0 = 1_800_000_000.0
+    store.record_report("ann", "/user/ann/", "gpu", report(t0, gpus_held=1, gpus_busy=1,
+                                                            gpu_idle_since=None))
+    busy = store.servers()[0]
+    assert decide(busy, [], policies_from([POLICY]), t0 + 1).action == KEEP
+    untrusted = {**POLICY, "trust_reported_activity": False}
+    d = decide(busy, [], policies_from([untrusted]), t0 + 1)
+    assert d.action == DEFER and "does not take a server's word" in d.reason
+    # silence defers too: a server whose last report is old is never kept by costguard
+    assert decide(busy, [], policies_from([POLICY]), t0 + 600).action == DEFER

@@ -7,8 +7,9 @@ c = get_config()  # noqa: F821 - provided by traitlets when it loads this file
 
 state = os.environ.get("COSTGUARD_DEMO_STATE", os.path.expanduser("~/.costguard-hub-demo"))
 c.CostGuardHub.db_path = os.path.join(state, "costguard_hub.sqlite")
-# where the Hub's proxy answers: the service reads every server through it
-c.CostGuardHub.proxy_url = os.environ.get("COSTGUARD_HUB_PROXY_URL", "http://127.0.0.1:8000")
+# servers push a report every report_interval; the service asks the Hub what runs every
+# poll_interval
+c.CostGuardHub.report_interval = 10.0
 c.CostGuardHub.poll_interval = 10.0
 
 # Budgets: per calendar month (UTC) by default; also "week" or "day"

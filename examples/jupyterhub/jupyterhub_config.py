@@ -90,21 +90,24 @@ for user, offset in OFFSETS.items():
         "container_share": "off",
     }}))
 (state / "ledgers").mkdir(exist_ok=True)
+service_port = int(os.environ.get("COSTGUARD_DEMO_SERVICE_PORT", "10101"))
 c.Spawner.environment = {
     "JUPYTER_CONFIG_DIR": lambda spawner: str(state / "conf" / spawner.user.name),
+    # where each server pushes its report, with its own token
+    "COSTGUARD_HUB_URL": f"http://127.0.0.1:{service_port}/services/costguard/",
     "COSTGUARD_CLOUD_METADATA": "off",
     "AWS_EC2_METADATA_DISABLED": "true",
 }
 
 # the costguard service: its own role with the narrowest scopes that work (README explains
-# each), an admin scope for the platform team, and every user may open their own page
+# each; none reaches into a user's server), an admin scope for the platform team, every user
+# may open their own page, and every server may report with its own token
 service_config = str(here / "costguard_hub_config.py")
 c.JupyterHub.services = [{
     "name": "costguard",
-    "url": f"http://127.0.0.1:{os.environ.get('COSTGUARD_DEMO_SERVICE_PORT', '10101')}",
+    "url": f"http://127.0.0.1:{service_port}",
     "command": [sys.executable, "-m", "jupyter_costguard.hub", f"--config={service_config}"],
-    "environment": {"COSTGUARD_DEMO_STATE": str(state),
-                    "COSTGUARD_HUB_PROXY_URL": f"http://127.0.0.1:{port}"},
+    "environment": {"COSTGUARD_DEMO_STATE": str(state)},
     "oauth_client_allowed_scopes": ["custom:costguard:admin"],
     "oauth_no_confirm": True,
     "display": True,
@@ -115,7 +118,9 @@ c.JupyterHub.custom_scopes = {
 c.JupyterHub.load_roles = [
     {"name": "costguard", "services": ["costguard"],
      "scopes": ["list:users", "read:users:name", "read:users:groups", "read:servers",
-                "access:servers", "admin:servers"]},
+                "delete:servers"]},
+    {"name": "server", "scopes": ["users:activity!user", "access:servers!server",
+                                  "access:services!service=costguard"]},
     {"name": "user", "scopes": ["self", "access:services!service=costguard"]},
     {"name": "costguard-admins", "users": ["admin"],
      "scopes": ["custom:costguard:admin", "access:services!service=costguard"]},

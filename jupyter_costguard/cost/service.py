@@ -147,6 +147,10 @@ class CostService:
         #: the budgets a JupyterHub gave this server at spawn, and the spend they started from
         self.hub_budgets = budgets_from_environ(self.environ)
         self._spend_at_start = ledger.server.spend
+        #: this run of the server: when it started and the ledger's totals then (a hub's
+        #: service is told what this run spent, checked against the Hub's start time)
+        self.run_since = time.time()
+        self._waste_at_start = ledger.server.waste
         #: when a GPU was last busy (the first sample counts as busy: idle time starts there)
         self._gpu_busy_time: float | None = None
         # Alerts share the ledger's file; their writes run on the worker, like the ledger's.
@@ -246,6 +250,10 @@ class CostService:
             published.metrics = self.metrics_builder(published)
         self.published = published
         return published
+
+    def run_start(self) -> tuple[float, float, float]:
+        """(when this run started, the ledger's spend then, its waste then)."""
+        return self.run_since, self._spend_at_start, self._waste_at_start
 
     # --- the loop side ---------------------------------------------------------------
 

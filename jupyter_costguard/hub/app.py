@@ -5,6 +5,10 @@ It reads what JupyterHub gives every managed service from the environment
 `JUPYTERHUB_SERVICE_PREFIX`, the OAuth client settings) and its own settings from
 `c.CostGuardHub` in a config file (`--config`, or `$COSTGUARD_HUB_CONFIG`), the same file
 the spawn hook reads, so budgets are written once.
+
+User servers push their reports to it (hub/intake.py) with their own tokens; the service's
+token goes to the Hub's API only: every `poll_interval` it asks the Hub which servers run,
+marks silent ones stale and runs the culler.
 """
 
 from __future__ import annotations
@@ -12,9 +16,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import signal
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 from urllib.parse import urlparse
 
@@ -28,8 +34,10 @@ from traitlets.config import Application
 from jupyter_costguard.hub import handlers
 from jupyter_costguard.hub.budgets import Budgets, BudgetState
 from jupyter_costguard.hub.cull import Culler, policies_from
+from jupyter_costguard.hub.hubapi import HubAPI, RunningServer
+from jupyter_costguard.hub.intake import Intake, ReportHandler
 from jupyter_costguard.hub.metrics import HubCollector
-from jupyter_costguard.hub.poller import Cycle, Poller
+from jupyter_costguard.hub.protocol import CLOCK_SKEW_SECONDS, REPORT_PATH
 from jupyter_costguard.hub.store import HubStore
 from jupyter_costguard.periods import PERIODS
 
@@ -46,11 +54,37 @@ class CostGuardHub(Application):
                                "(the spawn hook reads the same file).")
     db_path = Unicode("costguard_hub.sqlite", config=True,
                       help="The service's SQLite: per-server epochs, hourly spend, events.")
-    proxy_url = Unicode(config=True, help="Where the Hub's proxy answers (user servers are "
-                                          "read through it), e.g. http://proxy-public.")
-    poll_interval = Float(30.0, config=True, help="Seconds between polls of every server.")
-    poll_timeout = Float(5.0, config=True, help="Seconds one server may take to answer.")
-    poll_concurrency = Integer(50, config=True, help="Servers asked at once.")
+    poll_interval = Float(30.0, config=True,
+                          help="Seconds between looks at the Hub's list of running servers "
+                               "(stale marks and culling decisions follow each).")
+    report_interval = Float(30.0, config=True,
+                            help="Seconds between a server's reports (told to every server "
+                                 "in each answer); a server silent for two is stale.")
+    hub_timeout = Float(10.0, config=True, help="Seconds the Hub's API may take to answer.")
+    max_rate_per_hour = Float(1000.0, config=True,
+                              help="The most one server may cost per hour on this site: a "
+                                   "report claiming more, or more spend than this rate for "
+                                   "as long as the server ran, is refused.")
+    clock_skew_seconds = Float(CLOCK_SKEW_SECONDS, config=True,
+                               help="How far a server's clock may be from the service's.")
+    currency = Unicode("USD", config=True,
+                       help="The site's currency (ISO 4217): budgets are in it, and messages "
+                            "to users say it.")
+    member_group_view = Enum(["remaining", "full", "none"], "remaining", config=True,
+                             help="What a member sees of a group budget (api/me, JupyterLab): "
+                                  "its remaining amount only, the group's whole figures, or "
+                                  "nothing. Admins always see everything.")
+    budget_check_on_error = Enum(["refuse", "allow"], "refuse", config=True,
+                                 help="The spawn hook, when it cannot read the service's "
+                                      "database: refuse a budgeted GPU spawn (with the "
+                                      "reason), or allow it with a warning in the Hub's log.")
+    trusted_proxies = List(Unicode(), config=True,
+                           help="Addresses of the proxies in front of the service whose "
+                                "X-Forwarded-For / X-Real-Ip headers are believed. Empty: "
+                                "no forwarded header is believed.")
+    token_cache_seconds = Integer(300, config=True,
+                                  help="How long the Hub's answer about a token is kept (each "
+                                       "server's token is checked once per this period).")
     admin_users = Set(Unicode(), config=True,
                       help="Users who see everyone's figures (besides holders of the "
                            "custom:costguard:admin scope).")
@@ -74,16 +108,11 @@ class CostGuardHub(Application):
     port = Integer(0, config=True, help="Listen port (default: from JUPYTERHUB_SERVICE_URL).")
 
     aliases = {"config": "CostGuardHub.config_file", "db": "CostGuardHub.db_path",
-               "proxy-url": "CostGuardHub.proxy_url",
                "poll-interval": "CostGuardHub.poll_interval"}
 
     @default("log_level")
     def _log_level(self) -> int:
-        return logging.INFO  # one line per poll: how many servers, how long, how many silent
-
-    @default("proxy_url")
-    def _proxy_url(self) -> str:
-        return os.environ.get("COSTGUARD_HUB_PROXY_URL", "http://127.0.0.1:8000")
+        return logging.INFO  # one line per look at the Hub: servers, reporting, stale
 
     # --- the running service ---------------------------------------------------------
 
@@ -98,15 +127,23 @@ class CostGuardHub(Application):
         self.worker = ThreadPoolExecutor(2, thread_name_prefix="costguard-hub")
         self.prefix = os.environ.get("JUPYTERHUB_SERVICE_PREFIX", "/services/costguard/")
         self.last_cycle: Cycle | None = None
+        #: what the Hub last said is running (reports of other servers are refused)
+        self.running: dict[tuple[str, str], RunningServer] = {}
         self.collector = HubCollector(self.store, self.budgets, self._last_poll)
         self._task: asyncio.Task[None] | None = None
         self.policies = policies_from(self.cull_policies)
         self.culler: Culler | None = None
+        self.intake = Intake(self)
         self._cache: dict[tuple[Any, ...], tuple[int, Any]] = {}
 
     def _last_poll(self) -> tuple[float, float] | None:
         c = self.last_cycle
         return None if c is None else (c.seconds, float(len(c.running)))
+
+    @property
+    def stale_after(self) -> float:
+        """A server without a report for two intervals (and a little) is stale."""
+        return 2 * self.report_interval + 5.0
 
     async def run(self, fn: Callable[..., T], *args: Any) -> T:
         """Store work on the worker thread, never on the IO loop."""
@@ -115,7 +152,7 @@ class CostGuardHub(Application):
     async def report(self, fn: Callable[..., T], *args: Any) -> T:
         """`fn(*args)` on the worker, answered from a cache until the store next changes
         (once per poll): pages opened between polls cost nothing but the lookup."""
-        key = (fn.__name__, *(tuple(a) if isinstance(a, list) else a for a in args[2:]))
+        key = (fn.__name__, *(_key(a) for a in args))
         hit = self._cache.get(key)
         version = self.store.version
         if hit is not None and hit[0] == version:
@@ -135,14 +172,15 @@ class CostGuardHub(Application):
         return handlers.budgets_of(self, name, now)
 
     def _record_event(self, t: float, user: str, server: str, kind: str, detail: str) -> None:
-        self.store.add_event(t, user, server, kind, detail)
+        """The culler's record of what it did: written on the worker, never on the loop."""
+        self.worker.submit(self.store.add_event, t, user, server, kind, detail)
 
     def poll_doc(self) -> dict[str, Any] | None:
         c = self.last_cycle
         if c is None:
             return None
         return {"time": c.time, "seconds": round(c.seconds, 3), "servers": len(c.running),
-                "answered": len(c.readings), "stale": len(c.failures)}
+                "answered": c.reporting, "stale": len(c.running) - c.reporting}
 
     def make_app(self) -> web.Application:
         p = self.prefix
@@ -155,23 +193,31 @@ class CostGuardHub(Application):
             (url_path_join(p, "api/me"), handlers.MeHandler),
             (url_path_join(p, "api/events"), handlers.EventsHandler),
             (url_path_join(p, "metrics"), handlers.MetricsHandler),
+            (url_path_join(p, REPORT_PATH), ReportHandler),
         ]
-        auth = HubOAuth(api_token=os.environ["JUPYTERHUB_API_TOKEN"], cache_max_age=60)
+        auth = HubOAuth(api_token=os.environ["JUPYTERHUB_API_TOKEN"],
+                        cache_max_age=self.token_cache_seconds)
         return web.Application(routes, costguard=self, hub_auth=auth,
                                cookie_secret=os.urandom(32), xsrf_cookies=False)
 
     async def poll_once(self) -> Cycle:
-        cycle = await self.poller.poll()
-        await self.run(self.store.record, cycle.readings, cycle.failures,
-                       {k: s.url for k, s in cycle.running.items()}, cycle.memberships,
-                       cycle.time)
-        self.last_cycle = cycle
+        """Ask the Hub what runs; mark silent servers stale and stopped ones stopped; cull."""
+        started = time.monotonic()
+        cycle = Cycle(time=time.time())
+        cycle.running, cycle.memberships = await self.hub.running_servers()
+        self.running = dict(cycle.running)
+        await self.run(self.store.record_cycle,
+                       {k: (s.url, s.profile) for k, s in cycle.running.items()},
+                       cycle.memberships, cycle.time, self.stale_after)
+        rows = [r for r in await self.run(self.store.servers)
+                if (r.user, r.server) in cycle.running]
+        cycle.reporting = sum(1 for r in rows if r.state == "ok")
         if self.culler is not None:
-            rows = [r for r in await self.run(self.store.servers)
-                    if (r.user, r.server) in cycle.running]
             await self.culler.run(rows, cycle.memberships, time.time())
-        self.log.info("costguard-hub: polled %d servers in %.2f s (%d not answering)",
-                      len(cycle.running), cycle.seconds, len(cycle.failures))
+        cycle.seconds = time.monotonic() - started
+        self.last_cycle = cycle
+        self.log.info("costguard-hub: %d servers running, %d reporting (%.2f s)",
+                      len(cycle.running), cycle.reporting, cycle.seconds)
         return cycle
 
     async def poll_forever(self) -> None:
@@ -179,30 +225,74 @@ class CostGuardHub(Application):
             started = time.monotonic()
             try:
                 await self.poll_once()
+            except asyncio.CancelledError:
+                raise
             except Exception:  # the Hub restarting, say: try again next round
-                self.log.exception("costguard-hub: poll failed")
+                self.log.exception("costguard-hub: asking the Hub failed")
             await asyncio.sleep(max(0.5, self.poll_interval - (time.monotonic() - started)))
 
     async def serve(self) -> None:
         url = urlparse(os.environ.get("JUPYTERHUB_SERVICE_URL", "http://127.0.0.1:10101"))
         ip = self.ip or url.hostname or "127.0.0.1"
         port = self.port or url.port or 10101
-        self.poller = Poller(os.environ["JUPYTERHUB_API_URL"], self.proxy_url,
-                             os.environ["JUPYTERHUB_API_TOKEN"], timeout=self.poll_timeout,
-                             concurrency=self.poll_concurrency)
+        self.hub = HubAPI(os.environ["JUPYTERHUB_API_URL"], os.environ["JUPYTERHUB_API_TOKEN"],
+                          timeout=self.hub_timeout)
         if self.policies:
-            self.culler = Culler(self.policies, self.poller, dry_run=self.cull_dry_run,
-                                 record=self._record_event, log=self.log)
+            self.culler = Culler(self.policies, self.hub.stop_server,
+                                 dry_run=self.cull_dry_run, record=self._record_event,
+                                 log=self.log)
             self.culler.kept.update(await self.run(self.store.kept))
-        server = HTTPServer(self.make_app(), xheaders=True)
+        # forwarded headers are believed only from the proxies the site names
+        server = HTTPServer(self.make_app(), xheaders=bool(self.trusted_proxies),
+                            trusted_downstream=list(self.trusted_proxies) or None,
+                            max_body_size=4 * 1024 * 1024)
         server.listen(port, ip)
-        self.log.info("costguard-hub: serving %s on %s:%d, polling every %g s via %s",
-                      self.prefix, ip, port, self.poll_interval, self.proxy_url)
+        self.log.info("costguard-hub: serving %s on %s:%d, reports every %g s, the Hub's "
+                      "list every %g s", self.prefix, ip, port, self.report_interval,
+                      self.poll_interval)
+        stopping = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stopping.set)
         self._task = asyncio.create_task(self.poll_forever())
-        await asyncio.Event().wait()
+        await stopping.wait()
+        # stop at once, the database consistent: no new requests, no new cycle, the
+        # worker finishes the write it is in, then the store closes
+        self.log.info("costguard-hub: stopping")
+        server.stop()
+        self._task.cancel()
+        try:
+            await self._task
+        except (asyncio.CancelledError, Exception):
+            pass
+        await self.run(self.store.close)
+        self.worker.shutdown(wait=True)
+        self.hub.close()
 
     def start(self) -> None:
         asyncio.run(self.serve())
+
+
+@dataclass
+class Cycle:
+    """What one look at the Hub found."""
+
+    time: float
+    running: dict[tuple[str, str], RunningServer] = field(default_factory=dict)
+    memberships: dict[str, list[str]] = field(default_factory=dict)
+    reporting: int = 0
+    seconds: float = 0.0
+
+
+def _key(arg: Any) -> Any:
+    """A cache key part for every argument: lists as tuples, objects by identity."""
+    if isinstance(arg, list):
+        return tuple(arg)
+    try:
+        hash(arg)
+    except TypeError:
+        return ("id", id(arg))
+    return arg
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -1,21 +1,21 @@
 """GPU-aware culling: per group or spawner profile, stop servers whose GPUs have all sat idle
-too long, after warning the user in their own JupyterLab; never one busy on a GPU.
+too long, after warning the user in their own JupyterLab.
 
 One decision function serves both the service's own culler and the arbiter hook for
-jupyterhub-idle-culler 2, so the two can never disagree:
+jupyterhub-idle-culler 2, so the two can never disagree. Silence is never a reason to keep:
 
-- no fresh costguard figures for the server: costguard does not judge it (the culler's
-  usual rule applies; the service's culler leaves it alone);
-- a GPU at or above the idle threshold (or one that cannot report): keep, whatever the
-  kernels say: a silent training run is not idle;
-- no policy matches the server's profile or the user's groups: leave it to the usual culler;
+- no fresh report from the server (missing, stale or refused): *defer*, the usual culler's
+  own rule decides (the service's culler leaves it alone);
+- no policy matches the server's profile or the user's groups: defer;
+- the server reports a busy GPU (or batch jobs running): that is the user's word, so it keeps
+  the server only under a policy with `trust_reported_activity: true`; otherwise defer;
 - every GPU idle for the policy's limit (counted from the later of when they went idle and
   when the user last chose "keep running"): stop; within `warn_minutes` of it: warn.
 
 Policies, in `c.CostGuardHub.cull_policies`, first match wins:
 
     [{"name": "gpu", "profiles": ["gpu-a100", "gpu-h100"], "idle_minutes": 30,
-      "warn_minutes": 5}]
+      "warn_minutes": 5, "trust_reported_activity": false}]
 
 A policy with neither `profiles` nor `groups` matches every server.
 """
@@ -23,17 +23,18 @@ A policy with neither `profiles` nor `groups` matches every server.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from jupyter_costguard.hub.store import OK, ServerRow, read_only, server_row
+from jupyter_costguard.hub.protocol import WARNING_KIND, warning_doc
+from jupyter_costguard.hub.store import OK, SERVER_COLUMNS, ServerRow, read_only, server_row
 
 KEEP, WARN, STOP, DEFER = "keep", "warn", "stop", "defer"
 #: the alert kind the warnings are raised under in the user's server
-ALERT_KIND = "hub-cull"
+ALERT_KIND = WARNING_KIND
 
 
 @dataclass(frozen=True)
@@ -43,6 +44,8 @@ class CullPolicy:
     warn_minutes: float = 5.0
     profiles: frozenset[str] = field(default_factory=frozenset)
     groups: frozenset[str] = field(default_factory=frozenset)
+    #: a server's own claim of a busy GPU or a running job keeps it (the site trusts users)
+    trust_reported_activity: bool = False
 
     @classmethod
     def from_config(cls, doc: Mapping[str, Any], index: int) -> CullPolicy:
@@ -54,11 +57,16 @@ class CullPolicy:
         if idle <= 0 or warn < 0 or warn > idle:
             raise ValueError(f"cull_policies[{index}]: need idle_minutes > 0 and "
                              "0 <= warn_minutes <= idle_minutes")
-        unknown = set(doc) - {"name", "idle_minutes", "warn_minutes", "profiles", "groups"}
+        unknown = set(doc) - {"name", "idle_minutes", "warn_minutes", "profiles", "groups",
+                              "trust_reported_activity"}
         if unknown:
             raise ValueError(f"cull_policies[{index}]: unknown keys {sorted(unknown)}")
+        trust = doc.get("trust_reported_activity", False)
+        if not isinstance(trust, bool):
+            raise ValueError(f"cull_policies[{index}]: trust_reported_activity is true or false")
         return cls(str(doc.get("name", f"policy {index}")), idle, warn,
-                   frozenset(doc.get("profiles") or ()), frozenset(doc.get("groups") or ()))
+                   frozenset(doc.get("profiles") or ()), frozenset(doc.get("groups") or ()),
+                   trust)
 
     def matches(self, profile: str, groups: Iterable[str]) -> bool:
         if not self.profiles and not self.groups:
@@ -90,12 +98,18 @@ def decide(row: ServerRow | None, groups: Iterable[str], policies: list[CullPoli
            ) -> Decision:
     if row is None or row.state != OK or row.last_ok is None \
             or now - row.last_ok > fresh_seconds:
-        return Decision(DEFER, "no fresh costguard figures for this server")
-    if row.gpus_busy > 0 or row.gpu_idle_since is None:
-        return Decision(KEEP, f"{row.gpus_busy} GPU(s) busy")
+        return Decision(DEFER, "no fresh costguard report from this server")
     policy = policy_for(policies, row.profile, groups)
     if policy is None:
         return Decision(DEFER, "no GPU culling policy for this profile or group")
+    if row.gpus_busy > 0 or row.gpu_idle_since is None or row.active_jobs > 0:
+        claim = (f"{row.active_jobs} batch job(s) running" if row.active_jobs
+                 else f"{row.gpus_busy} GPU(s) busy" if row.gpus_busy
+                 else "no GPU idle clock")
+        if policy.trust_reported_activity:
+            return Decision(KEEP, f"the server reports {claim}", policy.name)
+        return Decision(DEFER, f"the server reports {claim}; policy {policy.name} does not "
+                               "take a server's word for it", policy.name)
     start = max(row.gpu_idle_since, kept_at or 0.0)
     idle = max(0.0, now - start)
     limit = policy.idle_minutes * 60
@@ -119,9 +133,8 @@ def read_row(db_path: str | Path, user: str, server: str,
     """One server's row, the user's groups and their last "keep running", read-only."""
     found = read_only(
         db_path,
-        ("SELECT user, server, url, state, detail, last_ok, last_try, currency, simulated, "
-         "rate_per_hour, gpu_count, gpus_held, gpus_busy, gpu_idle_since, profile "
-         "FROM servers WHERE user = ? AND server = ?", (user, server)),
+        (f"SELECT {SERVER_COLUMNS} FROM servers WHERE user = ? AND server = ?",
+         (user, server)),
         ("SELECT grp FROM memberships WHERE user = ?", (user,)),
         ("SELECT MAX(time) FROM events WHERE user = ? AND server = ? AND kind = 'kept'",
          (user, server)))
@@ -159,63 +172,72 @@ def cull_arbiter_hook(config_file: str | Path,
 
 # --- the service's own culler ---------------------------------------------------------------
 
-class CullClient:
-    """What the culler does to servers (the poller implements it over HTTP)."""
-
-    async def raise_alert(self, url: str, body: dict[str, Any]) -> dict[str, Any]:
-        raise NotImplementedError
-
-    async def dismiss_alert(self, url: str, alert_id: str) -> None:
-        raise NotImplementedError
-
-    async def active_jobs(self, url: str) -> int:
-        raise NotImplementedError
-
-    async def stop_server(self, user: str, server: str) -> None:
-        raise NotImplementedError
-
-
 @dataclass
 class Round:
-    """One server's current warning: from when its GPUs were idle, and the alert raised."""
+    """One server's current warning: from when its GPUs were idle, the warning, and when the
+    server first took it (in the answer to its report)."""
 
     start: float
-    alert_id: str | None = None
-    warned_at: float | None = None
+    warning: dict[str, Any]
+    delivered_at: float | None = None
 
 
 class Culler:
-    """Runs after each poll: warns, stops (or, dry-run, logs what it would stop), records why.
+    """Runs after each look at the Hub: decides, warns (the warning travels back in the
+    answer to the server's next report), stops (or, dry-run, logs what it would stop),
+    records why.
 
-    A stop needs a warning at least `warn_minutes` old, so a user always sees one; the user's
-    "Keep running" (dismissing the warning) restarts the idle clock and is recorded."""
+    A stop needs a warning the server took at least `warn_minutes` ago, so a user always
+    sees one; the user's "Keep running" (the report says the warning was dismissed) restarts
+    the idle clock and is recorded."""
 
-    def __init__(self, policies: list[CullPolicy], client: CullClient, *, dry_run: bool,
-                 record: Callable[[float, str, str, str, str], None], log: Any,
-                 hub_url: str = "") -> None:
+    def __init__(self, policies: list[CullPolicy],
+                 stop_server: Callable[[str, str], Awaitable[None]], *, dry_run: bool,
+                 record: Callable[[float, str, str, str, str], None], log: Any) -> None:
         self.policies = policies
-        self.client = client
+        self.stop_server = stop_server
         self.dry_run = dry_run
         self.record = record
         self.log = log
-        self.hub_url = hub_url
         self.rounds: dict[tuple[str, str], Round] = {}
         self.kept: dict[tuple[str, str], float] = {}
         self.stopped: set[tuple[str, str]] = set()
 
-    def _alert(self, row: ServerRow, d: Decision, key: str, now: float) -> dict[str, Any]:
+    # --- what a report's answer carries, and what a report says back -----------------------
+
+    def warnings_for(self, key: tuple[str, str], now: float) -> list[dict[str, Any]]:
+        """The warnings that stand for this server, for the answer to its report (the first
+        answer that carries one starts the warning's lead)."""
+        current = self.rounds.get(key)
+        if current is None:
+            return []
+        if current.delivered_at is None:
+            current.delivered_at = now
+        return [current.warning]
+
+    def kept_by_user(self, key: tuple[str, str], dismissed: Iterable[str],
+                     now: float) -> bool:
+        """The report says the user dismissed these warnings ("Keep running"): if the current
+        one is among them, the idle clock starts again. True when that happened."""
+        current = self.rounds.get(key)
+        if current is None or current.warning["key"] not in set(dismissed):
+            return False
+        self.kept[key] = now
+        self.rounds.pop(key, None)
+        self.record(now, key[0], key[1], "kept", "the user chose Keep running")
+        return True
+
+    def _warning(self, d: Decision, key: str, now: float) -> dict[str, Any]:
         minutes = max(0.0, ((d.stop_at or now) - now) / 60)
-        return {
-            "kind": ALERT_KIND, "key": key, "severity": "critical" if minutes < 1 else "warning",
-            "title": f"This GPU server will be stopped in {minutes:.0f} min",
-            "message": (f"Every GPU on this server has been idle for "
-                        f"{(d.idle_seconds or 0) / 60:.0f} min, and the hub's policy "
-                        f"({d.policy}) stops idle GPU servers. Save your work, or choose "
-                        "Keep running if you still need the GPUs."),
-            "actions": [{"id": "dismiss", "label": "Keep running"}],
-            "details": {"stop_at": d.stop_at, "policy": d.policy,
-                        "idle_seconds": d.idle_seconds},
-        }
+        return warning_doc(
+            key, f"This GPU server will be stopped in {minutes:.0f} min",
+            f"Every GPU on this server has been idle for {(d.idle_seconds or 0) / 60:.0f} "
+            f"min, and the hub's policy ({d.policy}) stops idle GPU servers. Save your work, "
+            "or choose Keep running if you still need the GPUs.",
+            "critical" if minutes < 1 else "warning",
+            {"stop_at": d.stop_at, "policy": d.policy, "idle_seconds": d.idle_seconds})
+
+    # --- the decisions ----------------------------------------------------------------------
 
     async def run(self, rows: list[ServerRow], memberships: Mapping[str, list[str]],
                   now: float) -> list[tuple[ServerRow, Decision]]:
@@ -241,38 +263,26 @@ class Culler:
     async def _one(self, row: ServerRow, groups: list[str], now: float) -> Decision:
         key = (row.user, row.server)
         d = decide(row, groups, self.policies, now, self.kept.get(key))
-        current = self.rounds.get(key)
         if d.action in (KEEP, DEFER):
-            if current is not None and current.alert_id and d.action == KEEP \
-                    and (d.idle_seconds is None):
-                # the GPUs went busy again: take the warning back
-                await self.client.dismiss_alert(row.url, current.alert_id)
-                self.rounds.pop(key, None)
+            if (d.action == KEEP and d.idle_seconds is None) or d.action == DEFER:
+                self.rounds.pop(key, None)  # busy again, or no longer judged: withdrawn
             return d
-        start = row.gpu_idle_since or now
-        if current is None or current.start != max(start, self.kept.get(key, 0.0)):
-            current = self.rounds[key] = Round(max(start, self.kept.get(key, 0.0)))
-        alert = await self.client.raise_alert(
-            row.url, self._alert(row, d, f"{ALERT_KIND}:{current.start:.0f}", now))
-        if current.warned_at is None:
-            current.warned_at = now
-            current.alert_id = str(alert.get("id"))
+        start = max(row.gpu_idle_since or now, self.kept.get(key, 0.0))
+        current = self.rounds.get(key)
+        if current is None or current.start != start:
+            current = self.rounds[key] = Round(start, {})
             self.record(now, row.user, row.server, "warn", d.reason)
-        if alert.get("state") == "dismissed":  # the user chose "Keep running"
-            self.kept[key] = now
-            self.rounds.pop(key, None)
-            self.record(now, row.user, row.server, "kept", "the user chose Keep running")
-            return Decision(KEEP, "the user chose Keep running", d.policy)
+        delivered = current.delivered_at
+        current.warning = self._warning(d, f"{ALERT_KIND}:{start:.0f}", now)
         if d.action != STOP:
             return d
         policy = policy_for(self.policies, row.profile, groups)
         warn_for = (policy.warn_minutes if policy else 0.0) * 60
-        if now - current.warned_at < warn_for:
-            return Decision(WARN, f"{d.reason}; warned {now - current.warned_at:.0f} s ago",
-                            d.policy, d.idle_seconds, current.warned_at + warn_for)
-        jobs = await self.client.active_jobs(row.url)
-        if jobs:
-            return Decision(KEEP, f"{jobs} batch job(s) running", d.policy, d.idle_seconds)
+        if delivered is None or now - delivered < warn_for:
+            why = "the warning has not reached the server yet" if delivered is None else \
+                f"warned {now - delivered:.0f} s ago"
+            return Decision(WARN, f"{d.reason}; {why}", d.policy, d.idle_seconds,
+                            None if delivered is None else delivered + warn_for)
         if self.dry_run:
             self.log.info("costguard-hub: dry run: would stop %s/%s: %s", row.user,
                           row.server, d.reason)
@@ -283,7 +293,7 @@ class Culler:
         self.record(now, row.user, row.server, "stop", d.reason)  # why, before it goes
         self.stopped.add(key)
         try:
-            await self.client.stop_server(row.user, row.server)
+            await self.stop_server(row.user, row.server)
         except Exception as e:
             self.stopped.discard(key)
             self.record(time.time(), row.user, row.server, "stop-failed", str(e))

@@ -1,14 +1,15 @@
 """The hub service's SQLite: what every user server has spent, kept so that nothing counts twice.
 
-A server's `/status` reports cumulative totals since its ledger began (`totals.since`). The
-store keeps one *epoch* per (user, server, since) holding the latest cumulative figures read:
-polling the same server again only moves that epoch forward, a server restarted on the same
-ledger continues its epoch, and a server whose ledger is new (a fresh pod without a volume)
-starts a second epoch beside the first. A server's spend is the sum of its epochs, a user's
-the sum of their servers'. What an epoch gained between two polls is also spread evenly over
-the hours between them, for periods and charts.
+A server reports what it has spent since this run of it started (`since`, checked against
+the Hub's own record of the start). The store keeps one *epoch* per (user, server, since)
+holding the latest cumulative figures reported: another report of the same run only moves
+that epoch forward, and a restarted server starts a new epoch beside the old one. A
+server's spend is the sum of its epochs, a user's the sum of their servers'. What an epoch
+gained between two reports is also spread evenly over the hours between them, for periods
+and charts.
 
-All methods run on the service's worker thread; one connection, one writer.
+Each report is written in a transaction of its own, so a bad one can roll back nothing but
+itself. All methods run on the service's worker threads; one connection, one writer.
 """
 
 from __future__ import annotations
@@ -16,10 +17,12 @@ from __future__ import annotations
 import math
 import sqlite3
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from jupyter_costguard.hub.protocol import Report
 
 HOUR = 3600
 
@@ -41,6 +44,7 @@ CREATE TABLE IF NOT EXISTS servers (
     rate_per_hour REAL NOT NULL DEFAULT 0, gpu_count INTEGER NOT NULL DEFAULT 0,
     gpus_held INTEGER NOT NULL DEFAULT 0, gpus_busy INTEGER NOT NULL DEFAULT 0,
     gpu_idle_since REAL, profile TEXT NOT NULL DEFAULT '',
+    active_jobs INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (user, server));
 CREATE TABLE IF NOT EXISTS memberships (
     user TEXT NOT NULL, grp TEXT NOT NULL, PRIMARY KEY (user, grp));
@@ -49,29 +53,15 @@ CREATE TABLE IF NOT EXISTS events (
     server TEXT NOT NULL, kind TEXT NOT NULL, detail TEXT NOT NULL);
 """
 
-#: server states: answering, not answering (kept with its last figures), no longer running
-OK, STALE, STOPPED = "ok", "stale", "stopped"
-
-
-@dataclass(frozen=True)
-class Reading:
-    """What one poll of one server's `/status` said (the fields the hub keeps)."""
-
-    user: str
-    server: str
-    url: str
-    time: float
-    since: float
-    spend: float
-    waste: float
-    currency: str
-    simulated: bool
-    rate_per_hour: float
-    gpu_count: int
-    gpus_held: int
-    gpus_busy: int
-    gpu_idle_since: float | None
-    profile: str = ""
+#: server states: reporting; silent or not yet reporting (kept with its last figures); its
+#: last report refused (the reason in `detail`); no longer running
+OK, STALE, REFUSED, STOPPED = "ok", "stale", "refused", "stopped"
+#: the columns of `servers` that `server_row` maps, in its order
+SERVER_COLUMNS = ("user, server, url, state, detail, last_ok, last_try, currency, simulated, "
+                  "rate_per_hour, gpu_count, gpus_held, gpus_busy, gpu_idle_since, profile, "
+                  "active_jobs")
+#: what one report may spread over: a longer gap goes into its last hours
+MAX_SPREAD_HOURS = 24 * 40
 
 
 @dataclass(frozen=True)
@@ -93,6 +83,7 @@ class ServerRow:
     profile: str
     spend: float
     waste: float
+    active_jobs: int = 0
 
 
 def server_row(r: Sequence[Any], spend: float = 0.0, waste: float = 0.0) -> ServerRow:
@@ -100,7 +91,7 @@ def server_row(r: Sequence[Any], spend: float = 0.0, waste: float = 0.0) -> Serv
     return ServerRow(user=r[0], server=r[1], url=r[2], state=r[3], detail=r[4], last_ok=r[5],
                      last_try=r[6], currency=r[7], simulated=bool(r[8]), rate_per_hour=r[9],
                      gpu_count=r[10], gpus_held=r[11], gpus_busy=r[12], gpu_idle_since=r[13],
-                     profile=r[14], spend=spend, waste=waste)
+                     profile=r[14], active_jobs=r[15] or 0, spend=spend, waste=waste)
 
 
 def read_only(db_path: str | Path, *queries: tuple[str, Sequence[Any]],
@@ -120,9 +111,11 @@ def read_only(db_path: str | Path, *queries: tuple[str, Sequence[Any]],
 
 
 def spread(start: float, end: float, amount: float) -> dict[int, float]:
-    """`amount` spread evenly over [start, end), by the hour (epoch seconds // 3600)."""
+    """`amount` spread evenly over [start, end), by the hour (epoch seconds // 3600), over
+    at most MAX_SPREAD_HOURS (the loop is bounded whatever the times say)."""
     if amount == 0:
         return {}
+    start = max(start, end - MAX_SPREAD_HOURS * HOUR)
     if not end > start:
         return {int(end // HOUR): amount}
     out: dict[int, float] = {}
@@ -149,6 +142,10 @@ class HubStore:
         self.db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.executescript(SCHEMA)
+        columns = {r[1] for r in self.db.execute("PRAGMA table_info(servers)")}
+        if "active_jobs" not in columns:  # a database of an earlier version
+            self.db.execute("ALTER TABLE servers ADD COLUMN active_jobs INTEGER NOT NULL "
+                            "DEFAULT 0")
         self.path.chmod(0o600)
         self._lock = threading.Lock()
         #: bumped by every write, so readers can cache what they built from the store
@@ -157,57 +154,83 @@ class HubStore:
     def close(self) -> None:
         self.db.close()
 
-    # --- writes (one transaction per poll cycle) -----------------------------------------
+    # --- writes (each report its own transaction) -----------------------------------------
 
-    def record(self, readings: Iterable[Reading], failures: Mapping[tuple[str, str], str],
-               running: Mapping[tuple[str, str], str], memberships: Mapping[str, list[str]],
-               now: float) -> None:
-        """One poll cycle: the readings that came back, the servers that did not answer
-        (why), every server that is running (its URL), and each user's groups."""
+    def _write(self, fn: Callable[[sqlite3.Connection], Any]) -> None:
+        """`fn` in one transaction of its own: nothing it does can roll back another's."""
         with self._lock:
             db = self.db
             db.execute("BEGIN IMMEDIATE")
             try:
-                for r in readings:
-                    self._record_one(r)
-                for (user, server), why in failures.items():
-                    url = running.get((user, server), "")
-                    db.execute(
-                        "INSERT INTO servers (user, server, url, state, detail, last_try) "
-                        "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (user, server) DO UPDATE SET "
-                        "state = excluded.state, detail = excluded.detail, "
-                        "last_try = excluded.last_try, url = excluded.url",
-                        (user, server, url, STALE, why, now))
-                # servers the hub no longer lists as running
-                for user, server in db.execute(
-                        "SELECT user, server FROM servers WHERE state != ?", (STOPPED,)
-                ).fetchall():
-                    if (user, server) not in running:
-                        db.execute(
-                            "UPDATE servers SET state = ?, detail = 'not running', "
-                            "rate_per_hour = 0, gpus_held = 0, gpus_busy = 0, "
-                            "gpu_idle_since = NULL WHERE user = ? AND server = ?",
-                            (STOPPED, user, server))
-                db.execute("DELETE FROM memberships")
-                db.executemany("INSERT OR IGNORE INTO memberships VALUES (?, ?)",
-                               [(u, g) for u, gs in memberships.items() for g in gs])
+                fn(db)
                 db.execute("COMMIT")
                 self.version += 1
             except BaseException:
                 db.execute("ROLLBACK")
                 raise
 
-    def _record_one(self, r: Reading) -> None:
-        db = self.db
+    def record_report(self, user: str, url: str, profile: str, r: Report) -> None:
+        """One checked report of one server (hub.protocol.check_report): its epoch moves
+        forward, what it gained is spread over the hours since its last report."""
+        self._write(lambda db: self._record_one(db, user, url, profile, r))
+
+    def record_refused(self, user: str, server: str, url: str, why: str, now: float) -> None:
+        """A report the service refused: the server shows the reason on the admin page; its
+        figures stay as last accepted."""
+        self._write(lambda db: db.execute(
+            "INSERT INTO servers (user, server, url, state, detail, last_try) "
+            "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (user, server) DO UPDATE SET "
+            "state = excluded.state, detail = excluded.detail, last_try = excluded.last_try",
+            (user, server, url, REFUSED, f"report refused: {why}"[:500], now)))
+
+    def record_cycle(self, running: Mapping[tuple[str, str], tuple[str, str]],
+                     memberships: Mapping[str, list[str]], now: float,
+                     stale_after: float) -> None:
+        """What the Hub says now: every running server ((user, server) -> (url, profile)),
+        each user's groups. A running server without a report for `stale_after` seconds is
+        stale (its figures kept), one the Hub no longer lists is stopped."""
+        def write(db: sqlite3.Connection) -> None:
+            known = {(u, s): (state, last_ok) for u, s, state, last_ok in db.execute(
+                "SELECT user, server, state, last_ok FROM servers")}
+            for (user, server), (url, profile) in running.items():
+                state, last_ok = known.get((user, server), (None, None))
+                if state is None or state == STOPPED:
+                    db.execute(
+                        "INSERT INTO servers (user, server, url, state, detail, last_try, "
+                        "profile) VALUES (?, ?, ?, ?, 'no report yet', ?, ?) ON CONFLICT "
+                        "(user, server) DO UPDATE SET url = excluded.url, state = "
+                        "excluded.state, detail = excluded.detail, profile = excluded.profile,"
+                        " last_ok = NULL", (user, server, url, STALE, now, profile))
+                    continue
+                db.execute("UPDATE servers SET url = ?, profile = ? WHERE user = ? AND "
+                           "server = ?", (url, profile, user, server))
+                if state == OK and (last_ok is None or now - last_ok > stale_after):
+                    db.execute("UPDATE servers SET state = ?, detail = ? WHERE user = ? AND "
+                               "server = ?", (STALE, f"no report for {now - (last_ok or now):.0f}"
+                                              " s", user, server))
+            for (user, server), (state, _) in known.items():
+                if state != STOPPED and (user, server) not in running:
+                    db.execute(
+                        "UPDATE servers SET state = ?, detail = 'not running', "
+                        "rate_per_hour = 0, gpus_held = 0, gpus_busy = 0, active_jobs = 0, "
+                        "gpu_idle_since = NULL WHERE user = ? AND server = ?",
+                        (STOPPED, user, server))
+            db.execute("DELETE FROM memberships")
+            db.executemany("INSERT OR IGNORE INTO memberships VALUES (?, ?)",
+                           [(u, g) for u, gs in memberships.items() for g in gs])
+        self._write(write)
+
+    def _record_one(self, db: sqlite3.Connection, user: str, url: str, profile: str,
+                    r: Report) -> None:
         prev = db.execute(
             "SELECT spend, waste, last_seen FROM epochs WHERE user = ? AND server = ? "
-            "AND since = ?", (r.user, r.server, r.since)).fetchone()
+            "AND since = ?", (user, r.server, r.since)).fetchone()
         old = db.execute("SELECT last_ok, gpu_count, gpus_busy, state FROM servers "
-                         "WHERE user = ? AND server = ?", (r.user, r.server)).fetchone()
+                         "WHERE user = ? AND server = ?", (user, r.server)).fetchone()
         if prev is None:
             d_spend, d_waste, start = r.spend, r.waste, r.since
             db.execute("INSERT INTO epochs VALUES (?, ?, ?, ?, ?, ?, ?)",
-                       (r.user, r.server, r.since, r.spend, r.waste, r.time, r.time))
+                       (user, r.server, r.since, r.spend, r.waste, r.time, r.time))
         else:
             spend0, waste0, last_seen = prev
             # a figure that went backwards (a ledger edited in place) moves the baseline only
@@ -217,7 +240,7 @@ class HubStore:
                 db.execute("UPDATE epochs SET spend = ?, waste = ?, last_seen = ? "
                            "WHERE user = ? AND server = ? AND since = ?",
                            (max(spend0, r.spend), max(waste0, r.waste), r.time,
-                            r.user, r.server, r.since))
+                            user, r.server, r.since))
             else:  # an older document than one already read: nothing new
                 d_spend = d_waste = 0.0
         spend_h = spread(start, r.time, d_spend)
@@ -227,26 +250,26 @@ class HubStore:
             # GPU-seconds below the idle threshold between two answers
             idle = max(0, old[1] - old[2]) * (r.time - old[0])
             idle_h = spread(old[0], r.time, idle)
-        for hour in set(spend_h) | set(waste_h) | set(idle_h):
-            db.execute(
-                "INSERT INTO hours VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (user, server, hour) "
-                "DO UPDATE SET spend = spend + excluded.spend, waste = waste + excluded.waste, "
-                "idle_gpu_seconds = idle_gpu_seconds + excluded.idle_gpu_seconds",
-                (r.user, r.server, hour, spend_h.get(hour, 0.0), waste_h.get(hour, 0.0),
-                 idle_h.get(hour, 0.0)))
+        db.executemany(
+            "INSERT INTO hours VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (user, server, hour) "
+            "DO UPDATE SET spend = spend + excluded.spend, waste = waste + excluded.waste, "
+            "idle_gpu_seconds = idle_gpu_seconds + excluded.idle_gpu_seconds",
+            [(user, r.server, hour, spend_h.get(hour, 0.0), waste_h.get(hour, 0.0),
+              idle_h.get(hour, 0.0)) for hour in set(spend_h) | set(waste_h) | set(idle_h)])
         db.execute(
             "INSERT INTO servers (user, server, url, state, detail, last_ok, last_try, currency,"
-            " simulated, rate_per_hour, gpu_count, gpus_held, gpus_busy, gpu_idle_since, profile)"
-            " VALUES (?, ?, ?, ?, '', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+            " simulated, rate_per_hour, gpu_count, gpus_held, gpus_busy, gpu_idle_since, profile,"
+            " active_jobs) VALUES (?, ?, ?, ?, '', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
             "ON CONFLICT (user, server) DO UPDATE SET url = excluded.url, state = excluded.state,"
             " detail = '', last_ok = excluded.last_ok, last_try = excluded.last_try,"
             " currency = excluded.currency, simulated = excluded.simulated,"
             " rate_per_hour = excluded.rate_per_hour, gpu_count = excluded.gpu_count,"
             " gpus_held = excluded.gpus_held, gpus_busy = excluded.gpus_busy,"
-            " gpu_idle_since = excluded.gpu_idle_since, profile = excluded.profile",
-            (r.user, r.server, r.url, OK, r.time, r.time, r.currency, int(r.simulated),
+            " gpu_idle_since = excluded.gpu_idle_since, profile = excluded.profile,"
+            " active_jobs = excluded.active_jobs",
+            (user, r.server, url, OK, r.time, r.time, r.currency, int(r.simulated),
              r.rate_per_hour, r.gpu_count, r.gpus_held, r.gpus_busy, r.gpu_idle_since,
-             r.profile))
+             profile, r.active_jobs))
 
     def add_event(self, time: float, user: str, server: str, kind: str, detail: str) -> None:
         """Something the service did to a server (a cull warning, a stop), and why."""
@@ -262,10 +285,10 @@ class HubStore:
             rows = self.db.execute(
                 "SELECT s.user, s.server, url, state, detail, last_ok, last_try, currency, "
                 "simulated, rate_per_hour, gpu_count, gpus_held, gpus_busy, gpu_idle_since, "
-                "profile, COALESCE(SUM(e.spend), 0), COALESCE(SUM(e.waste), 0) FROM servers s "
-                "LEFT JOIN epochs e ON e.user = s.user AND e.server = s.server "
+                "profile, active_jobs, COALESCE(SUM(e.spend), 0), COALESCE(SUM(e.waste), 0) "
+                "FROM servers s LEFT JOIN epochs e ON e.user = s.user AND e.server = s.server "
                 "GROUP BY s.user, s.server ORDER BY s.user, s.server").fetchall()
-        return [server_row(r[:15], r[15], r[16]) for r in rows]
+        return [server_row(r[:16], r[16], r[17]) for r in rows]
 
     def totals(self, since: float | None = None, until: float | None = None,
                ) -> dict[tuple[str, str], tuple[float, float, float]]:

@@ -87,6 +87,8 @@ c.Spawner.http_timeout = 90
 c.Spawner.default_url = "/lab"
 env = dict(spec["env"])
 env["JUPYTER_CONFIG_DIR"] = lambda spawner: os.path.join(spec["dir"], "conf", spawner.user.name)
+# where each server pushes its report (straight to the service, as a site's pod network would)
+env["COSTGUARD_HUB_URL"] = "http://127.0.0.1:%d/services/costguard/" % spec["service_port"]
 c.Spawner.environment = env
 c.JupyterHub.load_groups = spec["groups"]
 c.JupyterHub.custom_scopes = {{
@@ -104,7 +106,10 @@ c.JupyterHub.services = [
 c.JupyterHub.load_roles = [
     {{"name": "costguard", "services": ["costguard"],
       "scopes": ["list:users", "read:users:name", "read:users:groups", "read:servers",
-                 "access:servers", "admin:servers"]}},
+                 "delete:servers"]}},
+    # each server's own token may report to the service
+    {{"name": "server", "scopes": ["users:activity!user", "access:servers!server",
+                                   "access:services!service=costguard"]}},
     {{"name": "tester", "services": ["tester"], "scopes": ["admin:users", "admin:servers",
                                                         "tokens", "access:servers",
                                                         "access:services"]}},
@@ -133,7 +138,7 @@ class Hub:
         self.admin_password = secrets.token_hex(24)
         self.tester_token = secrets.token_hex(16)
         self.proc: subprocess.Popen[bytes] | None = None
-        self.service_settings = {"poll_interval": 1.0, "poll_timeout": 3.0,
+        self.service_settings = {"poll_interval": 1.0, "report_interval": 1.0,
                                  **(service_settings or {})}
         self.extra_config = extra_config
         self.env = env or {}
@@ -160,8 +165,7 @@ class Hub:
                 "replay_trace": str(u.trace), "replay_mode": "always",
                 "offload_warm_kernels": 0}}))
         (self.dir / "ledgers").mkdir(exist_ok=True)
-        settings = {"db_path": str(self.service_db), "proxy_url": self.url,
-                    **self.service_settings}
+        settings = {"db_path": str(self.service_db), **self.service_settings}
         service_config = self.dir / "costguard_hub_config.py"
         service_config.write_text("c = get_config()  # noqa\n" + "".join(
             f"c.CostGuardHub.{k} = {v!r}\n" for k, v in settings.items()))
