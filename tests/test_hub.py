@@ -245,6 +245,13 @@ def test_nobody_reads_what_they_may_not(hub: Hub) -> None:
     status, headers, _ = hub.request("GET", "/services/costguard/")
     location = {k.lower(): v for k, v in headers.items()}.get("location", "")
     assert status == 302 and "/hub/api/oauth2/authorize" in location, (status, headers)
+    # no answer of the service may be framed (user servers share the Hub's origin): the
+    # pages, the API, the OAuth callback and a path it does not serve
+    for path in ("", "api/spend", "oauth_callback", "no/such/path"):
+        status, headers, _ = hub.request("GET", "/services/costguard/" + path, alice)
+        lower = {k.lower(): v for k, v in headers.items()}
+        assert lower.get("content-security-policy") == "frame-ancestors 'none'", (path, status)
+        assert lower.get("x-frame-options") == "DENY", path
     # bad input: 400 with a message
     for path in ("api/spend?by=planet", "api/spend?since=5&until=4",
                  "api/series?step=minute", "api/series?since=0&until=1e12"):

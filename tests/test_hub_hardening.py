@@ -32,7 +32,7 @@ from jupyter_costguard.cost.hubbudget import ENV_BUDGET, budgets_doc, budgets_fr
 from jupyter_costguard.hub import handlers, report
 from jupyter_costguard.hub.budgets import Budgets, BudgetState
 from jupyter_costguard.hub.profiles import profile_slug
-from jupyter_costguard.hub.spawn import check_budget, is_gpu_spawn
+from jupyter_costguard.hub.spawn import check_budget, is_gpu_spawn, name_profile
 from jupyter_costguard.hub.store import hour_bounds
 
 HOUR = 3600.0
@@ -321,6 +321,31 @@ def test_the_default_profile_is_recognised_by_its_slug_with_no_user_options() ->
     assert profile_slug({}, None) == "" and profile_slug({"profile": "x"}, None) == "x"
     assert profile_slug({}, PROFILES[:3]) == "cpu"  # no default: the first
     assert profile_slug({}, {"b": PROFILES[2], "a": PROFILES[0]}) == "cpu"  # dict: by key
+
+
+def test_the_hook_names_the_default_profile_where_the_hubs_api_shows_it() -> None:
+    """Culling matches policies on the profile the Hub's API reports; a spawn left at the
+    default profile sent none, so the service saw "" and no GPU policy applied."""
+
+    class Orm:
+        user_options: dict[str, Any] = {}
+
+    class Db:
+        commits = 0
+
+        def commit(self) -> None:
+            self.commits += 1
+
+    spawner = Spawner(profile_list=PROFILES)
+    spawner.orm_spawner = Orm()  # type: ignore[attr-defined]
+    spawner.db = Db()  # type: ignore[attr-defined]
+    assert asyncio.run(name_profile(spawner)) == "gpu"
+    assert spawner.orm_spawner.user_options == {"profile": "gpu"}  # type: ignore[attr-defined]
+    assert spawner.db.commits == 1  # type: ignore[attr-defined]
+    chosen = Spawner(profile_list=PROFILES, user_options={"profile": "cpu"})
+    assert asyncio.run(name_profile(chosen)) == "cpu" and chosen.user_options == {
+        "profile": "cpu"}
+    assert asyncio.run(name_profile(Spawner())) == ""  # no profile list: nothing to name
 
 
 def test_a_profile_or_option_that_requests_a_gpu_is_a_gpu_spawn() -> None:

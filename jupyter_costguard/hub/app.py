@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 from urllib.parse import urlparse
 
-from jupyterhub.services.auth import HubOAuth, HubOAuthCallbackHandler
+from jupyterhub.services.auth import HubOAuth
 from jupyterhub.utils import url_path_join
 from tornado import web
 from tornado.httpserver import HTTPServer
@@ -129,7 +129,8 @@ class CostGuardHub(Application):
         self.last_cycle: Cycle | None = None
         #: what the Hub last said is running (reports of other servers are refused)
         self.running: dict[tuple[str, str], RunningServer] = {}
-        self.collector = HubCollector(self.store, self.budgets, self._last_poll)
+        self.collector = HubCollector(self.store, self.budgets, self._last_poll,
+                                      self.currency)
         self._task: asyncio.Task[None] | None = None
         self.policies = policies_from(self.cull_policies)
         self.culler: Culler | None = None
@@ -186,7 +187,7 @@ class CostGuardHub(Application):
         p = self.prefix
         routes: list[Any] = [
             (p, handlers.PageHandler),
-            (url_path_join(p, "oauth_callback"), HubOAuthCallbackHandler),
+            (url_path_join(p, "oauth_callback"), handlers.OAuthCallbackHandler),
             (url_path_join(p, "api/spend"), handlers.SpendHandler),
             (url_path_join(p, "api/spend.csv"), handlers.SpendHandler, {"fmt": "csv"}),
             (url_path_join(p, "api/series"), handlers.SeriesHandler),
@@ -198,7 +199,8 @@ class CostGuardHub(Application):
         auth = HubOAuth(api_token=os.environ["JUPYTERHUB_API_TOKEN"],
                         cache_max_age=self.token_cache_seconds)
         return web.Application(routes, costguard=self, hub_auth=auth,
-                               cookie_secret=os.urandom(32), xsrf_cookies=False)
+                               cookie_secret=os.urandom(32), xsrf_cookies=False,
+                               default_handler_class=handlers.NotFoundHandler)
 
     async def poll_once(self) -> Cycle:
         """Ask the Hub what runs; mark silent servers stale and stopped ones stopped; cull."""

@@ -15,7 +15,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from jupyterhub.services.auth import HubOAuthenticated, UserNotAllowed
+from jupyterhub.services.auth import (
+    HubOAuthCallbackHandler,
+    HubOAuthenticated,
+    UserNotAllowed,
+)
 from tornado import web
 
 from jupyter_costguard.hub import report
@@ -29,6 +33,36 @@ PAGE = Path(__file__).with_name("page.html")
 MAX_POINTS = 24 * 400
 
 
+def no_framing(handler: web.RequestHandler) -> None:
+    """No page or answer of the service may be framed by another site (clickjacking): user
+    servers share the Hub's origin by default."""
+    handler.set_header("Content-Security-Policy", "frame-ancestors 'none'")
+    handler.set_header("X-Frame-Options", "DENY")
+    handler.set_header("X-Content-Type-Options", "nosniff")
+
+
+class OAuthCallbackHandler(HubOAuthCallbackHandler):
+    """JupyterHub's OAuth callback, with the service's headers."""
+
+    def set_default_headers(self) -> None:
+        super().set_default_headers()
+        no_framing(self)
+
+
+class NotFoundHandler(web.RequestHandler):
+    """Every path the service does not serve: a 404 with the service's headers."""
+
+    def set_default_headers(self) -> None:
+        no_framing(self)
+
+    def prepare(self) -> None:
+        raise web.HTTPError(404)
+
+    def write_error(self, status_code: int, **kwargs: Any) -> None:
+        self.set_header("Content-Type", "application/json; charset=UTF-8")
+        self.finish(json.dumps({"message": "not found", "status": status_code}))
+
+
 class BaseHandler(HubOAuthenticated, web.RequestHandler):
     """Identifies the caller off the IO loop's critical path: the Hub is asked asynchronously
     (the HubAuth cache answers repeat visits), in `prepare`."""
@@ -40,9 +74,7 @@ class BaseHandler(HubOAuthenticated, web.RequestHandler):
         return self.settings["costguard"]
 
     def set_default_headers(self) -> None:
-        """No page or answer of the service may be framed by another site (clickjacking)."""
-        self.set_header("Content-Security-Policy", "frame-ancestors 'none'")
-        self.set_header("X-Frame-Options", "DENY")
+        no_framing(self)
 
     @property
     def site_currency(self) -> str:

@@ -18,6 +18,7 @@ from typing import Any
 from tornado import web
 
 from jupyter_costguard.hub import protocol
+from jupyter_costguard.hub.handlers import no_framing
 from jupyter_costguard.hub.hubapi import RunningServer
 from jupyter_costguard.hub.protocol import Limits, ReportError
 
@@ -57,8 +58,7 @@ class ReportHandler(web.RequestHandler):
     """Thin: authenticate, bound the body, hand it to the service (`ctx.intake`)."""
 
     def set_default_headers(self) -> None:
-        self.set_header("Content-Security-Policy", "frame-ancestors 'none'")
-        self.set_header("X-Content-Type-Options", "nosniff")
+        no_framing(self)
 
     async def prepare(self) -> None:
         self._chunks: list[bytes] = []

@@ -20,15 +20,18 @@ from jupyter_costguard.hub.store import OK, HubStore
 
 class HubCollector:
     def __init__(self, store: HubStore, budgets: Budgets,
-                 last_poll: Callable[[], tuple[float, float] | None]) -> None:
+                 last_poll: Callable[[], tuple[float, float] | None],
+                 currency: str = "USD") -> None:
         self.store = store
         self.budgets = budgets
         self.last_poll = last_poll
+        #: the site's: group series add up several users' servers
+        self.currency = currency
 
     def collect(self) -> Iterator[Metric]:
         now = time.time()
         by_user = rows(self.store, self.budgets, "user", now)
-        by_group = rows(self.store, self.budgets, "group", now)
+        by_group = rows(self.store, self.budgets, "group", now, currency=self.currency)
         spend = CounterMetricFamily("costguard_hub_user_spend",
                                     "Spend of all the user's servers, all time.",
                                     labels=["user", "currency"])

@@ -215,13 +215,35 @@ async def check_budget(spawner: Any, settings: dict[str, Any]) -> list[BudgetSta
     return states
 
 
+async def name_profile(spawner: Any) -> str:
+    """Name the profile a spawn runs in its user options, where the Hub's API shows it: the
+    service matches cull policies on it, and a spawn left at the default profile names none.
+    Saved as the Hub saves chosen options (its own record of the spawn). Returns the slug."""
+    options = getattr(spawner, "user_options", None)
+    if not isinstance(options, dict) or options.get("profile"):
+        return str(options.get("profile")) if isinstance(options, dict) else ""
+    slug = profile_slug(options, await resolved_profile_list(spawner))
+    if not slug:
+        return ""
+    spawner.user_options = {**options, "profile": slug}
+    orm = getattr(spawner, "orm_spawner", None)
+    if orm is not None:
+        orm.user_options = dict(spawner.user_options)
+        db = getattr(spawner, "db", None)
+        if db is not None:
+            db.commit()
+    return slug
+
+
 def budget_hook(config_file: str | Path, then: Callable[[Any], Any] | None = None,
                 ) -> Callable[[Any], Awaitable[None]]:
-    """A pre_spawn_hook that checks budgets, then runs the site's own hook `then`."""
+    """A pre_spawn_hook that checks budgets and names the profile the spawn runs, then runs
+    the site's own hook `then`."""
     settings = load_settings(config_file)
 
     async def hook(spawner: Any) -> None:
         await check_budget(spawner, settings)
+        await name_profile(spawner)
         if then is not None:
             result = then(spawner)
             if asyncio.iscoroutine(result):
