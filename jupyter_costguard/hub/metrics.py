@@ -71,7 +71,7 @@ class HubCollector:
             if r.budget is not None:
                 used.add_metric(["group", r.key, r.budget.period], r.budget.used)
         up = GaugeMetricFamily("costguard_hub_server_up",
-                               "1 when the server's costguard answered the last poll.",
+                               "1 when the server's last report was accepted and is fresh.",
                                labels=["user", "server"])
         for s in self.store.servers():
             if s.state != "stopped":
@@ -79,9 +79,9 @@ class HubCollector:
         yield from (spend, waste, idle, rate, held, gspend, gwaste, used, up)
         last = self.last_poll()
         poll = GaugeMetricFamily("costguard_hub_poll_duration_seconds",
-                                 "Wall time of the last poll of every server.")
+                                 "Wall time of the last look at the Hub (running servers, stale marks, culling).")
         servers = GaugeMetricFamily("costguard_hub_poll_servers",
-                                    "Servers asked in the last poll.")
+                                    "Servers the Hub listed as running at the last look.")
         if last is not None:
             poll.add_metric([], last[0])
             servers.add_metric([], last[1])

@@ -1,0 +1,137 @@
+"""The server <-> service report contract (hub/protocol.py) and the store's bounds: every
+check refuses with a reason that names it, a valid report passes unchanged, one report's
+trouble never reaches another's figures."""
+
+from __future__ import annotations
+
+import json
+import math
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from jupyter_costguard.hub import protocol
+from jupyter_costguard.hub.intake import reporter_of
+from jupyter_costguard.hub.protocol import Limits, ReportError, check_report, parse_body
+from jupyter_costguard.hub.store import MAX_SPREAD_HOURS, HubStore, spread
+
+NOW = 1_800_000_000.0
+STARTED = NOW - 7200
+
+
+def doc(**kw: Any) -> dict[str, Any]:
+    return {**protocol.report_doc(
+        server="", time=NOW, since=STARTED + 5, spend=2.0, waste=0.5, currency="USD",
+        simulated=False, rate_per_hour=3.6, gpu_count=2, gpus_held=1, gpus_busy=0,
+        gpu_idle_since=NOW - 60, active_jobs=0), **kw}
+
+
+LIMITS = Limits(now=NOW, started=STARTED, max_rate_per_hour=100.0)
+
+
+def refused(d: Any, word: str, limits: Limits = LIMITS) -> ReportError:
+    with pytest.raises(ReportError) as e:
+        check_report(d, limits)
+    assert word in str(e.value), str(e.value)
+    assert 400 <= e.value.status < 500
+    return e.value
+
+
+def test_a_valid_report_passes_as_sent() -> None:
+    r = check_report(doc(), LIMITS)
+    assert (r.spend, r.waste, r.since, r.gpus_held, r.currency) == (2.0, 0.5, STARTED + 5, 1,
+                                                                   "USD")
+
+
+@pytest.mark.parametrize(("field", "value", "word"), [
+    ("spend", math.nan, "finite"), ("spend", math.inf, "finite"), ("waste", -math.inf, "finite"),
+    ("spend", 1e308, "spend"), ("spend", -1.0, "spend"), ("waste", 3.0, "waste"),
+    ("rate_per_hour", 101.0, "rate_per_hour"), ("time", 4102444800.0, "time"),
+    ("time", NOW - 3600, "time"), ("since", 0, "since"), ("since", 1e308, "since"),
+    ("since", NOW + 1, "since"), ("gpu_count", 10**30, "gpu_count"),
+    ("gpus_held", 3, "gpus_held"), ("gpus_busy", 2, "gpus_busy"), ("gpu_count", 1.5, "integer"),
+    ("gpu_count", True, "integer"), ("currency", '=HYPERLINK("http://x","y")', "ISO 4217"),
+    ("currency", "usd", "ISO 4217"), ("simulated", "yes", "simulated"),
+    ("gpu_idle_since", NOW + 10, "gpu_idle_since"), ("kept", ["x"] * 17, "kept"),
+    ("kept", [{"a": 1}], "kept"), ("version", 2, "version"), ("server", "a/b", "server"),
+    ("spend", "1", "number"),
+])
+def test_each_bad_figure_is_refused_naming_it(field: str, value: Any, word: str) -> None:
+    refused(doc(**{field: value}), word)
+
+
+def test_spend_cannot_outrun_the_dearest_rate_for_as_long_as_the_server_ran() -> None:
+    # 5 s after the start, at most 100/h: 0.14
+    refused(doc(since=NOW - 5, spend=0.5, waste=0.0, gpu_idle_since=None), "spend")
+    assert check_report(doc(since=NOW - 5, spend=0.1, waste=0.0, gpu_idle_since=None),
+                        LIMITS).spend == 0.1
+
+
+def test_unknown_fields_and_non_objects_are_refused() -> None:
+    refused(doc(user="alice"), "unknown field")
+    refused([doc()], "JSON object")
+
+
+def test_the_body_is_bounded_and_strict_json() -> None:
+    with pytest.raises(ReportError) as e:
+        parse_body(b" " * (protocol.MAX_BODY_BYTES + 1))
+    assert e.value.status == 413 and "at most" in str(e.value)
+    for body, word in ((b'{"spend": NaN}', "NaN"), (b'{"spend": Infinity}', "Infinity"),
+                       (b"[" * 100_000, "not JSON"), (b"\xff\xfe", "not JSON"),
+                       (b"{", "not JSON")):
+        with pytest.raises(ReportError) as e:
+            parse_body(body)
+        assert word in str(e.value)
+    assert parse_body(json.dumps(doc()).encode()) == doc()
+
+
+def test_a_token_speaks_for_its_own_server_only() -> None:
+    server = reporter_of({"kind": "user", "name": "alice",
+                          "scopes": ["access:servers!server=alice/", "users:activity!user=alice",
+                                     "access:services!service=costguard"]})
+    assert server.user == "alice" and server.servers == frozenset({""})
+    own = reporter_of({"kind": "user", "name": "alice", "scopes": ["access:servers!user=alice"]})
+    assert own.servers is None  # a user's own token: any of alice's servers, and only hers
+    for model, word in (
+            ({"kind": "service", "name": "costguard", "scopes": ["access:servers"]}, "user"),
+            ({"kind": "user", "name": "alice", "scopes": ["access:servers!server=bob/"]},
+             "no server"),
+            ({"kind": "user", "name": "alice", "scopes": ["read:users:name!user=alice"]},
+             "no server")):
+        with pytest.raises(ReportError) as e:
+            reporter_of(model)
+        assert e.value.status == 403 and word in str(e.value)
+
+
+def test_the_answer_is_read_within_bounds() -> None:
+    answer = protocol.parse_answer({"interval": 0.001, "warnings": [
+        protocol.warning_doc("hub-cull:1", "t", "m", "warning", {}), {"kind": "other"}]}, 30.0)
+    assert answer.interval == 1.0 and [w["key"] for w in answer.warnings] == ["hub-cull:1"]
+    assert protocol.parse_answer({"interval": math.inf}, 30.0).interval == 30.0
+    with pytest.raises(ValueError):
+        protocol.parse_answer([], 30.0)
+
+
+def test_the_hourly_spread_is_bounded_whatever_the_times() -> None:
+    hours = spread(0.0, 1e12, 1.0)
+    assert len(hours) <= MAX_SPREAD_HOURS + 1
+    assert sum(hours.values()) == pytest.approx(1.0)
+
+
+def test_one_report_is_one_transaction(tmp_path: Path) -> None:
+    """A report that fails in the store rolls back only itself."""
+    store = HubStore(tmp_path / "hub.sqlite")
+    store.record_report("alice", "/user/alice/", "gpu", check_report(doc(), LIMITS))
+    broken = check_report(doc(spend=3.0), LIMITS)
+    store.db.execute("CREATE TRIGGER no_bob BEFORE INSERT ON epochs WHEN NEW.user = 'bob' "
+                     "BEGIN SELECT RAISE(ABORT, 'bob refused'); END")
+    with pytest.raises(sqlite3.IntegrityError):
+        store.record_report("bob", "/user/bob/", "gpu", broken)
+    store.record_report("alice", "/user/alice/", "gpu",
+                        check_report(doc(spend=3.0, time=NOW + 60), Limits(now=NOW + 60,
+                                                                           started=STARTED)))
+    rows = {r.user: r for r in store.servers()}
+    assert set(rows) == {"alice"} and rows["alice"].spend == 3.0
+    assert sum(s for s, _, _ in store.totals(0, None).values()) == pytest.approx(3.0)
