@@ -79,7 +79,8 @@ class HubCollector:
         yield from (spend, waste, idle, rate, held, gspend, gwaste, used, up)
         last = self.last_poll()
         poll = GaugeMetricFamily("costguard_hub_poll_duration_seconds",
-                                 "Wall time of the last look at the Hub (running servers, stale marks, culling).")
+                                 "Wall time of the last look at the Hub (running servers, "
+                                 "stale marks, culling).")
         servers = GaugeMetricFamily("costguard_hub_poll_servers",
                                     "Servers the Hub listed as running at the last look.")
         if last is not None:
