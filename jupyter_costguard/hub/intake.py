@@ -77,6 +77,8 @@ class ReportHandler(web.RequestHandler):
             self.reporter = reporter_of(model)
         except ReportError as e:
             raise web.HTTPError(e.status, str(e)) from None
+        # a chunked body past the limit ends the connection; a declared one is refused unread
+        self.request.connection.set_max_body_size(protocol.MAX_BODY_BYTES)  # type: ignore[union-attr]
         length = self.request.headers.get("Content-Length")
         if length is not None and length.isdigit() and int(length) > protocol.MAX_BODY_BYTES:
             raise web.HTTPError(413, f"the report is {int(length)} bytes; at most "

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from jupyter_costguard.hub.budgets import Budgets, BudgetState, budget_states
-from jupyter_costguard.hub.store import OK, STALE, HubStore, ServerRow
+from jupyter_costguard.hub.store import OK, REFUSED, STALE, HubStore, ServerRow
 
 BY = ("user", "group", "server")
 #: group name for users who belong to none
@@ -51,12 +51,12 @@ class Row:
         self.spend += spend
         self.waste += waste
         self.idle_gpu_seconds += idle
-        if s.state in (OK, STALE):
+        if s.state in (OK, STALE, REFUSED):  # running: a refused report keeps its last figures
             self.rate_per_hour += s.rate_per_hour
             self.gpus_held += s.gpus_held
             self.gpus_busy += s.gpus_busy
             self.servers_running += 1
-            self.servers_stale += s.state == STALE
+            self.servers_stale += s.state != OK
         self.currency = self.currency or s.currency
         self.simulated = self.simulated or s.simulated
         if s.last_ok is not None:
