@@ -27,6 +27,7 @@ from urllib.parse import urlparse
 from jupyterhub.services.auth import HubOAuth
 from jupyterhub.utils import url_path_join
 from tornado import web
+from tornado.httpclient import HTTPClientError
 from tornado.httpserver import HTTPServer
 from traitlets import Bool, Dict, Enum, Float, Integer, List, Set, Unicode, default
 from traitlets.config import Application
@@ -229,7 +230,9 @@ class CostGuardHub(Application):
                 await self.poll_once()
             except asyncio.CancelledError:
                 raise
-            except Exception:  # the Hub restarting, say: try again next round
+            except (OSError, HTTPClientError) as e:  # the Hub restarting: next round
+                self.log.warning("costguard-hub: asking the Hub which servers run: %s", e)
+            except Exception:
                 self.log.exception("costguard-hub: asking the Hub failed")
             await asyncio.sleep(max(0.5, self.poll_interval - (time.monotonic() - started)))
 
