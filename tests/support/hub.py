@@ -56,6 +56,9 @@ class HubUser:
     trace: Path
     groups: list[str] = field(default_factory=list)
     hourly_rate: float = 36.0
+    #: Python written to the user's `jupyter_server_config.py`, beside the harness's JSON
+    #: (the user's own configuration, which they control; empty: none)
+    server_config: str = ""
 
 
 CONFIG = r'''
@@ -164,6 +167,8 @@ class Hub:
                 "sample_interval": 0.5, "hourly_rate": u.hourly_rate, "gpu_share": 0.9,
                 "replay_trace": str(u.trace), "replay_mode": "always",
                 "offload_warm_kernels": 0}}))
+            if u.server_config:
+                (conf / "jupyter_server_config.py").write_text(u.server_config)
         (self.dir / "ledgers").mkdir(exist_ok=True)
         settings = {"db_path": str(self.service_db), **self.service_settings}
         service_config = self.dir / "costguard_hub_config.py"
