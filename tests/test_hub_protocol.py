@@ -63,10 +63,15 @@ def test_each_bad_figure_is_refused_naming_it(field: str, value: Any, word: str)
 
 
 def test_spend_cannot_outrun_the_dearest_rate_for_as_long_as_the_server_ran() -> None:
-    # 5 s after the start, at most 100/h: 0.14
-    refused(doc(since=NOW - 5, spend=0.5, waste=0.0, gpu_idle_since=None), "spend")
+    # 5 s after the Hub started it, at most 100/h: 0.14
+    young = Limits(now=NOW, started=NOW - 5, max_rate_per_hour=100.0)
+    refused(doc(since=NOW - 5, spend=0.5, waste=0.0, gpu_idle_since=None), "spend", young)
     assert check_report(doc(since=NOW - 5, spend=0.1, waste=0.0, gpu_idle_since=None),
-                        LIMITS).spend == 0.1
+                        young).spend == 0.1
+    # the skew allowed for `time` and `since` widens nothing: the run is the Hub's
+    skewed = doc(since=NOW - 5 - 290, time=NOW + 290, spend=100.0 * 580 / 3600, waste=0.0,
+                 gpu_idle_since=None)
+    refused(skewed, "spend", young)
 
 
 def test_unknown_fields_and_non_objects_are_refused() -> None:
@@ -135,3 +140,16 @@ def test_one_report_is_one_transaction(tmp_path: Path) -> None:
     rows = {r.user: r for r in store.servers()}
     assert set(rows) == {"alice"} and rows["alice"].spend == 3.0
     assert sum(s for s, _, _ in store.totals(0, None).values()) == pytest.approx(3.0)
+
+
+def test_one_epoch_per_run_and_a_report_dated_ahead_counts_as_now(tmp_path: Path) -> None:
+    """Reports of one run with different `since` move one epoch (the run's cap holds once),
+    and a report dated ahead of the service's clock is seen as of that clock."""
+    store = HubStore(tmp_path / "hub.sqlite")
+    limits = Limits(now=NOW, started=STARTED)
+    for i in range(5):
+        r = check_report(doc(since=STARTED + i, spend=1.0 + i, time=NOW + 200), limits)
+        store.record_report("mal", "/user/mal/", "gpu", r, run=STARTED, received=NOW)
+    assert store.db.execute("SELECT COUNT(*) FROM epochs").fetchone() == (1,)
+    row = store.servers()[0]
+    assert row.spend == 5.0 and row.last_ok == NOW

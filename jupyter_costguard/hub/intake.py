@@ -2,10 +2,11 @@
 
 Who reports comes from the token, through the Hub (HubAuth and its cache), never from the
 body: a token of alice's server speaks for alice's server only. The body is read only up to
-`protocol.MAX_BODY_BYTES`, parsed and checked off the IO loop, and recorded in a transaction
-of its own, so one user's report can neither slow nor roll back another's. A refused report
-is answered with a 4xx that names the reason, logged, and shown on the admin page as that
-server's problem. The answer carries the cull warnings that stand for the server.
+`protocol.MAX_BODY_BYTES`, parsed (off the IO loop when it is large) and checked, and recorded
+on the worker in a transaction of its own, so one user's report can neither slow nor roll back
+another's. A refused report is answered with a 4xx that names the reason, logged, and shown
+on the admin page as that server's problem. The answer carries the cull warnings that stand
+for the server.
 """
 
 from __future__ import annotations
@@ -21,6 +22,11 @@ from jupyter_costguard.hub import protocol
 from jupyter_costguard.hub.handlers import no_framing
 from jupyter_costguard.hub.hubapi import RunningServer
 from jupyter_costguard.hub.protocol import Limits, ReportError
+
+#: a body up to this size is parsed on the IO loop: a report is about 400 bytes, which parses
+#: in ~10 us, while a round trip to the worker thread costs ~0.1 ms of CPU (at 10,000 servers
+#: one in ten of the service's cycles; bench/hub.py); a bigger body still goes off the loop
+INLINE_PARSE_BYTES = 16 * 1024
 
 
 @dataclass(frozen=True)
@@ -81,18 +87,26 @@ class ReportHandler(web.RequestHandler):
         self.request.connection.set_max_body_size(protocol.MAX_BODY_BYTES)  # type: ignore[union-attr]
         length = self.request.headers.get("Content-Length")
         if length is not None and length.isdigit() and int(length) > protocol.MAX_BODY_BYTES:
-            raise web.HTTPError(413, f"the report is {int(length)} bytes; at most "
-                                     f"{protocol.MAX_BODY_BYTES}")
+            await self._too_large(int(length))
 
     def data_received(self, chunk: bytes) -> None:
         self._size += len(chunk)
         if self._size <= protocol.MAX_BODY_BYTES:  # beyond it, nothing more is kept
             self._chunks.append(chunk)
 
+    async def _too_large(self, size: int) -> None:
+        """Refused unread: shown on the admin page like any refusal, where the token names
+        one server (the body, which would name it, is not read)."""
+        why = f"the report is {size} bytes; at most {protocol.MAX_BODY_BYTES}"
+        servers = self.reporter.servers
+        if servers is not None and len(servers) == 1:
+            await self.settings["costguard"].intake.refused(
+                self.reporter.user, next(iter(servers)), ReportError(why, 413))
+        raise web.HTTPError(413, why)
+
     async def post(self) -> None:
         if self._size > protocol.MAX_BODY_BYTES:
-            raise web.HTTPError(413, f"the report is {self._size} bytes; at most "
-                                     f"{protocol.MAX_BODY_BYTES}")
+            await self._too_large(self._size)
         status, doc = await self.settings["costguard"].intake.accept(
             self.reporter, b"".join(self._chunks))
         self.set_status(status)
@@ -139,12 +153,22 @@ class Intake:
             ctx.running[key] = found
         return found
 
+    async def refused(self, user: str, name: str, e: ReportError) -> None:
+        """Logged, and shown as the server's state when the Hub lists it as running."""
+        ctx = self.ctx
+        ctx.log.warning("costguard-hub: refused a report of %s/%s: %s", user, name, e)
+        running = ctx.running.get((user, name))
+        if running is not None:
+            await ctx.run(ctx.store.record_refused, user, name, running.url, str(e),
+                          time.time())
+
     async def accept(self, who: Reporter, body: bytes) -> tuple[int, dict[str, Any]]:
         ctx = self.ctx
         now = time.time()
         name = ""
         try:
-            doc = await ctx.run(protocol.parse_body, body)  # off the IO loop
+            doc = (protocol.parse_body(body) if len(body) <= INLINE_PARSE_BYTES
+                   else await ctx.run(protocol.parse_body, body))  # a big one off the loop
             if isinstance(doc, dict) and isinstance(doc.get("server"), str):
                 name = doc["server"]
             # the server's name must be one the token speaks for
@@ -159,12 +183,10 @@ class Intake:
                             skew=ctx.clock_skew_seconds)
             report = protocol.check_report(doc, limits)
         except ReportError as e:
-            ctx.log.warning("costguard-hub: refused a report of %s/%s: %s", who.user, name, e)
-            if ctx.running.get((who.user, name)) is not None:
-                url = ctx.running[(who.user, name)].url
-                await ctx.run(ctx.store.record_refused, who.user, name, url, str(e), now)
+            await self.refused(who.user, name, e)
             return e.status, {"message": str(e), "status": e.status}
-        await ctx.run(ctx.store.record_report, who.user, running.url, running.profile, report)
+        await ctx.run(ctx.store.record_report, who.user, running.url, running.profile, report,
+                      running.started, now)
         key = (who.user, name)
         warnings: list[dict[str, Any]] = []
         if ctx.culler is not None:

@@ -66,7 +66,9 @@ class Limits:
 
 @dataclass(frozen=True)
 class Report:
-    """One checked report: what this run of the server has spent since it started."""
+    """One checked report: what this run of the server has spent since it started. The
+    service keeps one epoch per run of a server as the Hub records it, whatever `since` a
+    report gives, so a run's spend is capped once, not once per report."""
 
     server: str
     time: float
@@ -151,10 +153,12 @@ def check_report(doc: Any, limits: Limits) -> Report:
     t = _number(doc, "time", now - skew, now + skew)
     earliest = 0.0 if limits.started is None else limits.started - skew
     since = _number(doc, "since", earliest, t)
-    hours = (t - since) / 3600.0
     rate = _number(doc, "rate_per_hour", 0.0, limits.max_rate_per_hour)
-    # a run cannot have cost more than the site's dearest rate for as long as it ran
-    cap = limits.max_rate_per_hour * hours * 1.01 + 1e-6
+    # a run cannot have cost more than the site's dearest rate for as long as it has run:
+    # by the Hub's record and the service's clock where known (the skew allowed for `time`
+    # and `since` widens nothing), else by the report's own times
+    ran = now - limits.started if limits.started is not None else t - since
+    cap = limits.max_rate_per_hour * max(0.0, ran) / 3600.0 * 1.01 + 1e-6
     spend = _number(doc, "spend", 0.0, cap)
     waste = _number(doc, "waste", 0.0, spend)
     currency = doc.get("currency")

@@ -169,10 +169,16 @@ class HubStore:
                 db.execute("ROLLBACK")
                 raise
 
-    def record_report(self, user: str, url: str, profile: str, r: Report) -> None:
-        """One checked report of one server (hub.protocol.check_report): its epoch moves
-        forward, what it gained is spread over the hours since its last report."""
-        self._write(lambda db: self._record_one(db, user, url, profile, r))
+    def record_report(self, user: str, url: str, profile: str, r: Report,
+                      run: float | None = None, received: float | None = None) -> None:
+        """One checked report of one server (hub.protocol.check_report): the epoch of its
+        `run` (the Hub's start time of this run; the report's `since` when not known) moves
+        forward, what it gained is spread over the hours since its last report. Its time
+        counts as no later than `received` (the service's clock), so a report dated ahead
+        keeps a server fresh no longer than one dated now."""
+        seen = r.time if received is None else min(r.time, received)
+        epoch = r.since if run is None else run
+        self._write(lambda db: self._record_one(db, user, url, profile, r, epoch, seen))
 
     def record_refused(self, user: str, server: str, url: str, why: str, now: float) -> None:
         """A report the service refused: the server shows the reason on the admin page; its
@@ -221,35 +227,35 @@ class HubStore:
         self._write(write)
 
     def _record_one(self, db: sqlite3.Connection, user: str, url: str, profile: str,
-                    r: Report) -> None:
+                    r: Report, epoch: float, seen: float) -> None:
         prev = db.execute(
             "SELECT spend, waste, last_seen FROM epochs WHERE user = ? AND server = ? "
-            "AND since = ?", (user, r.server, r.since)).fetchone()
+            "AND since = ?", (user, r.server, epoch)).fetchone()
         old = db.execute("SELECT last_ok, gpu_count, gpus_busy, state FROM servers "
                          "WHERE user = ? AND server = ?", (user, r.server)).fetchone()
         if prev is None:
-            d_spend, d_waste, start = r.spend, r.waste, r.since
+            d_spend, d_waste, start = r.spend, r.waste, min(r.since, seen)
             db.execute("INSERT INTO epochs VALUES (?, ?, ?, ?, ?, ?, ?)",
-                       (user, r.server, r.since, r.spend, r.waste, r.time, r.time))
+                       (user, r.server, epoch, r.spend, r.waste, seen, seen))
         else:
             spend0, waste0, last_seen = prev
             # a figure that went backwards (a ledger edited in place) moves the baseline only
             d_spend, d_waste = max(0.0, r.spend - spend0), max(0.0, r.waste - waste0)
             start = last_seen
-            if r.time >= last_seen:
+            if seen >= last_seen:
                 db.execute("UPDATE epochs SET spend = ?, waste = ?, last_seen = ? "
                            "WHERE user = ? AND server = ? AND since = ?",
-                           (max(spend0, r.spend), max(waste0, r.waste), r.time,
-                            user, r.server, r.since))
+                           (max(spend0, r.spend), max(waste0, r.waste), seen,
+                            user, r.server, epoch))
             else:  # an older document than one already read: nothing new
                 d_spend = d_waste = 0.0
-        spend_h = spread(start, r.time, d_spend)
-        waste_h = spread(start, r.time, d_waste)
+        spend_h = spread(start, seen, d_spend)
+        waste_h = spread(start, seen, d_waste)
         idle_h: dict[int, float] = {}
-        if old is not None and old[0] is not None and old[3] == OK and r.time > old[0]:
+        if old is not None and old[0] is not None and old[3] == OK and seen > old[0]:
             # GPU-seconds below the idle threshold between two answers
-            idle = max(0, old[1] - old[2]) * (r.time - old[0])
-            idle_h = spread(old[0], r.time, idle)
+            idle = max(0, old[1] - old[2]) * (seen - old[0])
+            idle_h = spread(old[0], seen, idle)
         db.executemany(
             "INSERT INTO hours VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (user, server, hour) "
             "DO UPDATE SET spend = spend + excluded.spend, waste = waste + excluded.waste, "
@@ -267,7 +273,7 @@ class HubStore:
             " gpus_held = excluded.gpus_held, gpus_busy = excluded.gpus_busy,"
             " gpu_idle_since = excluded.gpu_idle_since, profile = excluded.profile,"
             " active_jobs = excluded.active_jobs",
-            (user, r.server, url, OK, r.time, r.time, r.currency, int(r.simulated),
+            (user, r.server, url, OK, seen, seen, r.currency, int(r.simulated),
              r.rate_per_hour, r.gpu_count, r.gpus_held, r.gpus_busy, r.gpu_idle_since,
              profile, r.active_jobs))
 
