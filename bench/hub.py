@@ -1,75 +1,72 @@
 #!/usr/bin/env python3
-"""The JupyterHub service (`python -m jupyter_costguard.hub`) at 10, 100 and 1,000 user
-servers: wall time and the service's own CPU per poll cycle, p50/p99 of `api/spend?by=user`
-and of the admin page, next to the Hub's own `GET /hub/api/users` at the same size.
+"""The JupyterHub service (`python -m jupyter_costguard.hub`) under the push design: 1,000 and
+10,000 user servers each POST a report to `{prefix}api/report` every 30 s with their own
+token. Measured: the service process's CPU per second of wall time, the report latency, the
+admin page's latency (`api/spend?by=user` as an admin, and the page with all its data), and
+how often the service asks the Hub who a token is (`GET /hub/api/user`).
 
-What runs, all on 127.0.0.1 (nothing leaves the machine):
+What runs, all on 127.0.0.1 (nothing leaves the machine), fresh for each scenario:
 
-- **one real costguard server** (`python -m jupyter_server` with costguard on a replayed
-  GPU trace, no cloud lookups), started once: its real `costguard/api/status` document is
-  the one every stand-in serves, with its own `user`, `server`, `time`, `totals.since` and a
-  `totals.spend`/`waste` that grow between polls;
-- **the stand-in** (`--standin`, one tornado process of its own, apart from the service): it
-  stands in for the Hub's REST API and for the proxy in front of N user servers. It answers
-  `GET /hub/api/users?state=ready&offset=&limit=` (the Hub's pagination format under
-  `Accept: application/jupyterhub-pagination+json`, at most 200 a page, as the Hub),
-  `GET /hub/api/user` (the identity of whatever token the service checks: an admin with
-  `custom:costguard:admin`) and `GET /user/<name>/costguard/api/status` (403 without the
-  service's `Authorization: token ...`). Its CPU per cycle is measured too, to show whether
-  it, not the service, is what bounds the poll;
 - **the service for real**: `python -m jupyter_costguard.hub --config=FILE` as a subprocess
-  with the environment JupyterHub gives a managed service, `proxy_url` and the Hub API at
-  the stand-in, a fresh SQLite per size, and a `poll_interval` long enough that cycles never
-  overlap. The bench reads its log line "polled N servers in X s" as each cycle ends
-  (`--CostGuardHub.log_level=INFO`: the line is INFO, under the Application's default WARN)
-  and samples the service process's user+system CPU then: the difference between two such
-  lines is one whole cycle (the fetches, the parsing and `HubStore.record`); the first cycle
-  (every row new; its CPU would hold the start-up) is reported apart, wall time only. Then
-  `--rounds` rounds, interleaved, from one keep-alive client with a token header, between
-  two cycles, of `GET /services/costguard/api/spend?by=user`, of the page alone
-  (`GET /services/costguard/`, its HTML) and of the whole *admin view* (the page, then the
-  four calls its script makes on opening: `api/spend` by user, group and server and
-  `api/series`, one after another), and last the admin view over and over from 0.1 s before
-  the next cycle starts until it ends (its latency while a poll runs);
-- **the Hub's own**: a real `jupyterhub` (with its real configurable-http-proxy, no
-  services but an admin token, no spawner started) with N users made by
-  `POST /hub/api/users`, and `--rounds` listings of all N by `GET /hub/api/users` (pages
-  of 200 with the pagination header, as the service walks them). Those users have no
-  server running, so the Hub returns empty `servers`; the service's `state=ready` filter
-  would return none, so the Hub is asked for every user instead.
+  with the environment JupyterHub gives a managed service (`JUPYTERHUB_API_TOKEN`,
+  `JUPYTERHUB_API_URL`, `JUPYTERHUB_SERVICE_URL`, `JUPYTERHUB_SERVICE_PREFIX`,
+  `JUPYTERHUB_SERVICE_NAME`, the OAuth client settings HubOAuth reads), a fresh SQLite,
+  `report_interval` = `poll_interval` = 30 s, a GPU cull policy and budgets (so the culler
+  and the budget figures do their work too), and the `token_cache_seconds` of the scenario.
+- **a stand-in for the Hub's REST API** (`--standin`, a tornado process of its own): 10,000
+  real single-user servers cannot run on this machine, and a real Hub would need each of
+  them spawned to list them as running and to issue their tokens, so a stand-in speaks the
+  Hub's protocol for exactly the calls the service makes, and counts them:
+  `GET /hub/api/users?state=active&offset=&limit=` (the service's token only; the Hub's
+  pagination format under `Accept: application/jupyterhub-pagination+json`, 200 a page, as
+  the Hub), `GET /hub/api/users/<name>` (one user's servers), `GET /hub/api/user` with any
+  token (HubAuth's identify call: a server's token is the model `{kind: "user", name,
+  scopes: ["access:servers!server=<name>/", "access:services!service=costguard", ...]}`,
+  the admin's has `custom:costguard:admin`, anything else is 403 as at the Hub) and
+  `DELETE /hub/api/users/<name>/server` (a cull; none happen). Every server has been running
+  since 10 minutes before the stand-in started (its `started`).
+- **the load** (`--load`, a process of its own, raw asyncio, so it stays cheap on 2 cores):
+  each server's report is a document built with `protocol.report_doc` (since = its start,
+  time = now, spend growing at its rate; one server in ten a GPU server), sent with its own
+  token on a connection of its own (`Connection: close`, as the server side's tornado
+  client does), the N servers spread evenly over each 30 s. It records each report's
+  latency (connect to the end of the answer), its status, and how late it was sent (so a
+  generator that fell behind shows).
 
-Goals (the issue): a poll of 1,000 servers under 10 s of wall time and under 1 s of the
-service's CPU; the admin page under 200 ms.
+Each scenario is three intervals after the service's first look at the Hub: the *first
+interval* (every token new to HubAuth, every server's first report), then *reports only*
+(one full interval, the steady state) and *reports + admin* (one interval in which an admin
+also opens the page every second: the page HTML, `api/spend` by user, group and server
+at once as its script does, then `api/series`). The service's user+system CPU (psutil) and
+the stand-in's call counts are read at each phase's bounds.
 
-    python bench/hub.py                       # 10, 100, 1,000 servers, 50 rounds
-    python bench/hub.py --sizes 10,100 --quick
-    python bench/hub.py --profile 1000        # in-process cycles, cProfile, the report
-    PYTHONPATH=/path/with/pycurl python bench/hub.py --sizes 1000 --curl --no-hub
+Goals (issue 22): 10,000 servers under 25% of one core; the page p99 < 200 ms.
 
-`--profile N` runs the poller in this process against the stand-in: steady cycles of the
-shipped `Poller` + `HubStore.record`, of a keep-alive variant (aiohttp, an experiment) and,
-where pycurl imports, of the shipped `Poller` under tornado's curl client; a cProfile of one
-shipped cycle; and `report.rows`/`report.series` timed on the store that made. `--curl` runs
-the service itself with `AsyncHTTPClient.configure(CurlAsyncHTTPClient)` (a sitecustomize on
-its PYTHONPATH): what the one-line change suggested in bench/README.md would do.
+    python bench/hub.py                          # 1,000 and 10,000; token cache 300 s and 1 s
+    python bench/hub.py --sizes 1000 --caches 300   # one scenario, ~2 min
+    python bench/hub.py --sizes 10000 --caches 300 --profile   # the service under cProfile
+
+`--profile` runs the service under cProfile in every thread (the IO loop, the store's worker
+threads, HubAuth's) and prints where its time went; its CPU figures are then the profiler's,
+not the service's.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import cProfile
 import datetime as dt
+import hashlib
+import hmac
 import http.client
-import io
 import json
 import os
 import platform
-import pstats
 import re
 import secrets
 import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -77,146 +74,299 @@ import time
 from pathlib import Path
 from typing import Any
 
-from common import (
-    NO_CLOUD,
-    REPO,
-    Log,
-    Server,
-    env_versions,
-    free_port,
-    md_table,
-    ms,
-    pct,
-    progress_log,
-    text_table,
-    verdict,
-)
+from common import NO_CLOUD, REPO, env_versions, free_port, md_table, pct, progress_log, text_table
 
-sys.path.insert(0, str(REPO))
-
-GOAL_POLL_WALL = 10.0  # s, a poll of 1,000 servers
-GOAL_POLL_CPU = 1.0  # s of the service's CPU, same
-GOAL_PAGE = 0.200  # s, the admin page
+GOAL_CPU = 0.25  # of one core, 10,000 servers
+GOAL_PAGE = 0.200  # s, the admin page's p99
 PAGE_SIZE = 200  # the Hub's default and largest page
 PAGINATION = "application/jupyterhub-pagination+json"
 PREFIX = "/services/costguard/"
-POLLED = re.compile(r"polled (\d+) servers in ([0-9.]+) s \((\d+) not answering\)")
-CHP = REPO / ".venv" / "node" / "node_modules" / ".bin" / "configurable-http-proxy"
+POLLED = re.compile(r"costguard-hub: (\d+) servers running, (\d+) reporting \(([0-9.]+) s\)")
+#: the most latencies one phase keeps (bounded whatever the size)
+MAX_SAMPLES = 200_000
+HERE = Path(__file__).resolve()
 
 
 def user_name(i: int) -> str:
-    return f"user{i:04d}"
+    return f"user{i:05d}"
 
 
 def groups_of(i: int) -> list[str]:
-    return [f"team{i % 10}"] + (["gpu-heavy"] if i % 3 == 0 else [])
+    return [f"team{i % 20}"] + (["gpu-users"] if i % 10 == 0 else [])
+
+
+def is_gpu(i: int) -> bool:
+    return i % 10 == 0
+
+
+def token_of(secret: str, who: str) -> str:
+    """A Hub-like token for a server (`who` = its index) or the admin: the stand-in checks
+    it against the same secret, so it needs no table of 10,000 tokens."""
+    mac = hmac.new(secret.encode(), who.encode(), hashlib.sha256).hexdigest()[:32]
+    return f"cgb{who}x{mac}"
+
+
+def iso(t: float) -> str:
+    return dt.datetime.fromtimestamp(t, dt.timezone.utc).isoformat().replace("+00:00", "Z")
 
 
 # --------------------------------------------------------------------------- the stand-in
 
-def standin_main(port: int, n: int, doc_path: str, token: str) -> None:
-    """The Hub's REST API and the proxy in front of `n` user servers (one process)."""
+def standin_main(cfg: dict[str, Any]) -> None:
+    """A stand-in for the Hub's REST API (see the module's docstring), on loopback."""
     from tornado import httpserver, ioloop, web
 
-    template = json.loads(Path(doc_path).read_text())
-    started = time.time()
-    names = [user_name(i) for i in range(n)]
-    index = {name: i for i, name in enumerate(names)}
-    models = [{"kind": "user", "name": name, "admin": False, "groups": groups_of(i),
-               "servers": {"": {"name": "", "ready": True, "url": f"/user/{name}/",
-                                "user_options": {}}}}
-              for i, name in enumerate(names)]
-    identity = json.dumps({"kind": "user", "name": "admin", "admin": True, "groups": [],
-                           "scopes": ["access:services!service=costguard",
-                                      "custom:costguard:admin"]})
-    counts = {"users": 0, "user": 0, "status": 0, "refused": 0}
+    n, secret, service_token = cfg["n"], cfg["secret"], cfg["service_token"]
+    started = iso(cfg["started"])
+    admin_token = token_of(secret, "admin")
+
+    def user_model(i: int) -> dict[str, Any]:
+        name = user_name(i)
+        return {"kind": "user", "name": name, "admin": False, "groups": groups_of(i),
+                "roles": ["user"], "created": started, "last_activity": started,
+                "pending": None, "server": f"/user/{name}/",
+                "servers": {"": {"name": "", "ready": True, "pending": None, "stopped": False,
+                                 "url": f"/user/{name}/", "started": started,
+                                 "last_activity": started,
+                                 "user_options": {"profile": "gpu" if is_gpu(i) else "cpu"},
+                                 "progress_url": f"/hub/api/users/{name}/server/progress"}}}
+
+    users = [user_model(i) for i in range(n)]
+    index = {u["name"]: i for i, u in enumerate(users)}
+    counts = {"identify": 0, "identify_admin": 0, "identify_refused": 0, "users_pages": 0,
+              "users_one": 0, "stop": 0, "refused": 0}
+
+    def identity(token: str) -> dict[str, Any] | None:
+        """What the Hub's `GET /hub/api/user` answers for a token (None: 403)."""
+        if hmac.compare_digest(token, admin_token):
+            counts["identify_admin"] += 1
+            return {"kind": "user", "name": "admin", "admin": True, "groups": [],
+                    "roles": ["admin"], "session_id": None,
+                    "scopes": ["access:services!service=costguard", "custom:costguard:admin",
+                               "read:users", "access:servers"]}
+        head, _, _ = token.partition("x")
+        if head.startswith("cgb") and head[3:].isdigit():
+            i = int(head[3:])
+            if i < n and hmac.compare_digest(token, token_of(secret, str(i))):
+                name = user_name(i)
+                return {"kind": "user", "name": name, "admin": False,
+                        "groups": groups_of(i), "roles": ["server"], "session_id": None,
+                        "server": f"/user/{name}/",
+                        "scopes": [f"access:servers!server={name}/",
+                                   f"users:activity!user={name}",
+                                   f"read:users:activity!user={name}",
+                                   "access:services!service=costguard"]}
+        counts["identify_refused"] += 1
+        return None
 
     class Base(web.RequestHandler):
-        def authorized(self, want: str | None = None) -> bool:
+        def token(self) -> str:
             auth = self.request.headers.get("Authorization", "")
-            ok = auth.startswith("token ") and (want is None or auth == f"token {want}")
-            if not ok:
-                counts["refused"] += 1
-                self.set_status(403)
-                self.finish('{"status": 403, "message": "no token"}')
-            return ok
+            return auth[6:] if auth.lower().startswith("token ") else ""
 
-        def send(self, body: str) -> None:
+        def service_only(self) -> bool:
+            if hmac.compare_digest(self.token(), service_token):
+                return True
+            counts["refused"] += 1
+            self.set_status(403)
+            self.finish({"status": 403, "message": "Forbidden"})
+            return False
+
+        def send(self, doc: Any) -> None:
             self.set_header("Content-Type", "application/json")
-            self.finish(body)
+            self.finish(json.dumps(doc))
 
     class Users(Base):
         def get(self) -> None:
-            if not self.authorized(token):
+            if not self.service_only():
                 return
-            counts["users"] += 1
+            counts["users_pages"] += 1
             offset = int(self.get_argument("offset", "0"))
             limit = min(PAGE_SIZE, int(self.get_argument("limit", str(PAGE_SIZE))))
-            items = models[offset:offset + limit]  # every one is ready
+            items = users[offset:offset + limit]  # every server here is active
             if PAGINATION not in self.request.headers.get("Accept", ""):
-                self.send(json.dumps(items))
+                self.send(items)
                 return
-            end = offset + len(items)
             nxt = None
-            if end < n:
-                nxt = {"offset": end, "limit": limit,
-                       "url": f"/hub/api/users?state=ready&offset={end}&limit={limit}"}
-            self.send(json.dumps({"items": items, "_pagination": {
-                "offset": offset, "limit": limit, "total": n, "next": nxt}}))
+            if offset + limit < n:
+                nxt = {"offset": offset + limit, "limit": limit,
+                       "url": f"{self.request.protocol}://{self.request.host}/hub/api/users?"
+                              f"state=active&offset={offset + limit}&limit={limit}"}
+            self.send({"items": items, "_pagination": {"offset": offset, "limit": limit,
+                                                       "total": n, "next": nxt}})
 
-    class Me(Base):
-        def get(self) -> None:
-            if self.authorized():
-                counts["user"] += 1
-                self.send(identity)
-
-    class Status(Base):
+    class OneUser(Base):
         def get(self, name: str) -> None:
-            i = index.get(name)
-            if i is None:
-                raise web.HTTPError(404)
-            if not self.authorized(token):
+            if not self.service_only():
                 return
-            counts["status"] += 1
-            now = time.time()
-            doc = dict(template)
-            since = started - 3600.0 - i  # every server's ledger began an hour ago or more
-            rate = float(template.get("rate_per_hour") or 36.0) * (1 + i % 4) / 4
-            spend = rate * (now - since) / 3600.0
-            doc["user"], doc["server"], doc["time"] = name, "", now
-            doc["last_sample_time"] = now
-            doc["rate_per_hour"] = rate
-            doc["totals"] = {**template["totals"], "since": since,
-                             "seconds": now - since, "spend": spend, "waste": 0.3 * spend}
-            self.send(json.dumps(doc))
+            counts["users_one"] += 1
+            if name not in index:
+                self.set_status(404)
+                self.send({"status": 404, "message": f"No such user: {name}"})
+                return
+            self.send(users[index[name]])
 
-    class Stats(web.RequestHandler):
+    class Stop(Base):
+        def delete(self, name: str, server: str = "") -> None:
+            if not self.service_only():
+                return
+            counts["stop"] += 1
+            self.set_status(204)
+            self.finish()
+
+    class Identify(Base):
         def get(self) -> None:
-            self.finish(counts)
+            counts["identify"] += 1
+            model = identity(self.token())
+            if model is None:
+                self.set_status(403)
+                self.send({"status": 403, "message": "Forbidden"})
+                return
+            self.send(model)
+
+    class Counts(web.RequestHandler):
+        def get(self) -> None:  # the bench's own, not the Hub's
+            self.finish(dict(counts))
 
     app = web.Application([
-        (r"/hub/api/users", Users), (r"/hub/api/user", Me),
-        (r"/user/([^/]+)/costguard/api/status", Status), (r"/bench/stats", Stats)])
+        (r"/hub/api/users", Users),
+        (r"/hub/api/users/([^/]+)", OneUser),
+        (r"/hub/api/users/([^/]+)/server", Stop),
+        (r"/hub/api/users/([^/]+)/servers/([^/]*)", Stop),
+        (r"/hub/api/user", Identify),
+        (r"/bench/counts", Counts),
+    ], log_function=lambda handler: None)
     server = httpserver.HTTPServer(app)
-    server.listen(port, "127.0.0.1")
-    print("ready", flush=True)
-    ioloop.IOLoop.current().start()
+    server.listen(cfg["port"], "127.0.0.1")
+    loop = ioloop.IOLoop.current()
+    signal.signal(signal.SIGTERM, lambda *_: loop.add_callback_from_signal(loop.stop))
+    loop.start()
 
+
+# --------------------------------------------------------------------------- the load
+
+def load_main(cfg: dict[str, Any]) -> None:
+    """N servers' reports, spread evenly over each interval, until `end`; the figures go to
+    `cfg["out"]` as JSON."""
+    asyncio.run(_load(cfg))
+
+
+async def _load(cfg: dict[str, Any]) -> None:
+    from jupyter_costguard.hub.protocol import REPORT_PATH, report_doc
+
+    n, interval, port = cfg["n"], cfg["interval"], cfg["port"]
+    t0, end, started = cfg["t0"], cfg["end"], cfg["started"]
+    phases = [(str(a), float(lo), float(hi)) for a, lo, hi in cfg["phases"]]
+    path = PREFIX + REPORT_PATH
+    heads = [(f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+              f"Authorization: token {token_of(cfg['secret'], str(i))}\r\n"
+              "Content-Type: application/json\r\nConnection: close\r\n"
+              "Content-Length: ").encode() for i in range(n)]
+    since = [started + 2.0 + (i % 7) for i in range(n)]  # each run's start, after the Hub's
+    rate = [2.5 if is_gpu(i) else 0.05 for i in range(n)]
+    stats: dict[str, dict[str, Any]] = {
+        name: {"latency": [], "status": {}, "lag": [], "errors": []} for name, _, _ in phases}
+    sem = asyncio.Semaphore(cfg["concurrency"])
+    tasks: set[asyncio.Task[None]] = set()
+
+    def phase_of(t: float) -> dict[str, Any] | None:
+        for name, lo, hi in phases:
+            if lo <= t < hi:
+                return stats[name]
+        return None
+
+    def doc(i: int, now: float) -> bytes:
+        hours = (now - since[i]) / 3600.0
+        spend = rate[i] * hours
+        gpu = is_gpu(i)
+        idle = gpu and i % 20 == 0  # half the GPU servers idle since soon after their start
+        return json.dumps(report_doc(
+            server="", time=now, since=since[i], spend=spend,
+            waste=spend * 0.8 if idle else 0.0, currency="USD", simulated=False,
+            rate_per_hour=rate[i], gpu_count=1 if gpu else 0, gpus_held=1 if gpu else 0,
+            gpus_busy=1 if gpu and not idle else 0,
+            gpu_idle_since=since[i] + 60.0 if idle else None,
+            active_jobs=0, kept=[])).encode()
+
+    async def one(i: int, due: float, lag: float) -> None:
+        st = phase_of(due)
+        body = doc(i, time.time())
+        status: int | str = "error"
+        payload = b""
+        t1 = time.monotonic()
+        writer = None
+        try:
+            reader, writer = await asyncio.wait_for(
+                asyncio.open_connection("127.0.0.1", port), 30)
+            writer.write(heads[i] + str(len(body)).encode() + b"\r\n\r\n" + body)
+            payload = await asyncio.wait_for(reader.read(-1), 30)
+            status = int(payload[9:12]) if payload.startswith(b"HTTP/1.1 ") else "bad"
+            if status == 200 and b'"accepted": true' not in payload:
+                status = "not accepted"
+        except (OSError, asyncio.TimeoutError, ValueError) as e:
+            payload = repr(e).encode()
+        finally:
+            if writer is not None:
+                writer.close()
+            sem.release()
+        seconds = time.monotonic() - t1
+        if st is not None:
+            key = str(status)
+            st["status"][key] = st["status"].get(key, 0) + 1
+            if len(st["latency"]) < MAX_SAMPLES:
+                st["latency"].append(seconds)
+                st["lag"].append(lag)
+            if status != 200 and len(st["errors"]) < 5:
+                st["errors"].append(f"{i}: {payload[-300:].decode(errors='replace')}")
+
+    r, done = 0, False
+    while not done:  # round r: server i reports at t0 + r * interval + i * interval / n
+        for i in range(n):
+            due = t0 + r * interval + i * interval / n
+            if due >= end:
+                done = True
+                break
+            delay = due - time.time()
+            if delay > 0.001:
+                await asyncio.sleep(delay)
+            lag = max(0.0, time.time() - due)
+            await sem.acquire()
+            task = asyncio.create_task(one(i, due, lag))
+            tasks.add(task)
+            task.add_done_callback(tasks.discard)
+        r += 1
+    if tasks:
+        await asyncio.gather(*tasks)
+    Path(cfg["out"]).write_text(json.dumps(stats))
+
+
+# --------------------------------------------------------------------------- processes
 
 class Proc:
     """A subprocess in its own process group, its output to a file."""
 
     def __init__(self, argv: list[str], log_path: Path, env: dict[str, str] | None = None,
                  cwd: Path | None = None) -> None:
+        import psutil
+
         self.log_path = log_path
         log_path.parent.mkdir(parents=True, exist_ok=True)
         self.logf = open(log_path, "ab")
         self.proc = subprocess.Popen(argv, env=env, cwd=cwd, stdout=self.logf,
                                      stderr=subprocess.STDOUT, start_new_session=True)
+        self.ps = psutil.Process(self.proc.pid)
 
-    @property
-    def pid(self) -> int:
-        return self.proc.pid
+    def cpu(self) -> float:
+        t = self.ps.cpu_times()
+        return float(t.user + t.system)
+
+    def loop_cpu(self) -> float:
+        """The main thread's CPU (the service's IO loop; its other threads are the store's
+        workers, HubAuth's resolver and asyncio's default executor)."""
+        for t in self.ps.threads():
+            if t.id == self.ps.pid:
+                return float(t.user_time + t.system_time)
+        return float("nan")
 
     def tail(self, n: int = 4000) -> str:
         try:
@@ -227,575 +377,526 @@ class Proc:
     def alive(self) -> bool:
         return self.proc.poll() is None
 
-    def stop(self) -> None:
-        if self.proc.poll() is None:
+    def stop(self, timeout: float = 30.0) -> int | None:
+        """SIGTERM its group, wait, then SIGKILL what is left; its exit status (None: it had
+        to be killed)."""
+        code: int | None = self.proc.poll()
+        if code is None:
             try:
                 os.killpg(self.proc.pid, signal.SIGTERM)
-                self.proc.wait(20)
+                code = self.proc.wait(timeout)
             except (ProcessLookupError, subprocess.TimeoutExpired):
-                pass
+                code = None
         try:
             os.killpg(self.proc.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
+        self.proc.wait(10)
         self.logf.close()
+        return code
 
 
-def wait_http(port: int, path: str, proc: Proc, what: str, timeout: float = 60.0,
-              headers: dict[str, str] | None = None) -> None:
+def bench_proc(mode: str, cfg: dict[str, Any], work: Path, name: str) -> Proc:
+    """This file run as the stand-in or the load, its settings in a JSON file."""
+    path = work / f"{name}.json"
+    path.write_text(json.dumps(cfg))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        x for x in (str(REPO), str(HERE.parent), os.environ.get("PYTHONPATH", "")) if x)}
+    return Proc([sys.executable, str(HERE), mode, str(path)], work / f"{name}.log", env=env)
+
+
+def get_json(port: int, path: str, timeout: float = 10.0) -> Any:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    try:
+        conn.request("GET", path)
+        resp = conn.getresponse()
+        body = resp.read()
+        if resp.status != 200:
+            raise RuntimeError(f"GET {path}: {resp.status}")
+        return json.loads(body)
+    finally:
+        conn.close()
+
+
+def wait_until(check: Any, proc: Proc, what: str, timeout: float = 120.0) -> Any:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if not proc.alive():
             raise RuntimeError(f"{what} exited early:\n{proc.tail()}")
         try:
-            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
-            conn.request("GET", path, headers=headers or {})
-            status = conn.getresponse().status
-            conn.close()
-            if status < 500:
-                return
+            value = check()
         except OSError:
-            pass
+            value = None
+        if value:
+            return value
         time.sleep(0.1)
-    raise RuntimeError(f"{what} not up in {timeout} s:\n{proc.tail()}")
+    raise RuntimeError(f"{what} not ready in {timeout} s:\n{proc.tail()}")
 
 
-def cpu_of(pid: int) -> float:
-    import psutil
+def service_proc(work: Path, hub_port: int, service_token: str, cache: int,
+                 interval: float, profile_out: Path | None,
+                 service_path: str | None = None) -> tuple[Proc, int]:
+    port = free_port()
+    settings: dict[str, Any] = {
+        "db_path": str(work / "costguard_hub.sqlite"), "poll_interval": interval,
+        "report_interval": interval, "token_cache_seconds": cache,
+        "default_user_budget": 100.0, "group_budgets": {"gpu-users": 5000.0},
+        "gpu_profiles": {"gpu"},
+        "cull_policies": [{"name": "gpu", "profiles": ["gpu"], "idle_minutes": 240,
+                           "warn_minutes": 10}]}
+    config = work / "costguard_hub_config.py"
+    config.write_text("c = get_config()  # noqa\n" + "".join(
+        f"c.CostGuardHub.{k} = {v!r}\n" for k, v in settings.items()))
+    env = {**os.environ, **NO_CLOUD,
+           "PYTHONPATH": os.pathsep.join(
+               x for x in (service_path, str(REPO), str(HERE.parent),
+                           os.environ.get("PYTHONPATH", "")) if x),
+           "PYTHONUNBUFFERED": "1",
+           # what JupyterHub gives a managed service
+           "JUPYTERHUB_API_TOKEN": service_token,
+           "JUPYTERHUB_API_URL": f"http://127.0.0.1:{hub_port}/hub/api",
+           "JUPYTERHUB_BASE_URL": "/", "JUPYTERHUB_HOST": "",
+           "JUPYTERHUB_SERVICE_NAME": "costguard",
+           "JUPYTERHUB_SERVICE_URL": f"http://127.0.0.1:{port}",
+           "JUPYTERHUB_SERVICE_PREFIX": PREFIX,
+           "JUPYTERHUB_CLIENT_ID": "service-costguard",
+           "JUPYTERHUB_OAUTH_CALLBACK_URL": PREFIX + "oauth_callback",
+           "JUPYTERHUB_OAUTH_ACCESS_SCOPES": '["access:services!service=costguard"]',
+           "JUPYTERHUB_OAUTH_CLIENT_ALLOWED_SCOPES": '["custom:costguard:admin"]'}
+    argv = ["-m", "jupyter_costguard.hub", f"--config={config}"]
+    if profile_out is not None:
+        argv = [str(HERE), "--profiled-service", str(profile_out), "--", *argv[2:]]
+    return Proc([sys.executable, *argv], work / "service.log", env=env, cwd=work), port
 
-    t = psutil.Process(pid).cpu_times()
-    return float(t.user + t.system)
+
+def profiled_service(out: str, argv: list[str]) -> None:
+    """The service in this process with cProfile on in every thread, timed by each thread's
+    own CPU time (`time.thread_time`: a wait for a lock, the disk or the next request costs
+    nothing); all threads' stats merged into `out` when it stops (SIGTERM)."""
+    import cProfile
+    import pstats
+    import threading
+
+    profiles: list[cProfile.Profile] = []
+
+    def start(*_: Any) -> None:  # the first event in a new thread: profile it from here
+        sys.setprofile(None)
+        p = cProfile.Profile(time.thread_time)
+        profiles.append(p)
+        p.enable()
+
+    threading.setprofile(start)
+    main = cProfile.Profile(time.thread_time)
+    from jupyter_costguard.hub.app import main as service_main
+
+    main.enable()
+    try:
+        service_main(argv)
+    finally:
+        main.disable()
+        for p in profiles:
+            p.disable()
+        stats = pstats.Stats(main)
+        for p in profiles:
+            try:
+                stats.add(p)
+            except (TypeError, ValueError):
+                pass  # a thread that never ran a call
+        stats.dump_stats(out)
 
 
-# --------------------------------------------------------------------------- real document
+# --------------------------------------------------------------------------- the admin
 
-def real_status(work: Path, log: Log) -> dict[str, Any]:
-    """One real costguard server's `costguard/api/status` (a replayed 1-GPU trace)."""
-    from tests.support.traces import write_trace
+class KeepAlive:
+    """One keep-alive connection (as a browser keeps one): GET with the admin's token."""
 
+    def __init__(self, port: int, token: str) -> None:
+        self.port, self.token = port, token
+        self.rw: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
+
+    async def get(self, path: str) -> tuple[int, bytes, float]:
+        t0 = time.monotonic()
+        if self.rw is None:
+            self.rw = await asyncio.open_connection("127.0.0.1", self.port)
+        reader, writer = self.rw
+        writer.write(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{self.port}\r\n"
+                     f"Authorization: token {self.token}\r\n\r\n".encode())
+        head = await reader.readuntil(b"\r\n\r\n")
+        status = int(head[9:12])
+        m = re.search(rb"(?i)\r\ncontent-length: *(\d+)", head)
+        if m is None:
+            raise RuntimeError(f"GET {path}: no Content-Length in {head[:300]!r}")
+        body = await reader.readexactly(int(m[1]))
+        return status, body, time.monotonic() - t0
+
+    def close(self) -> None:
+        if self.rw is not None:
+            self.rw[1].close()
+
+
+async def admin_reads(port: int, token: str, until: float, n: int) -> dict[str, Any]:
+    """The admin page opened every second until `until` (epoch): the HTML, `api/spend` by
+    user, group and server at once (as the page's script asks), then `api/series`."""
+    conns = [KeepAlive(port, token) for _ in range(3)]
+    spend_user: list[float] = []
+    views: list[float] = []
+    page: list[float] = []
+    bad: list[str] = []
+    short = 0
+    tick = time.time()
+    try:
+        while tick < until:  # one a second; a late one starts as the one before ends
+            await asyncio.sleep(max(0.0, tick - time.time()))
+            t0 = time.monotonic()
+            code, html, secs = await conns[0].get(PREFIX)
+            page.append(secs)
+            if code != 200 or b'"admin": true' not in html:
+                bad.append(f"page {code}, not an admin's")
+            answers = await asyncio.gather(*(
+                c.get(f"{PREFIX}api/spend?by={by}")
+                for c, by in zip(conns, ("user", "group", "server"))))
+            hour = int(time.time() // 3600) * 3600
+            code_s, _, _ = await conns[0].get(
+                f"{PREFIX}api/series?by=user&step=hour&since={hour - 47 * 3600}"
+                f"&until={hour + 3600}")
+            views.append(time.monotonic() - t0)
+            spend_user.append(answers[0][2])
+            for (code, body, _), by in zip(answers, ("user", "group", "server")):
+                if code != 200:
+                    bad.append(f"spend?by={by} {code}: {body[:200]!r}")
+            if code_s != 200:
+                bad.append(f"series {code_s}")
+            if answers[0][0] == 200 and answers[0][1].count(b'"key": ') < n:
+                short += 1
+            tick = max(tick + 1.0, time.time())
+    finally:
+        for c in conns:
+            c.close()
+    return {"spend_user": spend_user, "view": views, "page": page, "bad": bad[:10],
+            "short": short}
+
+
+# --------------------------------------------------------------------------- a scenario
+
+def scenario(n: int, cache: int, args: argparse.Namespace, work: Path,
+             log: Any) -> dict[str, Any]:
     work.mkdir(parents=True, exist_ok=True)
-    trace = write_trace(work / "trace.json", [{"t": 0, "gpus": [
-        {"utilization_percent": 0, "power_watts": 60, "processes": []}]}], gpus=1)
-    server = Server(sys.executable, work, log)
-    server.start({"ServerApp": {"jpserver_extensions": {"jupyter_costguard": True}},
-                  "CostGuard": {"db_path": str(work / "ledger.sqlite"),
-                                "sample_interval": 0.5, "hourly_rate": 36.0,
-                                "replay_trace": str(trace), "replay_mode": "always",
-                                "offload_warm_kernels": 0}})
+    interval = args.interval
+    secret = secrets.token_hex(16)
+    service_token = secrets.token_hex(32)
+    hub_port = free_port()
+    started = time.time() - 600.0  # every server started 10 min ago
+    standin = bench_proc("--standin", {"port": hub_port, "n": n, "secret": secret,
+                                       "service_token": service_token, "started": started},
+                         work, "standin")
+    service: Proc | None = None
+    load: Proc | None = None
+    result: dict[str, Any] = {"servers": n, "token_cache_seconds": cache}
     try:
-        from common import Client
+        wait_until(lambda: get_json(hub_port, "/bench/counts"), standin, "the stand-in")
+        profile_out = work / "service.prof" if args.profile else None
+        service, port = service_proc(work, hub_port, service_token, cache, interval,
+                                     profile_out, args.service_path)
+        svc = service
 
-        c = Client(server)
-        deadline = time.monotonic() + 30
-        while True:
-            code, body, _, _ = c.get("costguard/api/status")
-            if code == 200 and json.loads(body).get("time") is not None:
-                doc: dict[str, Any] = json.loads(body)
-                return doc
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"no status: {code} {body[:300]!r}")
-            time.sleep(0.2)
+        def first_poll() -> bool:
+            return any(int(m[1]) == n for m in POLLED.finditer(svc.tail(10 ** 6)))
+
+        wait_until(first_poll, service, "the service's first look at the Hub")
+        t0 = time.time() + 1.0
+        bounds = {"first": (t0, t0 + interval),
+                  "reports": (t0 + interval + 3, t0 + 2 * interval + 3),
+                  "admin": (t0 + 2 * interval + 3, t0 + 3 * interval + 3)}
+        end = bounds["admin"][1]
+        out = work / "load-out.json"
+        load = bench_proc("--load", {
+            "port": port, "n": n, "secret": secret, "started": started, "t0": t0,
+            "end": end, "interval": interval, "concurrency": args.concurrency,
+            "phases": [(k, lo, hi) for k, (lo, hi) in bounds.items()], "out": str(out)},
+            work, "load")
+        log(f"  {n:,} servers, token cache {cache} s: load from +1 s, 3 x {interval:g} s")
+        marks: dict[str, dict[str, Any]] = {}
+
+        def mark(name: str) -> None:
+            assert service is not None and load is not None
+            marks[name] = {"t": time.time(), "service": service.cpu(),
+                           "loop": service.loop_cpu(),
+                           "standin": standin.cpu(),
+                           "load": load.cpu() if load.alive() else None,
+                           "hub": get_json(hub_port, "/bench/counts"),
+                           "polls": [float(m[3]) for m in POLLED.finditer(service.tail(10 ** 7))
+                                     if int(m[1]) == n]}
+
+        def sleep_until(t: float) -> None:
+            time.sleep(max(0.0, t - time.time()))
+
+        sleep_until(t0)
+        mark("first0")
+        sleep_until(bounds["first"][1])
+        mark("first1")
+        # one admin visit between the phases: the admin's token is known to HubAuth, as
+        # after a first visit
+        admin_token = token_of(secret, "admin")
+        asyncio.run(admin_reads(port, admin_token, time.time() + 0.5, n))
+        sleep_until(bounds["reports"][0])
+        mark("reports0")
+        sleep_until(bounds["reports"][1])
+        mark("reports1")
+        mark("admin0")
+        admin = asyncio.run(admin_reads(port, admin_token, bounds["admin"][1] - 0.5, n))
+        sleep_until(end)
+        mark("admin1")
+        load.proc.wait(120)
+        stats = json.loads(out.read_text())
+        result["service_rss_mb"] = round(service.ps.memory_info().rss / 2 ** 20, 1)
+        code = service.stop()
+        result["service_exit"] = code
+        db = sqlite3.connect(f"file:{work / 'costguard_hub.sqlite'}?mode=ro", uri=True)
+        result["db_epochs"] = db.execute("SELECT COUNT(*) FROM epochs").fetchone()[0]
+        result["db_ok"] = db.execute(
+            "SELECT COUNT(*) FROM servers WHERE state = 'ok'").fetchone()[0]
+        db.close()
     finally:
-        server.stop()
+        for p in (load, service, standin):
+            if p is not None:
+                p.stop()
+    for phase in ("first", "reports", "admin"):
+        a, b = marks[f"{phase}0"], marks[f"{phase}1"]
+        wall = b["t"] - a["t"]
+        st = stats[phase]
+        lat = st["latency"]
+        cpu_load = (None if a["load"] is None or b["load"] is None
+                    else (b["load"] - a["load"]) / wall)
+        result[phase] = {
+            "wall": round(wall, 2),
+            "service_cpu": (b["service"] - a["service"]) / wall,
+            "loop_cpu": (b["loop"] - a["loop"]) / wall,
+            "standin_cpu": (b["standin"] - a["standin"]) / wall,
+            "load_cpu": cpu_load,
+            "identify_per_s": (b["hub"]["identify"] - a["hub"]["identify"]) / wall,
+            "hub_calls": {k: b["hub"][k] - a["hub"][k] for k in b["hub"]},
+            "polls": b["polls"][len(a["polls"]):],
+            "reports": len(lat), "status": st["status"], "errors": st["errors"],
+            "latency_p50": pct(lat, 50), "latency_p99": pct(lat, 99),
+            "latency_max": max(lat, default=float("nan")),
+            "lag_p99": pct(st["lag"], 99), "lag_max": max(st["lag"], default=float("nan")),
+        }
+    result["admin"].update({
+        "views": len(admin["view"]), "spend_user_p50": pct(admin["spend_user"], 50),
+        "spend_user_p99": pct(admin["spend_user"], 99),
+        "spend_user_max": max(admin["spend_user"], default=float("nan")),
+        "view_p50": pct(admin["view"], 50), "view_p99": pct(admin["view"], 99),
+        "view_max": max(admin["view"], default=float("nan")),
+        "page_p99": pct(admin["page"], 99), "bad": admin["bad"], "short": admin["short"]})
+    if args.profile:
+        result["profile"] = str(work / "service.prof")
+    return result
 
 
-# --------------------------------------------------------------------------- the service
+# --------------------------------------------------------------------------- the report
 
-class Service:
-    def __init__(self, work: Path, standin_port: int, token: str, interval: float,
-                 concurrency: int, curl: bool = False) -> None:
-        self.port = free_port()
-        work.mkdir(parents=True, exist_ok=True)
-        config = work / "costguard_hub_config.py"
-        settings = {"db_path": str(work / "costguard_hub.sqlite"),
-                    "proxy_url": f"http://127.0.0.1:{standin_port}",
-                    "poll_interval": interval, "poll_timeout": 5.0,
-                    "poll_concurrency": concurrency}
-        config.write_text("c = get_config()  # noqa\n" + "".join(
-            f"c.CostGuardHub.{k} = {v!r}\n" for k, v in settings.items()))
-        url = f"http://127.0.0.1:{self.port}"
-        path = [str(REPO), os.environ.get("PYTHONPATH", "")]
-        if curl:  # the experiment: tornado's curl client in the service, from a sitecustomize
-            (work / "curl").mkdir(exist_ok=True)
-            (work / "curl" / "sitecustomize.py").write_text(
-                "from tornado.httpclient import AsyncHTTPClient\n"
-                "AsyncHTTPClient.configure('tornado.curl_httpclient.CurlAsyncHTTPClient')\n")
-            path.insert(0, str(work / "curl"))
-        env = {**os.environ, **NO_CLOUD, "PYTHONPATH": os.pathsep.join(x for x in path if x),
-               "PYTHONUNBUFFERED": "1",
-               "JUPYTERHUB_API_TOKEN": token,
-               "JUPYTERHUB_API_URL": f"http://127.0.0.1:{standin_port}/hub/api",
-               "JUPYTERHUB_SERVICE_NAME": "costguard",
-               "JUPYTERHUB_SERVICE_URL": url, "JUPYTERHUB_SERVICE_PREFIX": PREFIX,
-               "JUPYTERHUB_CLIENT_ID": "service-costguard",
-               "JUPYTERHUB_OAUTH_CALLBACK_URL": PREFIX + "oauth_callback",
-               "JUPYTERHUB_BASE_URL": "/", "JUPYTERHUB_HOST": "",
-               "JUPYTERHUB_OAUTH_ACCESS_SCOPES": '["access:services!service=costguard"]',
-               "JUPYTERHUB_OAUTH_CLIENT_ALLOWED_SCOPES": '["custom:costguard:admin"]'}
-        # its "polled N servers" line is INFO, below the Application's default WARN
-        self.proc = Proc([sys.executable, "-m", "jupyter_costguard.hub", f"--config={config}",
-                          "--CostGuardHub.log_level=INFO"],
-                         work / "service.log", env=env, cwd=work)
-
-    def cycles(self) -> list[tuple[int, float, int]]:
-        text = self.proc.tail(10 ** 7)
-        return [(int(m[1]), float(m[2]), int(m[3])) for m in POLLED.finditer(text)]
+def pc(x: float | None) -> str:
+    return "n/a" if x is None or x != x else f"{100 * x:.1f}%"
 
 
-def measure_size(n: int, doc_path: Path, work: Path, rounds: int, cycles: int,
-                 concurrency: int, log: Log, curl: bool = False) -> dict[str, Any]:
-    token = secrets.token_hex(16)
-    sport = free_port()
-    standin = Proc([sys.executable, __file__, "--standin", str(sport), "--users", str(n),
-                    "--doc", str(doc_path), "--token", token],
-                   work / "standin.log", env={**os.environ, "PYTHONPATH": str(REPO)})
-    service = None
-    try:
-        wait_http(sport, "/bench/stats", standin, "the stand-in")
-        # long enough that a cycle (and the latency rounds after the last) never overlap
-        interval = max(3.0, 0.012 * n + 2.0)
-        service = Service(work / "service", sport, token, interval, concurrency, curl)
-        seen: list[tuple[int, float, int]] = []
-        marks: list[tuple[float, float, float]] = []  # (monotonic, service cpu, standin cpu)
-        deadline = time.monotonic() + 30 + (cycles + 1) * (interval + 20)
-        log(f"{n} servers: service on :{service.port}, stand-in on :{sport}, "
-            f"poll every {interval:g} s")
-        while len(seen) < cycles + 1:
-            if not service.proc.alive():
-                raise RuntimeError(f"service exited:\n{service.proc.tail()}")
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"no poll cycles in time:\n{service.proc.tail()}")
-            now_cycles = service.cycles()
-            if len(now_cycles) > len(seen):
-                marks.append((time.monotonic(), cpu_of(service.proc.pid), cpu_of(standin.pid)))
-                seen = now_cycles
-                log(f"  cycle {len(seen)}: {seen[-1][0]} servers in {seen[-1][1]:.2f} s, "
-                    f"{seen[-1][2]} not answering")
-                if len(now_cycles) > len(marks):  # two ended within one look: not separable
-                    raise RuntimeError("cycles too close together to separate")
-            time.sleep(0.01)
-        # CPU of cycle k (k >= 2) = what the service used between the ends of k-1 and k;
-        # the first cycle's figure also holds the service's start-up, so it is not used
-        cpu = [b[1] - a[1] for a, b in zip(marks, marks[1:])]
-        standin_cpu = [b[2] - a[2] for a, b in zip(marks, marks[1:])]
-        walls = [c[1] for c in seen]
-        lat = latency(service.port, token, rounds)
-        after = service.cycles()
-        during = during_poll(service, token, marks[-1][0] - walls[-1], interval)
-        return {"servers": n, "answered_min": min(c[0] - c[2] for c in seen),
-                "listed": [c[0] for c in seen], "first_wall": walls[0],
-                "walls": walls[1:], "cpu": cpu, "standin_cpu": standin_cpu,
-                "interval": interval, "overlapped": len(after) > len(seen),
-                "during_ms": during, **lat}
-    finally:
-        if service is not None:
-            service.proc.stop()
-        standin.stop()
+def msf(x: float) -> str:
+    return "n/a" if x != x else f"{x * 1000:.1f}"
 
 
-def during_poll(service: Service, token: str, last_start: float,
-                interval: float) -> list[float]:
-    """The admin view, over and over, from just before the next cycle starts (the service
-    starts one every `interval` s) until it ends: its latency while a poll runs."""
-    n0 = len(service.cycles())
-    start = last_start + interval
-    while start < time.monotonic() + 0.2:
-        start += interval
-    time.sleep(max(0.0, start - 0.1 - time.monotonic()))
-    conn = http.client.HTTPConnection("127.0.0.1", service.port, timeout=60)
-    headers = {"Authorization": f"token {token}"}
+def table(results: list[dict[str, Any]]) -> tuple[list[str], list[list[str]]]:
+    header = ["servers", "token cache s", "service CPU: reports only (its IO loop)",
+              "+ admin every 1 s",
+              "first 30 s", "report p50 / p99 ms", "/hub/api/user calls/s: steady, first 30 s",
+              "api/spend?by=user p50 / p99 ms", "admin page + data p50 / p99 ms",
+              "reports accepted", "stand-in CPU", "load CPU"]
+    rows = []
+    for r in results:
+        f, s, a = r["first"], r["reports"], r["admin"]
+        sent = sum(sum(r[p]["status"].values()) for p in ("first", "reports", "admin"))
+        ok = sum(r[p]["status"].get("200", 0) for p in ("first", "reports", "admin"))
+        rows.append([
+            f"{r['servers']:,}", str(r["token_cache_seconds"]),
+            f"{pc(s['service_cpu'])} ({pc(s['loop_cpu'])})",
+            pc(a["service_cpu"]), pc(f["service_cpu"]),
+            f"{msf(s['latency_p50'])} / {msf(s['latency_p99'])}",
+            f"{s['identify_per_s']:.1f}, {f['identify_per_s']:.1f}",
+            f"{msf(a['spend_user_p50'])} / {msf(a['spend_user_p99'])}",
+            f"{msf(a['view_p50'])} / {msf(a['view_p99'])}",
+            f"{ok:,} / {sent:,}", pc(s["standin_cpu"]), pc(s["load_cpu"])])
+    return header, rows
+
+
+def comparisons(results: list[dict[str, Any]]) -> list[str]:
+    """Ratios within this run (the machine is noisy; ratios of one run hold better)."""
+    by = {(r["servers"], r["token_cache_seconds"]): r for r in results}
+    sizes = sorted({r["servers"] for r in results})
+    caches = sorted({r["token_cache_seconds"] for r in results})
     out = []
-    deadline = time.monotonic() + interval + 30
-    while len(service.cycles()) == n0 and time.monotonic() < deadline:
-        t0 = time.perf_counter()
-        for p in ADMIN_VIEW:
-            conn.request("GET", p, headers=headers)
-            conn.getresponse().read()
-        out.append(time.perf_counter() - t0)
-    conn.close()
+    for c in caches:
+        if len(sizes) > 1 and (sizes[0], c) in by and (sizes[-1], c) in by:
+            lo, hi = by[(sizes[0], c)], by[(sizes[-1], c)]
+            out.append(
+                f"token cache {c} s, {sizes[-1]:,} vs {sizes[0]:,} servers "
+                f"(x{sizes[-1] / sizes[0]:g} load): service CPU x"
+                f"{hi['reports']['service_cpu'] / lo['reports']['service_cpu']:.2f} "
+                f"(reports only), x{hi['admin']['service_cpu'] / lo['admin']['service_cpu']:.2f}"
+                f" (+ admin); api/spend?by=user p99 x"
+                f"{hi['admin']['spend_user_p99'] / lo['admin']['spend_user_p99']:.1f}")
+    for n in sizes:
+        have = [c for c in caches if (n, c) in by]
+        if len(have) > 1:
+            off, on = by[(n, min(have))], by[(n, max(have))]
+            d_cpu = off["reports"]["service_cpu"] - on["reports"]["service_cpu"]
+            d_calls = off["reports"]["identify_per_s"] - on["reports"]["identify_per_s"]
+            per_call = d_cpu / d_calls if d_calls > 0 else float("nan")
+            steady = n / max(have)
+            out.append(
+                f"{n:,} servers, token cache {min(have)} s vs {max(have)} s: "
+                f"/hub/api/user calls {off['reports']['identify_per_s']:.1f}/s vs "
+                f"{on['reports']['identify_per_s']:.1f}/s, service CPU x"
+                f"{off['reports']['service_cpu'] / on['reports']['service_cpu']:.2f} "
+                f"({pc(off['reports']['service_cpu'])} vs {pc(on['reports']['service_cpu'])});"
+                f" one identify call costs the service ~{per_call * 1000:.2f} ms of CPU, so "
+                f"with a {max(have)} s cache, past its first expiry (~{steady:.0f} calls/s), "
+                f"about {pc(on['reports']['service_cpu'] + steady * per_call)} of a core")
     return out
 
 
-#: what the admin page asks for when it opens (page.html, refreshAdmin then refreshChart)
-ADMIN_VIEW = [PREFIX, PREFIX + "api/spend?by=user", PREFIX + "api/spend?by=group",
-              PREFIX + "api/spend?by=server", PREFIX + "api/series?by=user&step=hour"]
+def goals(results: list[dict[str, Any]]) -> list[str]:
+    out = []
+    for r in results:
+        if r["servers"] < 10_000:
+            continue
+        cpu, a = r["reports"]["service_cpu"], r["admin"]
+        out.append(
+            f"{r['servers']:,} servers, token cache {r['token_cache_seconds']} s: service CPU "
+            f"{pc(cpu)} < 25% {'PASS' if cpu < GOAL_CPU else 'FAIL'} (with the admin page "
+            f"every second: {pc(a['service_cpu'])}); api/spend?by=user p99 "
+            f"{msf(a['spend_user_p99'])} ms < 200 ms "
+            f"{'PASS' if a['spend_user_p99'] < GOAL_PAGE else 'FAIL'}; page + data p99 "
+            f"{msf(a['view_p99'])} ms {'PASS' if a['view_p99'] < GOAL_PAGE else 'FAIL'}")
+    return out
 
 
-def latency(port: int, token: str, rounds: int) -> dict[str, Any]:
-    """`rounds` rounds, in alternating order, of: api/spend?by=user; the page alone (its
-    HTML); the whole admin view (the page and the four API calls its script makes on
-    opening, one after the other: a bound on what the browser waits for)."""
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-    headers = {"Authorization": f"token {token}"}
-    size: dict[str, int] = {}
-
-    def get(path: str) -> None:
-        conn.request("GET", path, headers=headers)
-        r = conn.getresponse()
-        body = r.read()
-        if r.status != 200:
-            raise RuntimeError(f"GET {path}: {r.status} {body[:300]!r}")
-        size[path] = len(body)
-
-    for p in ADMIN_VIEW:  # once each first: the HubOAuth cache, the page's file
-        get(p)
-    out: dict[str, list[float]] = {"spend": [], "page": [], "view": []}
-    steps = {"spend": [ADMIN_VIEW[1]], "page": [ADMIN_VIEW[0]], "view": ADMIN_VIEW}
-    for i in range(rounds):
-        order = list(steps) if i % 2 == 0 else list(steps)[::-1]
-        for k in order:
-            t0 = time.perf_counter()
-            for p in steps[k]:
-                get(p)
-            out[k].append(time.perf_counter() - t0)
-    conn.close()
-    return {"spend_ms": out["spend"], "page_ms": out["page"], "view_ms": out["view"],
-            "bytes": size}
+def notes(results: list[dict[str, Any]]) -> list[str]:
+    out = []
+    for r in results:
+        tag = f"{r['servers']:,}/{r['token_cache_seconds']} s"
+        for phase in ("first", "reports", "admin"):
+            p = r[phase]
+            bad = {k: v for k, v in p["status"].items() if k != "200"}
+            if bad:
+                out.append(f"{tag} {phase}: answers other than 200: {bad}; {p['errors'][:2]}")
+            if p["lag_p99"] > 0.5:
+                out.append(f"{tag} {phase}: the load fell behind (lag p99 "
+                           f"{p['lag_p99']:.2f} s, max {p['lag_max']:.2f} s)")
+            polls = ", ".join(f"{s:.2f}" for s in p["polls"])
+            out.append(f"{tag} {phase}: {p['reports']:,} reports in {p['wall']:.1f} s, "
+                       f"latency max {msf(p['latency_max'])} ms; polls of the Hub (s): "
+                       f"{polls or 'none'}; stand-in calls {p['hub_calls']}")
+        a = r["admin"]
+        if a["bad"] or a["short"]:
+            out.append(f"{tag}: admin answers not OK: {a['bad']}, {a['short']} short")
+        out.append(f"{tag}: {a['views']} admin page opens, spend?by=user max "
+                   f"{msf(a['spend_user_max'])} ms, page + data max {msf(a['view_max'])} ms, "
+                   f"HTML p99 {msf(a['page_p99'])} ms; service RSS {r['service_rss_mb']} MB, "
+                   f"exit {r['service_exit']}; SQLite: {r['db_epochs']:,} epochs, "
+                   f"{r['db_ok']:,} servers ok")
+    return out
 
 
-# --------------------------------------------------------------------------- the Hub's own
+def print_profile(path: str, limit: int = 30) -> str:
+    import io
+    import pstats
 
-HUB_CONFIG = r'''
-import json, os
-spec = json.load(open({spec!r}))
-c = get_config()  # noqa
-c.JupyterHub.ip = "127.0.0.1"
-c.JupyterHub.port = spec["port"]
-c.JupyterHub.hub_ip = "127.0.0.1"
-c.JupyterHub.hub_port = spec["hub_port"]
-c.ConfigurableHTTPProxy.api_url = "http://127.0.0.1:%d" % spec["proxy_api_port"]
-c.ConfigurableHTTPProxy.command = [spec["chp"]]
-c.ConfigurableHTTPProxy.pid_file = os.path.join(spec["dir"], "proxy.pid")
-c.JupyterHub.db_url = "sqlite:///" + os.path.join(spec["dir"], "hub.sqlite")
-c.JupyterHub.cookie_secret_file = os.path.join(spec["dir"], "cookie_secret")
-c.JupyterHub.pid_file = os.path.join(spec["dir"], "hub.pid")
-c.JupyterHub.cleanup_servers = True
-c.JupyterHub.authenticator_class = "null"
-c.JupyterHub.spawner_class = "simple"
-c.JupyterHub.services = [{{"name": "bench", "api_token": spec["token"]}}]
-c.JupyterHub.load_roles = [{{"name": "bench", "services": ["bench"],
-                             "scopes": ["admin:users", "admin:servers", "list:users"]}}]
-'''
+    buf = io.StringIO()
+    stats = pstats.Stats(path, stream=buf)
+    stats.sort_stats("tottime").print_stats(limit)
+    stats.sort_stats("cumulative").print_stats(limit)
+    return buf.getvalue()
 
-
-class RealHub:
-    def __init__(self, work: Path, log: Log) -> None:
-        self.work = work
-        self.log = log
-        self.token = secrets.token_hex(16)
-        self.hub_port = free_port()
-        self.users = 0
-        work.mkdir(parents=True, exist_ok=True)
-        chp = str(CHP) if CHP.exists() else shutil.which("configurable-http-proxy")
-        if chp is None:
-            raise RuntimeError("configurable-http-proxy not found")
-        spec = {"dir": str(work), "port": free_port(), "hub_port": self.hub_port,
-                "proxy_api_port": free_port(), "chp": chp, "token": self.token}
-        (work / "spec.json").write_text(json.dumps(spec))
-        cfg = work / "jupyterhub_config.py"
-        cfg.write_text(HUB_CONFIG.format(spec=str(work / "spec.json")))
-        bindir = Path(sys.executable).parent
-        env = {**os.environ, "PATH": f"{bindir}:{os.environ.get('PATH', '')}",
-               "PYTHONUNBUFFERED": "1"}
-        self.proc = Proc([str(bindir / "jupyterhub"), "-f", str(cfg)], work / "hub.log",
-                         env=env, cwd=work)
-        wait_http(self.hub_port, "/hub/api/", self.proc, "jupyterhub", timeout=120)
-        self.conn = http.client.HTTPConnection("127.0.0.1", self.hub_port, timeout=120)
-
-    def call(self, method: str, path: str, body: Any = None,
-             accept: str = "application/json") -> Any:
-        data = None if body is None else json.dumps(body).encode()
-        self.conn.request(method, "/hub/api" + path, body=data, headers={
-            "Authorization": f"token {self.token}", "Accept": accept,
-            **({"Content-Type": "application/json"} if data else {})})
-        r = self.conn.getresponse()
-        payload = r.read()
-        if r.status >= 400:
-            raise RuntimeError(f"{method} {path}: {r.status} {payload[:300]!r}")
-        return json.loads(payload) if payload else None
-
-    def grow_to(self, n: int) -> None:
-        if n > self.users:
-            self.call("POST", "/users",
-                      {"usernames": [user_name(i) for i in range(self.users, n)]})
-            self.users = n
-
-    def list_all(self) -> int:
-        offset, got = 0, 0
-        while True:
-            page = self.call("GET", f"/users?offset={offset}&limit={PAGE_SIZE}",
-                             accept=PAGINATION)
-            got += len(page["items"])
-            nxt = page["_pagination"]["next"]
-            if not nxt:
-                return got
-            offset = int(nxt["offset"])
-
-    def measure(self, n: int, rounds: int) -> dict[str, Any]:
-        self.grow_to(n)
-        got = self.list_all()  # warm
-        times = []
-        for _ in range(rounds):
-            t0 = time.perf_counter()
-            self.list_all()
-            times.append(time.perf_counter() - t0)
-        return {"hub_users": got, "hub_ms": times,
-                "hub_pages": -(-n // PAGE_SIZE)}
-
-    def stop(self) -> None:
-        self.conn.close()
-        self.proc.stop()
-
-
-# --------------------------------------------------------------------------- profile
-
-def keepalive_poller(base: Any, hub_api: str, proxy: str, token: str,
-                     concurrency: int) -> Any:
-    """An experiment, not the product: the shipped Poller with its per-server fetch through
-    one keep-alive aiohttp session (a pool of `concurrency` connections), to show what
-    connection reuse alone saves. (The "curl" variant, run where pycurl imports, is the
-    shipped Poller under `AsyncHTTPClient.configure(CurlAsyncHTTPClient)`, which also keeps
-    connections.)"""
-    import aiohttp
-
-    from jupyter_costguard.hub.poller import reading_from_status
-
-    class KeepAlivePoller(base):  # type: ignore[misc, valid-type]
-        session: Any = None
-
-        async def read_status(self, server: Any) -> Any:
-            if self.session is None:
-                self.session = aiohttp.ClientSession(
-                    connector=aiohttp.TCPConnector(limit=concurrency),
-                    timeout=aiohttp.ClientTimeout(total=self.timeout))
-            url = f"{self.proxy_url}{server.url}costguard/api/status"
-            async with self.session.get(url, headers=self._headers(),
-                                        allow_redirects=False) as r:
-                if r.status != 200:
-                    raise ValueError(f"HTTP {r.status}")
-                doc = json.loads(await r.read())
-            return reading_from_status(server, doc, self.clock())
-
-    return KeepAlivePoller(hub_api, proxy, token, timeout=5.0, concurrency=concurrency)
-
-
-def profile(n: int, doc_path: Path, work: Path, concurrency: int, log: Log) -> str:
-    """In-process, against the stand-in: steady cycles (`Poller.poll` + `HubStore.record`)
-    of the shipped poller and of a keep-alive variant, a cProfile of one shipped cycle, and
-    the report behind api/spend and api/series on the resulting store."""
-    from jupyter_costguard.hub import report
-    from jupyter_costguard.hub.budgets import Budgets
-    from jupyter_costguard.hub.poller import Poller
-    from jupyter_costguard.hub.store import HubStore
-
-    token = secrets.token_hex(16)
-    sport = free_port()
-    work.mkdir(parents=True, exist_ok=True)
-    standin = Proc([sys.executable, __file__, "--standin", str(sport), "--users", str(n),
-                    "--doc", str(doc_path), "--token", token],
-                   work / "standin.log", env={**os.environ, "PYTHONPATH": str(REPO)})
-    out = io.StringIO()
-    hub_api, proxy = f"http://127.0.0.1:{sport}/hub/api", f"http://127.0.0.1:{sport}"
-
-    def say(line: str) -> None:
-        log(line)
-        print(line, file=out)
-
-    try:
-        wait_http(sport, "/bench/stats", standin, "the stand-in")
-        variants = ["shipped", "keep-alive"]
-        try:
-            import pycurl  # noqa: F401
-            variants.append("curl")
-        except ImportError:
-            say("(no pycurl here: the curl variant is skipped)")
-        for variant in variants:
-            store = HubStore(work / f"{variant}.sqlite")
-
-            async def cycles(k: int, prof: cProfile.Profile | None = None,
-                             variant: str = variant, store: HubStore = store) -> None:
-                if variant in ("shipped", "curl"):
-                    from tornado.httpclient import AsyncHTTPClient
-
-                    AsyncHTTPClient.configure(
-                        "tornado.curl_httpclient.CurlAsyncHTTPClient" if variant == "curl"
-                        else None)  # None: tornado's simple client, the default
-                    poller = Poller(hub_api, proxy, token, timeout=5.0,
-                                    concurrency=concurrency)
-                else:
-                    poller = keepalive_poller(Poller, hub_api, proxy, token, concurrency)
-                for i in range(k):
-                    t0, c0 = time.perf_counter(), time.process_time()
-                    if prof:
-                        prof.enable()
-                    c = await poller.poll()
-                    t1, c1 = time.perf_counter(), time.process_time()
-                    store.record(c.readings, c.failures,
-                                 {key: sv.url for key, sv in c.running.items()},
-                                 c.memberships, c.time)
-                    if prof:
-                        prof.disable()
-                    t2, c2 = time.perf_counter(), time.process_time()
-                    say(f"{variant} cycle {i + 1}{' (cProfile on)' if prof else ''}: "
-                        f"{len(c.readings)} read, {len(c.failures)} failed: poll "
-                        f"{t1 - t0:.2f} s wall / {c1 - c0:.2f} s CPU; record "
-                        f"{t2 - t1:.3f} s wall / {c2 - c1:.3f} s CPU")
-                    await asyncio.sleep(0.5)
-                poller.close()
-                if getattr(poller, "session", None) is not None:
-                    await poller.session.close()
-
-            asyncio.run(cycles(4))
-            if variant == "shipped":
-                prof = cProfile.Profile()
-                asyncio.run(cycles(1, prof))
-                st = pstats.Stats(prof, stream=out)
-                st.sort_stats("tottime").print_stats(20)
-                budgets = Budgets("month", {}, {"team1": 100.0}, 50.0)
-                now = time.time()
-                for by in report.BY:
-                    t0 = time.perf_counter()
-                    for _ in range(5):
-                        rows = report.rows(store, budgets, by, now)
-                    say(f"report.rows(by={by}): {len(rows)} rows, "
-                        f"{(time.perf_counter() - t0) / 5 * 1000:.1f} ms")
-                t0 = time.perf_counter()
-                for _ in range(5):
-                    report.series(store, "user", now - 48 * 3600, now, "hour")
-                say(f"report.series(by=user, 48 h): "
-                    f"{(time.perf_counter() - t0) / 5 * 1000:.1f} ms")
-                prof = cProfile.Profile()
-                prof.enable()
-                report.rows(store, budgets, "server", now)
-                prof.disable()
-                st = pstats.Stats(prof, stream=out)
-                st.sort_stats("tottime").print_stats(12)
-            store.close()
-    finally:
-        standin.stop()
-    return out.getvalue()
-
-
-# --------------------------------------------------------------------------- main
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--sizes", default="10,100,1000", help="user servers, comma-separated")
-    p.add_argument("--rounds", type=int, default=50, help="requests per latency figure")
-    p.add_argument("--cycles", type=int, default=3, help="steady poll cycles per size")
-    p.add_argument("--concurrency", type=int, default=50,
-                   help="c.CostGuardHub.poll_concurrency (the service's default: 50)")
-    p.add_argument("--quick", action="store_true", help="10 rounds, 2 cycles")
-    p.add_argument("--curl", action="store_true",
-                   help="an experiment: the service with tornado's curl client (needs pycurl "
-                        "importable, e.g. on PYTHONPATH)")
-    p.add_argument("--no-hub", action="store_true", help="skip the real JupyterHub")
-    p.add_argument("--profile", type=int, metavar="N",
-                   help="only profile one in-process poll of N servers (cProfile)")
+    p = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    p.add_argument("--sizes", default="1000,10000", help="user servers, comma-separated")
+    p.add_argument("--caches", default="300,1",
+                   help="c.CostGuardHub.token_cache_seconds to run each size with (300: the "
+                        "default; 1: every report's token checked at the Hub)")
+    p.add_argument("--interval", type=float, default=30.0,
+                   help="seconds between a server's reports (the service's report_interval "
+                        "and poll_interval)")
+    p.add_argument("--concurrency", type=int, default=512,
+                   help="the most reports in flight at once")
+    p.add_argument("--profile", action="store_true",
+                   help="run the service under cProfile (all threads) and print its profile")
+    p.add_argument("--service-path", metavar="DIR",
+                   help="run the service's jupyter_costguard from DIR (an A/B against another "
+                        "version: git archive REV jupyter_costguard | tar -x -C DIR)")
     p.add_argument("--json", type=Path, help="also write every figure here")
     p.add_argument("--keep", action="store_true", help="keep the temp dir (logs)")
-    p.add_argument("--standin", type=int, help=argparse.SUPPRESS)
-    p.add_argument("--users", type=int, help=argparse.SUPPRESS)
-    p.add_argument("--doc", help=argparse.SUPPRESS)
-    p.add_argument("--token", help=argparse.SUPPRESS)
-    args = p.parse_args(argv)
+    p.add_argument("--standin", help=argparse.SUPPRESS)
+    p.add_argument("--load", help=argparse.SUPPRESS)
+    p.add_argument("--profiled-service", help=argparse.SUPPRESS)
+    args, rest = p.parse_known_args(argv)
     if args.standin:
-        standin_main(args.standin, args.users, args.doc, args.token)
+        standin_main(json.loads(Path(args.standin).read_text()))
         return 0
-    if args.quick:
-        args.rounds, args.cycles = 10, 2
+    if args.load:
+        load_main(json.loads(Path(args.load).read_text()))
+        return 0
+    if args.profiled_service:
+        profiled_service(args.profiled_service, [a for a in rest if a != "--"])
+        return 0
+    if rest:
+        p.error(f"unrecognized arguments: {' '.join(rest)}")
     sizes = [int(s) for s in args.sizes.split(",") if s]
+    caches = [int(c) for c in args.caches.split(",") if c]
     log = progress_log()
     started = time.monotonic()
     load_before = [round(x, 2) for x in os.getloadavg()]
     tmp = Path(tempfile.mkdtemp(prefix="costguard-bench-hub-"))
     results: list[dict[str, Any]] = []
     try:
-        log("one real costguard server for its status document")
-        doc = real_status(tmp / "server", log)
-        doc_path = tmp / "status.json"
-        doc_path.write_text(json.dumps(doc))
-        log(f"status document: {len(json.dumps(doc))} bytes")
-        if args.profile:
-            print(profile(args.profile, doc_path, tmp / "profile", args.concurrency, log))
-            return 0
         for n in sizes:
-            results.append(measure_size(n, doc_path, tmp / f"n{n}", args.rounds,
-                                        args.cycles, args.concurrency, log,
-                                        args.curl))
-        if not args.no_hub:
-            log("a real jupyterhub for /hub/api/users")
-            hub = RealHub(tmp / "hub", log)
-            try:
-                for r in results:
-                    r.update(hub.measure(r["servers"], args.rounds))
-                    log(f"  hub: {r['hub_users']} users listed")
-            finally:
-                hub.stop()
+            for cache in caches:
+                results.append(scenario(n, cache, args, tmp / f"n{n}-c{cache}", log))
     finally:
-        if args.keep:
+        if args.keep or args.profile:
             log(f"kept {tmp}")
         else:
             shutil.rmtree(tmp, ignore_errors=True)
-
-    def mean(xs: list[float]) -> float:
-        return sum(xs) / len(xs) if xs else float("nan")
-
-    header = ["servers", "poll wall s (first)", "service CPU s / poll", "stand-in CPU s / poll",
-              "api/spend p50 / p99 ms", "page p50 / p99 ms",
-              "admin view p50 / p99 ms", "admin view during a poll: n, p50 / max ms",
-              "/hub/api/users p50 / p99 ms"]
-    rows = []
-    for r in results:
-        hub_cell = "n/a"
-        if "hub_ms" in r:
-            hub_cell = (f"{ms(pct(r['hub_ms'], 50))} / {ms(pct(r['hub_ms'], 99))} "
-                        f"({r['hub_pages']} page{'s' if r['hub_pages'] > 1 else ''})")
-        rows.append([
-            f"{r['servers']:,}",
-            f"{mean(r['walls']):.2f} ({r['first_wall']:.2f})",
-            f"{mean(r['cpu']):.3f}",
-            f"{mean(r['standin_cpu']):.3f}",
-            f"{ms(pct(r['spend_ms'], 50))} / {ms(pct(r['spend_ms'], 99))}",
-            f"{ms(pct(r['page_ms'], 50))} / {ms(pct(r['page_ms'], 99))}",
-            f"{ms(pct(r['view_ms'], 50))} / {ms(pct(r['view_ms'], 99))}",
-            f"{len(r['during_ms'])}, {ms(pct(r['during_ms'], 50))} / "
-            f"{ms(max(r['during_ms'], default=float('nan')))}",
-            hub_cell])
-    big = [r for r in results if r["servers"] >= 1000]
-    goals = []
-    for r in big:
-        goals.append(
-            f"{r['servers']:,} servers: poll wall {mean(r['walls']):.2f} s < "
-            f"{GOAL_POLL_WALL:g} s {verdict(mean(r['walls']) < GOAL_POLL_WALL)}; service CPU "
-            f"{mean(r['cpu']):.3f} s < {GOAL_POLL_CPU:g} s "
-            f"{verdict(mean(r['cpu']) < GOAL_POLL_CPU)};"
-            f" page p99 {ms(pct(r['page_ms'], 99))} ms < {GOAL_PAGE * 1000:g} ms "
-            f"{verdict(pct(r['page_ms'], 99) < GOAL_PAGE)}, admin view p99 "
-            f"{ms(pct(r['view_ms'], 99))} ms {verdict(pct(r['view_ms'], 99) < GOAL_PAGE)}")
-    goal_line = ("Goals: a poll of 1,000 servers < 10 s wall and < 1 s of the service's CPU; "
-                 "the admin page < 200 ms. " + (" ".join(goals) or "(1,000 not run)"))
-    notes = []
-    for r in results:
-        if r["answered_min"] != r["servers"]:
-            notes.append(f"{r['servers']}: only {r['answered_min']} answered in some cycle")
-        if r["overlapped"]:
-            notes.append(f"{r['servers']}: a poll cycle ran during the latency rounds")
-    versions = env_versions(sys.executable, ["jupyterhub", "tornado", "jupyter_server"])
+    commit = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"],
+                            capture_output=True, text=True).stdout.strip()
+    dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "--",
+                            "jupyter_costguard/hub"], capture_output=True, text=True).stdout
+    versions = env_versions(sys.executable, ["jupyterhub", "tornado", "aiohttp", "psutil"])
     meta = {"date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-            "machine": f"{os.cpu_count()} CPUs ({platform.machine()})",
-            "versions": versions, "seconds": round(time.monotonic() - started, 1),
-            "rounds": args.rounds, "cycles": args.cycles, "concurrency": args.concurrency,
-            "load_before": load_before, "load_after": [round(x, 2) for x in os.getloadavg()]}
+            "machine": f"{os.cpu_count()} CPUs ({platform.machine()}, "
+                       f"{platform.processor() or 'unknown'})",
+            "commit": commit + (" (hub/ modified)" if dirty.strip() else " (hub/ clean)")
+                      + (f", the service from {args.service_path}" if args.service_path
+                         else ""),
+            "versions": {**versions, "sqlite": sqlite3.sqlite_version},
+            "seconds": round(time.monotonic() - started, 1), "interval": args.interval,
+            "load_before": load_before, "load_after": [round(x, 2) for x in os.getloadavg()],
+            "argv": sys.argv[1:] if argv is None else argv}
+    header, rows = table(results)
     print(text_table(header, rows))
-    print("\n" + goal_line)
-    for note in notes:
-        print("NOTE: " + note)
-    print(f"\n(ran {meta['seconds']} s on {meta['machine']}, load average "
-          f"{meta['load_before'][0]} before, {meta['load_after'][0]} after; {meta['versions']}; "
-          f"{args.rounds} rounds, {args.cycles} steady cycles, concurrency "
-          f"{args.concurrency}{', curl client (experiment)' if args.curl else ''})")
-    print("\nMarkdown:\n\n" + md_table(header, rows) + "\n\n" + goal_line)
+    lines = comparisons(results) + goals(results)
+    print()
+    for line in lines:
+        print(line)
+    print()
+    for line in notes(results):
+        print("  " + line)
+    print(f"\n(ran {meta['seconds']} s on {meta['machine']}, {meta['commit']}, load average "
+          f"{load_before[0]} before, {meta['load_after'][0]} after; {meta['versions']})")
+    print("\nMarkdown:\n\n" + md_table(header, rows))
+    for r in results:
+        if "profile" in r:
+            print(f"\nProfile of the service, {r['servers']:,} servers, cache "
+                  f"{r['token_cache_seconds']} s ({r['profile']}):\n")
+            print(print_profile(r["profile"]))
     if args.json:
         args.json.write_text(json.dumps({"meta": meta, "results": results}, indent=1))
     return 0
