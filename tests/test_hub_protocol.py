@@ -153,3 +153,39 @@ def test_one_epoch_per_run_and_a_report_dated_ahead_counts_as_now(tmp_path: Path
     assert store.db.execute("SELECT COUNT(*) FROM epochs").fetchone() == (1,)
     row = store.servers()[0]
     assert row.spend == 5.0 and row.last_ok == NOW
+
+
+def test_pages_are_answered_from_the_last_computation_while_a_fresh_one_runs(
+        tmp_path: Path) -> None:
+    """With thousands of servers the store changes hundreds of times a second: a page is
+    answered from the cache while it is younger than page_max_age, then from it while the
+    next one is computed in the background; past twice that age it is computed at once."""
+    import asyncio
+    import time as clock
+
+    from jupyter_costguard.hub.app import CostGuardHub
+
+    app = CostGuardHub()
+    app.initialize([f"--db={tmp_path / 'hub.sqlite'}", "--CostGuardHub.page_max_age_seconds=0.3"])
+    calls: list[int] = []
+
+    def figures(tag: str) -> int:
+        calls.append(1)
+        return len(calls)
+
+    async def scenario() -> None:
+        assert await app.report(figures, "x") == 1
+        app.store.version += 1  # a report changed the store
+        assert await app.report(figures, "x") == 1  # young: from the cache
+        clock.sleep(0.35)
+        assert await app.report(figures, "x") == 1  # stale: answered, refreshed behind
+        await asyncio.sleep(0.05)
+        assert len(calls) == 2 and await app.report(figures, "x") == 2
+        app.store.version += 1
+        clock.sleep(0.65)  # older than twice the age: computed before the answer
+        assert await app.report(figures, "x") == 3
+        assert await app.report(figures, "y") == 4  # every argument is in the key
+
+    asyncio.run(scenario())
+    app.worker.shutdown()
+    app.store.close()

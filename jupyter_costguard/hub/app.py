@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 from urllib.parse import urlparse
 
 from jupyterhub.services.auth import HubOAuth
@@ -39,6 +39,7 @@ from jupyter_costguard.hub.hubapi import HubAPI, RunningServer
 from jupyter_costguard.hub.intake import Intake, ReportHandler
 from jupyter_costguard.hub.metrics import HubCollector
 from jupyter_costguard.hub.protocol import CLOCK_SKEW_SECONDS, REPORT_PATH
+from jupyter_costguard.hub.report import BY, rows_json
 from jupyter_costguard.hub.store import HubStore
 from jupyter_costguard.periods import PERIODS
 
@@ -83,6 +84,13 @@ class CostGuardHub(Application):
                            help="Addresses of the proxies in front of the service whose "
                                 "X-Forwarded-For / X-Real-Ip headers are believed. Empty: "
                                 "no forwarded header is believed.")
+    page_max_age_seconds = Float(None, allow_none=True, config=True,
+                                 help="How old the figures a page or export is answered with "
+                                      "may be (default: poll_interval): it is answered from "
+                                      "the last computation while a fresh one runs in the "
+                                      "background, so opening a page costs next to nothing "
+                                      "at any scale. 0: computed afresh whenever a report "
+                                      "changed something.")
     token_cache_seconds = Integer(300, config=True,
                                   help="How long the Hub's answer about a token is kept (each "
                                        "server's token is checked once per this period).")
@@ -136,7 +144,12 @@ class CostGuardHub(Application):
         self.policies = policies_from(self.cull_policies)
         self.culler: Culler | None = None
         self.intake = Intake(self)
-        self._cache: dict[tuple[Any, ...], tuple[int, Any]] = {}
+        #: report() answers: key -> (store version, when computed (monotonic), value)
+        self._cache: dict[tuple[Any, ...], tuple[int, float, Any]] = {}
+        self._computing: dict[tuple[Any, ...], asyncio.Future[Any]] = {}
+        #: what pages asked report() for, and when last (refresh_pages keeps these ready)
+        self._asked: dict[tuple[Any, ...], tuple[Callable[..., Any], tuple[Any, ...],
+                                                 float]] = {}
 
     def _last_poll(self) -> tuple[float, float] | None:
         c = self.last_cycle
@@ -151,19 +164,66 @@ class CostGuardHub(Application):
         """Store work on the worker thread, never on the IO loop."""
         return await asyncio.get_running_loop().run_in_executor(self.worker, fn, *args)
 
+    @property
+    def page_max_age(self) -> float:
+        age = self.page_max_age_seconds
+        return self.poll_interval if age is None else max(0.0, age)
+
     async def report(self, fn: Callable[..., T], *args: Any) -> T:
-        """`fn(*args)` on the worker, answered from a cache until the store next changes
-        (once per poll): pages opened between polls cost nothing but the lookup."""
+        """`fn(*args)` on the worker, answered from a cache: as is while the store has not
+        changed; while it is younger than `page_max_age` (and, up to twice that, while a
+        fresh one is computed in the background); else computed now. With thousands of
+        servers reporting the store changes hundreds of times a second, and a page would
+        otherwise recompute every figure on every open."""
         key = (fn.__name__, *(_key(a) for a in args))
+        self._asked[key] = (fn, args, time.monotonic())
         hit = self._cache.get(key)
-        version = self.store.version
-        if hit is not None and hit[0] == version:
-            return hit[1]
-        value = await self.run(fn, *args)
-        if len(self._cache) >= 256:
-            self._cache.clear()
-        self._cache[key] = (version, value)
-        return value
+        if hit is not None:
+            version, at, value = hit
+            age = time.monotonic() - at
+            limit = self.page_max_age
+            if version == self.store.version or age < limit:
+                return cast(T, value)
+            if age < 2 * limit:
+                if key not in self._computing:
+                    self._computing[key] = asyncio.ensure_future(self._compute(key, fn, args))
+                return cast(T, value)
+        pending = self._computing.get(key)
+        if pending is None:
+            pending = self._computing[key] = asyncio.ensure_future(
+                self._compute(key, fn, args))
+        return cast(T, await asyncio.shield(pending))
+
+    def refresh_pages(self) -> None:
+        """After each look at the Hub: recompute, in the background, what pages asked for in
+        the last ten minutes, and the admin's default views, so an open finds them ready."""
+        now, wall = time.monotonic(), time.time()
+        for by in BY:
+            args = (self.store, self.budgets, by, self.budgets.start(wall) + 1, None, None,
+                    None, self.currency)
+            key = (rows_json.__name__, *(_key(a) for a in args))
+            self._asked.setdefault(key, (rows_json, args, now))
+        for key, (fn, args, used) in list(self._asked.items()):
+            if now - used > 600:
+                del self._asked[key]
+                continue
+            hit = self._cache.get(key)
+            fresh = hit is not None and (hit[0] == self.store.version
+                                         or now - hit[1] < self.page_max_age)
+            if not fresh and key not in self._computing:
+                self._computing[key] = asyncio.ensure_future(self._compute(key, fn, args))
+
+    async def _compute(self, key: tuple[Any, ...], fn: Callable[..., Any],
+                       args: tuple[Any, ...]) -> Any:
+        try:
+            version, at = self.store.version, time.monotonic()
+            value = await self.run(fn, *args)
+            if len(self._cache) >= 256:
+                self._cache.clear()
+            self._cache[key] = (version, at, value)
+            return value
+        finally:
+            self._computing.pop(key, None)
 
     def is_admin(self, model: dict[str, Any]) -> bool:
         return (handlers.ADMIN_SCOPE in (model.get("scopes") or ())
@@ -219,6 +279,8 @@ class CostGuardHub(Application):
             await self.culler.run(rows, cycle.memberships, time.time())
         cycle.seconds = time.monotonic() - started
         self.last_cycle = cycle
+        if self.page_max_age > 0:
+            self.refresh_pages()
         self.log.info("costguard-hub: %d servers running, %d reporting (%.2f s)",
                       len(cycle.running), cycle.reporting, cycle.seconds)
         return cycle

@@ -11,6 +11,7 @@ for the server.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from dataclasses import dataclass
@@ -21,12 +22,11 @@ from tornado import web
 from jupyter_costguard.hub import protocol
 from jupyter_costguard.hub.handlers import no_framing
 from jupyter_costguard.hub.hubapi import RunningServer
-from jupyter_costguard.hub.protocol import Limits, ReportError
+from jupyter_costguard.hub.protocol import Limits, Report, ReportError
 
 #: a body up to this size is parsed on the IO loop: a report is about 400 bytes, which parses
 #: in ~10 us, while a round trip to the worker thread costs ~0.1 ms of CPU (at 10,000 servers
 #: one in ten of the service's cycles; bench/hub.py); a bigger body still goes off the loop
-INLINE_PARSE_BYTES = 16 * 1024
 
 
 @dataclass(frozen=True)
@@ -69,20 +69,9 @@ class ReportHandler(web.RequestHandler):
     async def prepare(self) -> None:
         self._chunks: list[bytes] = []
         self._size = 0
-        auth = self.settings["hub_auth"]
         header = self.request.headers.get("Authorization", "")
-        match = auth.auth_header_pat.match(header)
-        model = await auth.user_for_token(match.group(1), sync=False) if match else None
-        if not model:
-            raise web.HTTPError(403, "a JupyterHub token of the reporting server is required")
-        if not auth.check_scopes(auth.access_scopes, model):
-            raise web.HTTPError(403, "this token has no access to the costguard service: "
-                                     "the site adds access:services!service=costguard to "
-                                     "the Hub's server role")
-        try:
-            self.reporter = reporter_of(model)
-        except ReportError as e:
-            raise web.HTTPError(e.status, str(e)) from None
+        self.reporter = await self.settings["costguard"].intake.identify(
+            self.settings["hub_auth"], header)
         # a chunked body past the limit ends the connection; a declared one is refused unread
         self.request.connection.set_max_body_size(protocol.MAX_BODY_BYTES)  # type: ignore[union-attr]
         length = self.request.headers.get("Content-Length")
@@ -131,6 +120,37 @@ class Intake:
         self.ctx = ctx
         #: when each unknown server was last looked up at the Hub (at most every 10 s)
         self._looked_up: dict[tuple[str, str], float] = {}
+        #: who each token speaks for, once the Hub said so and its scopes were checked
+        #: (sha256 of the token -> (reporter, until when, monotonic))
+        self._tokens: dict[str, tuple[Reporter, float]] = {}
+
+    async def identify(self, auth: Any, header: str) -> Reporter:
+        """Who a report's token speaks for: the Hub's answer (HubAuth, cached for
+        `token_cache_seconds`) with its scopes checked; a 403 naming why otherwise."""
+        match = auth.auth_header_pat.match(header)
+        if not match:
+            raise web.HTTPError(403, "a JupyterHub token of the reporting server is required")
+        token = match.group(1)
+        key = hashlib.sha256(token.encode("utf-8", "replace")).hexdigest()
+        now = time.monotonic()
+        hit = self._tokens.get(key)
+        if hit is not None and hit[1] > now:
+            return hit[0]
+        model = await auth.user_for_token(token, sync=False)
+        if not model:
+            raise web.HTTPError(403, "a JupyterHub token of the reporting server is required")
+        if not auth.check_scopes(auth.access_scopes, model):
+            raise web.HTTPError(403, "this token has no access to the costguard service: "
+                                     "the site adds access:services!service=costguard to "
+                                     "the Hub's server role")
+        try:
+            reporter = reporter_of(model)
+        except ReportError as e:
+            raise web.HTTPError(e.status, str(e)) from None
+        if len(self._tokens) >= 100_000:
+            self._tokens = {k: v for k, v in self._tokens.items() if v[1] > now}
+        self._tokens[key] = (reporter, now + self.ctx.token_cache_seconds)
+        return reporter
 
     async def _running(self, user: str, server: str) -> RunningServer | None:
         ctx = self.ctx
@@ -162,31 +182,46 @@ class Intake:
             await ctx.run(ctx.store.record_refused, user, name, running.url, str(e),
                           time.time())
 
+    def _take(self, user: str, name: str | None, running: RunningServer | None,
+              body: bytes, now: float) -> tuple[str, RunningServer | None, Report | None]:
+        """Worker thread: parse, check and record one report; ReportError when refused.
+        With the server known from the token (`name`), one trip to the worker does all;
+        else the first trip returns the name the body gives, for the Hub's record."""
+        ctx = self.ctx
+        doc = protocol.parse_body(body)
+        said = doc.get("server") if isinstance(doc, dict) else None
+        said = said if isinstance(said, str) else ""
+        if name is None:
+            return said, None, None
+        if said != name:  # the server's name must be one the token speaks for
+            raise ReportError(f"this token does not speak for server {said!r} of {user}",
+                              403)
+        if running is None:
+            raise ReportError(f"the Hub lists no running server {user}/{name}", 409)
+        limits = Limits(now=now, started=running.started,
+                        max_rate_per_hour=ctx.max_rate_per_hour, skew=ctx.clock_skew_seconds)
+        report = protocol.check_report(doc, limits)
+        ctx.store.record_report(user, running.url, running.profile, report, running.started,
+                                now)
+        return name, running, report
+
     async def accept(self, who: Reporter, body: bytes) -> tuple[int, dict[str, Any]]:
         ctx = self.ctx
         now = time.time()
-        name = ""
+        servers = who.servers
+        name = next(iter(servers)) if servers is not None and len(servers) == 1 else None
         try:
-            doc = (protocol.parse_body(body) if len(body) <= INLINE_PARSE_BYTES
-                   else await ctx.run(protocol.parse_body, body))  # a big one off the loop
-            if isinstance(doc, dict) and isinstance(doc.get("server"), str):
-                name = doc["server"]
-            # the server's name must be one the token speaks for
-            if who.servers is not None and name not in who.servers:
-                raise ReportError(f"this token does not speak for server {name!r} of "
-                                  f"{who.user}", 403)
+            if name is None:  # a token of the user's own: the body names the server
+                name, _, _ = await ctx.run(self._take, who.user, None, None, body, now)
+                if servers is not None and name not in servers:
+                    raise ReportError(f"this token does not speak for server {name!r} of "
+                                      f"{who.user}", 403)
             running = await self._running(who.user, name)
-            if running is None:
-                raise ReportError(f"the Hub lists no running server {who.user}/{name}", 409)
-            limits = Limits(now=now, started=running.started,
-                            max_rate_per_hour=ctx.max_rate_per_hour,
-                            skew=ctx.clock_skew_seconds)
-            report = protocol.check_report(doc, limits)
+            _, _, report = await ctx.run(self._take, who.user, name, running, body, now)
         except ReportError as e:
-            await self.refused(who.user, name, e)
+            await self.refused(who.user, name or "", e)
             return e.status, {"message": str(e), "status": e.status}
-        await ctx.run(ctx.store.record_report, who.user, running.url, running.profile, report,
-                      running.started, now)
+        assert report is not None
         key = (who.user, name)
         warnings: list[dict[str, Any]] = []
         if ctx.culler is not None:

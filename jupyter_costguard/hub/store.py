@@ -141,6 +141,9 @@ class HubStore:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
         self.db.execute("PRAGMA journal_mode=WAL")
+        # a commit survives the process dying at once; a power cut may lose the last few,
+        # which the next report restores (reports carry their run's cumulative figures)
+        self.db.execute("PRAGMA synchronous=NORMAL")
         self.db.executescript(SCHEMA)
         columns = {r[1] for r in self.db.execute("PRAGMA table_info(servers)")}
         if "active_jobs" not in columns:  # a database of an earlier version

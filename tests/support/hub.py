@@ -141,8 +141,10 @@ class Hub:
         self.admin_password = secrets.token_hex(24)
         self.tester_token = secrets.token_hex(16)
         self.proc: subprocess.Popen[bytes] | None = None
+        # figures computed afresh for every read: the tests compare them to the servers'
+        # own at one sample (tests/test_hub_protocol.py tests the page cache)
         self.service_settings = {"poll_interval": 1.0, "report_interval": 1.0,
-                                 **(service_settings or {})}
+                                 "page_max_age_seconds": 0.0, **(service_settings or {})}
         self.extra_config = extra_config
         self.env = env or {}
 
