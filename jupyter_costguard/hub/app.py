@@ -39,7 +39,7 @@ from jupyter_costguard.hub.hubapi import HubAPI, RunningServer
 from jupyter_costguard.hub.intake import Intake, ReportHandler
 from jupyter_costguard.hub.metrics import HubCollector
 from jupyter_costguard.hub.protocol import CLOCK_SKEW_SECONDS, REPORT_PATH
-from jupyter_costguard.hub.report import BY, rows_json
+from jupyter_costguard.hub.report import BY, rows_json, series
 from jupyter_costguard.hub.store import HubStore
 from jupyter_costguard.periods import PERIODS
 
@@ -147,6 +147,7 @@ class CostGuardHub(Application):
         #: report() answers: key -> (store version, when computed (monotonic), value)
         self._cache: dict[tuple[Any, ...], tuple[int, float, Any]] = {}
         self._computing: dict[tuple[Any, ...], asyncio.Future[Any]] = {}
+        self._page: str | None = None
         #: what pages asked report() for, and when last (refresh_pages keeps these ready)
         self._asked: dict[tuple[Any, ...], tuple[Callable[..., Any], tuple[Any, ...],
                                                  float]] = {}
@@ -194,15 +195,26 @@ class CostGuardHub(Application):
                 self._compute(key, fn, args))
         return cast(T, await asyncio.shield(pending))
 
+    async def page_html(self) -> str:
+        """The page's HTML, read from the package once (off the loop)."""
+        if self._page is None:
+            self._page = await self.run(handlers.PAGE.read_text, "utf-8")
+        return self._page
+
     def refresh_pages(self) -> None:
         """After each look at the Hub: recompute, in the background, what pages asked for in
         the last ten minutes, and the admin's default views, so an open finds them ready."""
         now, wall = time.monotonic(), time.time()
-        for by in BY:
-            args = (self.store, self.budgets, by, self.budgets.start(wall) + 1, None, None,
-                    None, self.currency)
-            key = (rows_json.__name__, *(_key(a) for a in args))
-            self._asked.setdefault(key, (rows_json, args, now))
+        hour = float(wall // 3600 * 3600)
+        views: list[tuple[Callable[..., Any], tuple[Any, ...]]] = [
+            (rows_json, (self.store, self.budgets, by, self.budgets.start(wall) + 1, None,
+                         None, None, self.currency)) for by in BY]
+        # the page's chart of the hub: every user, by the hour, the last 48 hours
+        views.append((series, (self.store, "user", hour - 47 * 3600, hour + 3600, "hour",
+                               None)))
+        for fn, args in views:
+            key = (fn.__name__, *(_key(a) for a in args))
+            self._asked.setdefault(key, (fn, args, now))
         for key, (fn, args, used) in list(self._asked.items()):
             if now - used > 600:
                 del self._asked[key]

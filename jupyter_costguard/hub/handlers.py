@@ -159,7 +159,7 @@ class PageHandler(BaseHandler):
 
     @web.authenticated
     async def get(self) -> None:
-        html = await self.ctx.run(PAGE.read_text, "utf-8")
+        html = await self.ctx.page_html()
         boot = {"admin": self.is_admin(), "user": self.who.get("name"),
                 "prefix": self.ctx.prefix, "xsrf": self.xsrf_token.decode()}
         self.set_header("Content-Type", "text/html; charset=UTF-8")
@@ -231,7 +231,8 @@ class SeriesHandler(BaseHandler):
             allowed = [name] if by == "user" else None
             if by == "server":
                 keys = [k for k in (keys or []) if k.split("/", 1)[0] == name] or \
-                    [f"{name}/{s.server}" for s in self.ctx.store.servers() if s.user == name]
+                    [f"{name}/{s.server}" for s in await self.ctx.run(self.ctx.store.servers)
+                     if s.user == name]
             else:
                 keys = allowed
         elif users is not None:  # an admin narrowing to one user
