@@ -258,10 +258,14 @@ async def _load(cfg: dict[str, Any]) -> None:
     t0, end, started = cfg["t0"], cfg["end"], cfg["started"]
     phases = [(str(a), float(lo), float(hi)) for a, lo, hi in cfg["phases"]]
     path = PREFIX + REPORT_PATH
+    keep = cfg.get("connection", "close") == "keep-alive"
+    close = "" if keep else "Connection: close\r\n"
     heads = [(f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
               f"Authorization: token {token_of(cfg['secret'], str(i))}\r\n"
-              "Content-Type: application/json\r\nConnection: close\r\n"
+              f"Content-Type: application/json\r\n{close}"
               "Content-Length: ").encode() for i in range(n)]
+    #: each server's kept connection (keep-alive: as cost/hubreport.py's KeptConnection)
+    kept: dict[int, tuple[asyncio.StreamReader, asyncio.StreamWriter]] = {}
     since = [started + 2.0 + (i % 7) for i in range(n)]  # each run's start, after the Hub's
     rate = [2.5 if is_gpu(i) else 0.05 for i in range(n)]
     stats: dict[str, dict[str, Any]] = {
@@ -294,16 +298,29 @@ async def _load(cfg: dict[str, Any]) -> None:
         status: int | str = "error"
         payload = b""
         t1 = time.monotonic()
-        writer = None
+        writer: asyncio.StreamWriter | None = None
         try:
-            reader, writer = await asyncio.wait_for(
-                asyncio.open_connection("127.0.0.1", port), 30)
-            writer.write(heads[i] + str(len(body)).encode() + b"\r\n\r\n" + body)
-            payload = await asyncio.wait_for(reader.read(-1), 30)
+            if keep and i in kept:
+                reader, conn = kept.pop(i)
+            else:
+                reader, conn = await asyncio.wait_for(
+                    asyncio.open_connection("127.0.0.1", port), 30)
+            writer = conn
+            conn.write(heads[i] + str(len(body)).encode() + b"\r\n\r\n" + body)
+            if keep:
+                head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 30)
+                m = re.search(rb"(?i)\r\ncontent-length: *(\d+)", head)
+                payload = head + (await asyncio.wait_for(
+                    reader.readexactly(int(m[1])), 30) if m else b"")
+            else:
+                payload = await asyncio.wait_for(reader.read(-1), 30)
             status = int(payload[9:12]) if payload.startswith(b"HTTP/1.1 ") else "bad"
             if status == 200 and b'"accepted": true' not in payload:
                 status = "not accepted"
-        except (OSError, asyncio.TimeoutError, ValueError) as e:
+            if keep and b"connection: close" not in payload.lower():
+                kept[i] = (reader, conn)  # for the next report
+                writer = None
+        except (OSError, asyncio.TimeoutError, ValueError, asyncio.IncompleteReadError) as e:
             payload = repr(e).encode()
         finally:
             if writer is not None:
@@ -337,6 +354,8 @@ async def _load(cfg: dict[str, Any]) -> None:
         r += 1
     if tasks:
         await asyncio.gather(*tasks)
+    for _, w in kept.values():
+        w.close()
     Path(cfg["out"]).write_text(json.dumps(stats))
 
 
@@ -579,7 +598,7 @@ async def admin_reads(port: int, token: str, until: float, n: int) -> dict[str, 
 # --------------------------------------------------------------------------- a scenario
 
 def scenario(n: int, cache: int, args: argparse.Namespace, work: Path,
-             log: Any) -> dict[str, Any]:
+             log: Any, connection: str = "keep-alive") -> dict[str, Any]:
     work.mkdir(parents=True, exist_ok=True)
     interval = args.interval
     secret = secrets.token_hex(16)
@@ -591,7 +610,8 @@ def scenario(n: int, cache: int, args: argparse.Namespace, work: Path,
                          work, "standin")
     service: Proc | None = None
     load: Proc | None = None
-    result: dict[str, Any] = {"servers": n, "token_cache_seconds": cache}
+    result: dict[str, Any] = {"servers": n, "token_cache_seconds": cache,
+                              "connection": connection}
     try:
         wait_until(lambda: get_json(hub_port, "/bench/counts"), standin, "the stand-in")
         profile_out = work / "service.prof" if args.profile else None
@@ -612,9 +632,11 @@ def scenario(n: int, cache: int, args: argparse.Namespace, work: Path,
         load = bench_proc("--load", {
             "port": port, "n": n, "secret": secret, "started": started, "t0": t0,
             "end": end, "interval": interval, "concurrency": args.concurrency,
+            "connection": connection,
             "phases": [(k, lo, hi) for k, (lo, hi) in bounds.items()], "out": str(out)},
             work, "load")
-        log(f"  {n:,} servers, token cache {cache} s: load from +1 s, 3 x {interval:g} s")
+        log(f"  {n:,} servers, token cache {cache} s, {connection}: load from +1 s, "
+            f"3 x {interval:g} s")
         marks: dict[str, dict[str, Any]] = {}
 
         def mark(name: str) -> None:
@@ -704,7 +726,7 @@ def msf(x: float) -> str:
 
 
 def table(results: list[dict[str, Any]]) -> tuple[list[str], list[list[str]]]:
-    header = ["servers", "token cache s", "service CPU: reports only (its IO loop)",
+    header = ["servers", "token cache s", "connection", "service CPU: reports only (its IO loop)",
               "+ admin every 1 s",
               "first 30 s", "report p50 / p99 ms", "/hub/api/user calls/s: steady, first 30 s",
               "api/spend?by=user p50 / p99 ms", "admin page + data p50 / p99 ms",
@@ -715,7 +737,7 @@ def table(results: list[dict[str, Any]]) -> tuple[list[str], list[list[str]]]:
         sent = sum(sum(r[p]["status"].values()) for p in ("first", "reports", "admin"))
         ok = sum(r[p]["status"].get("200", 0) for p in ("first", "reports", "admin"))
         rows.append([
-            f"{r['servers']:,}", str(r["token_cache_seconds"]),
+            f"{r['servers']:,}", str(r["token_cache_seconds"]), r.get("connection", "close"),
             f"{pc(s['service_cpu'])} ({pc(s['loop_cpu'])})",
             pc(a["service_cpu"]), pc(f["service_cpu"]),
             f"{msf(s['latency_p50'])} / {msf(s['latency_p99'])}",
@@ -728,10 +750,22 @@ def table(results: list[dict[str, Any]]) -> tuple[list[str], list[list[str]]]:
 
 def comparisons(results: list[dict[str, Any]]) -> list[str]:
     """Ratios within this run (the machine is noisy; ratios of one run hold better)."""
+    first = results[0].get("connection", "close") if results else "close"
+    out = []
+    pairs: dict[tuple[int, int], dict[str, dict[str, Any]]] = {}
+    for r in results:
+        pairs.setdefault((r["servers"], r["token_cache_seconds"]), {})[
+            r.get("connection", "close")] = r
+    for (n, c), got in sorted(pairs.items()):
+        if "keep-alive" in got and "close" in got:
+            ka, cl = got["keep-alive"]["reports"], got["close"]["reports"]
+            out.append(f"{n:,} servers, token cache {c} s: a kept connection vs a new one per "
+                       f"report: service CPU {pc(ka['service_cpu'])} vs "
+                       f"{pc(cl['service_cpu'])} (x{ka['service_cpu'] / cl['service_cpu']:.2f})")
+    results = [r for r in results if r.get("connection", "close") == first]
     by = {(r["servers"], r["token_cache_seconds"]): r for r in results}
     sizes = sorted({r["servers"] for r in results})
     caches = sorted({r["token_cache_seconds"] for r in results})
-    out = []
     for c in caches:
         if len(sizes) > 1 and (sizes[0], c) in by and (sizes[-1], c) in by:
             lo, hi = by[(sizes[0], c)], by[(sizes[-1], c)]
@@ -769,7 +803,8 @@ def goals(results: list[dict[str, Any]]) -> list[str]:
             continue
         cpu, a = r["reports"]["service_cpu"], r["admin"]
         out.append(
-            f"{r['servers']:,} servers, token cache {r['token_cache_seconds']} s: service CPU "
+            f"{r['servers']:,} servers, token cache {r['token_cache_seconds']} s, "
+            f"{r.get('connection', 'close')}: service CPU "
             f"{pc(cpu)} < 25% {'PASS' if cpu < GOAL_CPU else 'FAIL'} (with the admin page "
             f"every second: {pc(a['service_cpu'])}); api/spend?by=user p99 "
             f"{msf(a['spend_user_p99'])} ms < 200 ms "
@@ -781,7 +816,7 @@ def goals(results: list[dict[str, Any]]) -> list[str]:
 def notes(results: list[dict[str, Any]]) -> list[str]:
     out = []
     for r in results:
-        tag = f"{r['servers']:,}/{r['token_cache_seconds']} s"
+        tag = f"{r['servers']:,}/{r['token_cache_seconds']} s/{r.get('connection', 'close')}"
         for phase in ("first", "reports", "admin"):
             p = r[phase]
             bad = {k: v for k, v in p["status"].items() if k != "200"}
@@ -819,7 +854,10 @@ def print_profile(path: str, limit: int = 30) -> str:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     p.add_argument("--sizes", default="1000,10000", help="user servers, comma-separated")
-    p.add_argument("--caches", default="300,1",
+    p.add_argument("--connections", default="keep-alive,close",
+                   help="how servers send reports: keep-alive (one kept connection, as "
+                        "cost/hubreport.py does) and/or close (a new connection per report)")
+    p.add_argument("--caches", default="300",
                    help="c.CostGuardHub.token_cache_seconds to run each size with (300: the "
                         "default; 1: every report's token checked at the Hub)")
     p.add_argument("--interval", type=float, default=30.0,
@@ -859,7 +897,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for n in sizes:
             for cache in caches:
-                results.append(scenario(n, cache, args, tmp / f"n{n}-c{cache}", log))
+                for conn in [c for c in args.connections.split(",") if c]:
+                    results.append(scenario(n, cache, args, tmp / f"n{n}-c{cache}-{conn}",
+                                            log, conn))
     finally:
         if args.keep or args.profile:
             log(f"kept {tmp}")

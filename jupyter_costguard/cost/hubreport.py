@@ -5,24 +5,23 @@ Nothing the service holds ever reaches this server: it only answers a report, wi
 to report and the cull warnings that stand for this server, which are shown in JupyterLab as
 alerts. The user's "Keep running" (dismissing such a warning) goes back in the next report,
 sent at once. A report is what this run of the server has spent since it started; the
-service checks it against the Hub's own record. The request runs on a thread with a
-timeout, over one kept-alive connection: a slow or absent service never blocks the server.
+service checks it against the Hub's own record. The request is asynchronous with a timeout:
+a slow or absent service never blocks the server. Each report is a connection of its own:
+bench/hub.py measured ten thousand kept-alive connections costing the service more CPU than a
+new connection every 30 s each.
 """
 
 from __future__ import annotations
 
 import asyncio
-import http.client
 import json
 import logging
 import os
-import socket
-import threading
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
-from urllib.parse import urlsplit
 
+from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
 from traitlets import Float, HasTraits, Unicode, default
 
 from jupyter_costguard.alerts.requests import parse_raise_request
@@ -77,7 +76,7 @@ class HubReporter:
         self.active_jobs = active_jobs
         self.interval = interval
         self.timeout = timeout
-        self.connection = KeptConnection(self.url, timeout)
+        self.http = AsyncHTTPClient(force_instance=True)
         self._task: asyncio.Task[None] | None = None
         self._reported_kept: set[str] = set()
         #: how the last report went: ok, refused (the service said why), unreachable
@@ -124,22 +123,22 @@ class HubReporter:
         doc = self.build()
         if doc is None:
             return False
-        headers = {"Authorization": f"token {self._token}",
-                   "Content-Type": "application/json"}
+        req = HTTPRequest(self.url, method="POST", body=json.dumps(doc),
+                          headers={"Authorization": f"token {self._token}",
+                                   "Content-Type": "application/json"},
+                          connect_timeout=self.timeout, request_timeout=self.timeout,
+                          follow_redirects=False)
         try:
-            status, body = await asyncio.get_running_loop().run_in_executor(
-                None, self.connection.post, json.dumps(doc).encode(), headers)
-        except (TimeoutError, socket.timeout):
-            return self._failed("unreachable", f"no answer within {self.timeout:g} s")
-        except (OSError, http.client.HTTPException) as e:
+            resp = await self.http.fetch(req)
+            answer = parse_answer(json.loads(resp.body), self.interval)
+        except HTTPClientError as e:
+            if e.code == 599:
+                return self._failed("unreachable", f"no answer within {self.timeout:g} s")
+            why = _message(e)
+            return self._failed("refused" if 400 <= e.code < 500 else "unreachable",
+                                f"HTTP {e.code}: {why}")
+        except (OSError, ValueError) as e:
             return self._failed("unreachable", str(e) or type(e).__name__)
-        if status != 200:
-            return self._failed("refused" if 400 <= status < 500 else "unreachable",
-                                f"HTTP {status}: {_message(body)}")
-        try:
-            answer = parse_answer(json.loads(body), self.interval)
-        except ValueError as e:
-            return self._failed("unreachable", f"the answer is not the service's: {e}")
         self._reported_kept |= set(doc["kept"])
         self.interval = answer.interval
         if self.state != "ok":
@@ -212,66 +211,18 @@ class HubReporter:
                 await asyncio.wait_for(self.report_once(), min(3.0, self.timeout))
             except (asyncio.TimeoutError, Exception):
                 pass
-        self.connection.close()
+        self.http.close()
 
 
-def _message(body: bytes) -> str:
+def _message(e: HTTPClientError) -> str:
+    body = getattr(e.response, "body", None) if e.response is not None else None
     try:
         doc = json.loads(body) if body else None
     except ValueError:
         doc = None
     if isinstance(doc, dict) and isinstance(doc.get("message"), str):
         return str(doc["message"])[:300]
-    return body[:200].decode("utf-8", errors="replace")
-
-
-class KeptConnection:
-    """One HTTP/1.1 connection to the service, kept open between reports (a new connection
-    per report is most of what a report costs the service: bench/hub.py). Blocking, so it
-    is used from a thread, never the IO loop; one report at a time."""
-
-    MAX_ANSWER = 1024 * 1024
-
-    def __init__(self, url: str, timeout: float) -> None:
-        parts = urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError(f"the hub service's URL must be http(s)://host/..., not {url!r}")
-        self.https = parts.scheme == "https"
-        self.host, self.port = parts.hostname, parts.port
-        self.path = parts.path + (f"?{parts.query}" if parts.query else "")
-        self.timeout = timeout
-        self._conn: http.client.HTTPConnection | None = None
-        self._lock = threading.Lock()
-
-    def post(self, body: bytes, headers: dict[str, str]) -> tuple[int, bytes]:
-        with self._lock:
-            for attempt in (0, 1):
-                fresh = self._conn is None
-                if self._conn is None:
-                    cls = http.client.HTTPSConnection if self.https else \
-                        http.client.HTTPConnection
-                    self._conn = cls(self.host, self.port, timeout=self.timeout)
-                try:
-                    self._conn.request("POST", self.path, body, headers)
-                    resp = self._conn.getresponse()
-                    data = resp.read(self.MAX_ANSWER)
-                    if resp.will_close or not resp.isclosed():
-                        self._close()  # closing, or more than an answer may hold
-                    return resp.status, data
-                except (OSError, http.client.HTTPException):
-                    self._close()
-                    if fresh or attempt:  # a kept connection the service closed: once more
-                        raise
-            raise AssertionError("unreachable")
-
-    def _close(self) -> None:
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
-
-    def close(self) -> None:
-        with self._lock:
-            self._close()
+    return e.message or ""
 
 
 def reporter_from(traits: HubReportTraits, environ: dict[str, str] | os._Environ[str],
@@ -280,9 +231,5 @@ def reporter_from(traits: HubReportTraits, environ: dict[str, str] | os._Environ
     token = environ.get(ENV_TOKEN, "")
     if owner is None or not traits.hub_url or not token:
         return None
-    try:
-        return HubReporter(traits.hub_url, token, owner, interval=traits.hub_report_interval,
-                           timeout=traits.hub_report_timeout, **parts)
-    except ValueError as e:
-        log.warning("costguard: not reporting to the hub service: %s", e)
-        return None
+    return HubReporter(traits.hub_url, token, owner, interval=traits.hub_report_interval,
+                       timeout=traits.hub_report_timeout, **parts)
