@@ -189,3 +189,19 @@ def test_pages_are_answered_from_the_last_computation_while_a_fresh_one_runs(
     asyncio.run(scenario())
     app.worker.shutdown()
     app.store.close()
+
+
+def test_a_batch_of_reports_keeps_each_apart(tmp_path: Path) -> None:
+    """Reports that share a commit each have a savepoint: one that fails is rolled back
+    alone and said so; the others are kept."""
+    store = HubStore(tmp_path / "hub.sqlite")
+    store.db.execute("CREATE TRIGGER no_bob BEFORE INSERT ON epochs WHEN NEW.user = 'bob' "
+                     "BEGIN SELECT RAISE(ABORT, 'bob refused'); END")
+    r = check_report(doc(), LIMITS)
+    errors = store.record_reports([("alice", "/user/alice/", "", r, STARTED, NOW),
+                                   ("bob", "/user/bob/", "", r, STARTED, NOW),
+                                   ("carol", "/user/carol/", "", r, STARTED, NOW)])
+    assert errors[0] is None and errors[2] is None
+    assert isinstance(errors[1], sqlite3.IntegrityError)
+    assert sorted(s.user for s in store.servers()) == ["alice", "carol"]
+    assert sum(s for s, _, _ in store.totals(0, None).values()) == pytest.approx(4.0)

@@ -183,6 +183,32 @@ class HubStore:
         epoch = r.since if run is None else run
         self._write(lambda db: self._record_one(db, user, url, profile, r, epoch, seen))
 
+    def record_reports(self, reports: Sequence[tuple[str, str, str, Report, float | None,
+                                                     float | None]],
+                       ) -> list[Exception | None]:
+        """Several reports (user, url, profile, report, run, received) in one transaction,
+        each in a savepoint of its own: one that fails is rolled back alone (its error in
+        its place of the answer), the others are kept."""
+        errors: list[Exception | None] = []
+        if not reports:
+            return errors
+
+        def write(db: sqlite3.Connection) -> None:
+            for user, url, profile, r, run, received in reports:
+                seen = r.time if received is None else min(r.time, received)
+                db.execute("SAVEPOINT report")
+                try:
+                    self._record_one(db, user, url, profile, r,
+                                     r.since if run is None else run, seen)
+                except sqlite3.Error as e:
+                    db.execute("ROLLBACK TO report")
+                    errors.append(e)
+                else:
+                    errors.append(None)
+                db.execute("RELEASE report")
+        self._write(write)
+        return errors
+
     def record_refused(self, user: str, server: str, url: str, why: str, now: float) -> None:
         """A report the service refused: the server shows the reason on the admin page; its
         figures stay as last accepted."""
