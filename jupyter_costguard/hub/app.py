@@ -259,6 +259,8 @@ class CostGuardHub(Application):
     def make_app(self) -> web.Application:
         p = self.prefix
         routes: list[Any] = [
+            # first: hundreds a second at scale, and tornado tries the routes in order
+            (url_path_join(p, REPORT_PATH), ReportHandler),
             (p, handlers.PageHandler),
             (url_path_join(p, "oauth_callback"), handlers.OAuthCallbackHandler),
             (url_path_join(p, "api/spend"), handlers.SpendHandler),
@@ -267,7 +269,6 @@ class CostGuardHub(Application):
             (url_path_join(p, "api/me"), handlers.MeHandler),
             (url_path_join(p, "api/events"), handlers.EventsHandler),
             (url_path_join(p, "metrics"), handlers.MetricsHandler),
-            (url_path_join(p, REPORT_PATH), ReportHandler),
         ]
         auth = HubOAuth(api_token=os.environ["JUPYTERHUB_API_TOKEN"],
                         cache_max_age=self.token_cache_seconds)
