@@ -422,6 +422,9 @@ class FakeService:
     async def report(self, fn: Callable[..., Any], *args: Any) -> Any:
         return fn(*args)
 
+    async def page_html(self) -> str:
+        return handlers.PAGE.read_text("utf-8")
+
     def budgets_of(self, name: str, now: float) -> list[BudgetState]:
         return handlers.budgets_of(self, name, now)
 

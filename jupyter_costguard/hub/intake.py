@@ -200,8 +200,10 @@ class Intake:
         """Worker thread: parse and check one report; ReportError when refused."""
         ctx = self.ctx
         doc = protocol.parse_body(body)
-        said = doc.get("server") if isinstance(doc, dict) else None
-        if said != name:  # the server's name must be one the token speaks for
+        if not isinstance(doc, dict):
+            raise ReportError("the report must be a JSON object")
+        said = doc.get("server", "")
+        if isinstance(said, str) and said != name:  # one the token speaks for
             raise ReportError(f"this token does not speak for server {said!r} of {user}",
                               403)
         if running is None:
