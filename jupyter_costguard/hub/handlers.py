@@ -33,6 +33,14 @@ PAGE = Path(__file__).with_name("page.html")
 MAX_POINTS = 24 * 400
 
 
+def error_message(handler: web.RequestHandler, **kwargs: Any) -> str:
+    """The sentence an error answer carries: the HTTPError's own message, else the reason."""
+    exc = kwargs.get("exc_info", (None, None, None))[1]
+    if isinstance(exc, web.HTTPError) and exc.log_message:
+        return exc.log_message % exc.args if exc.args else exc.log_message
+    return handler._reason
+
+
 def no_framing(handler: web.RequestHandler) -> None:
     """No page or answer of the service may be framed by another site (clickjacking): user
     servers share the Hub's origin by default."""
@@ -140,10 +148,7 @@ class BaseHandler(HubOAuthenticated, web.RequestHandler):
         self.finish(json.dumps(doc))
 
     def write_error(self, status_code: int, **kwargs: Any) -> None:
-        message = self._reason
-        exc = kwargs.get("exc_info", (None, None, None))[1]
-        if isinstance(exc, web.HTTPError) and exc.log_message:
-            message = exc.log_message % exc.args if exc.args else exc.log_message
+        message = error_message(self, **kwargs)
         if self.api:
             self.set_header("Content-Type", "application/json; charset=UTF-8")
             self.finish(json.dumps({"message": message, "status": status_code}))

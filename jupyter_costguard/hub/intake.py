@@ -21,7 +21,7 @@ from typing import Any
 from tornado import web
 
 from jupyter_costguard.hub import protocol
-from jupyter_costguard.hub.handlers import no_framing
+from jupyter_costguard.hub.handlers import error_message, no_framing
 from jupyter_costguard.hub.hubapi import RunningServer
 from jupyter_costguard.hub.protocol import Limits, Report, ReportError
 
@@ -108,10 +108,7 @@ class ReportHandler(web.RequestHandler):
         self.finish(json.dumps(doc))
 
     def write_error(self, status_code: int, **kwargs: Any) -> None:
-        message = self._reason
-        exc = kwargs.get("exc_info", (None, None, None))[1]
-        if isinstance(exc, web.HTTPError) and exc.log_message:
-            message = exc.log_message % exc.args if exc.args else exc.log_message
+        message = error_message(self, **kwargs)
         self.set_header("Content-Type", "application/json; charset=UTF-8")
         self.finish(json.dumps({"message": message, "status": status_code}))
 
