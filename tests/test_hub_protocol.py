@@ -205,3 +205,24 @@ def test_a_batch_of_reports_keeps_each_apart(tmp_path: Path) -> None:
     assert isinstance(errors[1], sqlite3.IntegrityError)
     assert sorted(s.user for s in store.servers()) == ["alice", "carol"]
     assert sum(s for s, _, _ in store.totals(0, None).values()) == pytest.approx(4.0)
+
+
+def test_what_is_kept_ready_is_bounded_however_many_queries(tmp_path: Path) -> None:
+    """A user sending thousands of different queries cannot make the service recompute
+    thousands of answers after every look at the Hub."""
+    import asyncio
+
+    from jupyter_costguard.hub.app import MAX_KEPT_READY, CostGuardHub
+
+    app = CostGuardHub()
+    app.initialize([f"--db={tmp_path / 'hub.sqlite'}"])
+
+    async def scenario() -> None:
+        for i in range(200):
+            await app.report(lambda since: since, float(i))
+        assert len(app._asked) == MAX_KEPT_READY
+        assert (("<lambda>", 199.0)) in app._asked and ("<lambda>", 0.0) not in app._asked
+
+    asyncio.run(scenario())
+    app.worker.shutdown()
+    app.store.close()

@@ -45,6 +45,9 @@ from jupyter_costguard.periods import PERIODS
 
 T = TypeVar("T")
 ENV_CONFIG = "COSTGUARD_HUB_CONFIG"
+#: the most page answers kept ready after each look at the Hub (the most recently asked):
+#: however many different queries users send, the background work per cycle is bounded
+MAX_KEPT_READY = 16
 
 
 class CostGuardHub(Application):
@@ -177,7 +180,10 @@ class CostGuardHub(Application):
         servers reporting the store changes hundreds of times a second, and a page would
         otherwise recompute every figure on every open."""
         key = (fn.__name__, *(_key(a) for a in args))
+        self._asked.pop(key, None)
         self._asked[key] = (fn, args, time.monotonic())
+        while len(self._asked) > MAX_KEPT_READY:  # the least recently asked first
+            del self._asked[next(iter(self._asked))]
         hit = self._cache.get(key)
         if hit is not None:
             version, at, value = hit
