@@ -166,7 +166,7 @@ def test_a_restarted_service_counts_nothing_twice(hub: Hub) -> None:
     polled(hub)
     before = spend_rows(hub)
     t0 = time.time()
-    pids = [p for p in _service_pids(hub)]
+    pids = [p for p in hub.service_pids()]
     assert pids, "the managed service's process"
     for pid in pids:
         os.kill(pid, signal.SIGKILL)
@@ -281,11 +281,3 @@ def _try_rows(hub: Hub) -> dict[str, dict[str, Any]] | None:
         return None
 
 
-def _service_pids(hub: Hub) -> list[int]:
-    import psutil
-    out = []
-    for p in psutil.process_iter(["cmdline"]):
-        cmd = p.info["cmdline"] or []
-        if "jupyter_costguard.hub" in cmd and any(str(hub.service_config) in c for c in cmd):
-            out.append(p.pid)
-    return out

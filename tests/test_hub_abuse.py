@@ -139,16 +139,6 @@ def started_at(hub: Hub, user: str) -> float:
     return datetime.fromisoformat(server_model(hub, user)["started"]).timestamp()
 
 
-def service_pids(hub: Hub) -> list[int]:
-    import psutil
-    out = []
-    for p in psutil.process_iter(["cmdline"]):
-        cmd = p.info["cmdline"] or []
-        if "jupyter_costguard.hub" in cmd and any(str(hub.service_config) in c for c in cmd):
-            out.append(p.pid)
-    return out
-
-
 def running(hub: Hub, user: str) -> bool:
     return bool(server_model(hub, user).get("ready"))
 
@@ -498,7 +488,7 @@ def test_a_claimed_busy_gpu_neither_keeps_nor_stops_her_server(hub: Hub,
 
 def test_no_server_ever_received_a_token_but_its_own(hub: Hub) -> None:
     """Last: everything every server heard through the suite, against its own token."""
-    pids = service_pids(hub)
+    pids = hub.service_pids()
     assert pids, "the costguard service's process"
     service_token = environ_of(pids[0])["JUPYTERHUB_API_TOKEN"]
     others = {"the costguard service": service_token,

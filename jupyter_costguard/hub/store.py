@@ -179,9 +179,9 @@ class HubStore:
         forward, what it gained is spread over the hours since its last report. Its time
         counts as no later than `received` (the service's clock), so a report dated ahead
         keeps a server fresh no longer than one dated now."""
-        seen = r.time if received is None else min(r.time, received)
-        epoch = r.since if run is None else run
-        self._write(lambda db: self._record_one(db, user, url, profile, r, epoch, seen))
+        error = self.record_reports([(user, url, profile, r, run, received)])[0]
+        if error is not None:
+            raise error
 
     def record_reports(self, reports: Sequence[tuple[str, str, str, Report, float | None,
                                                      float | None]],

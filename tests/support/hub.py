@@ -304,6 +304,17 @@ class Hub:
             raise RuntimeError(f"status of {user}: {status} {data[:300]!r}")
         return json.loads(data)
 
+    def service_pids(self) -> list[int]:
+        """The costguard service's process (JupyterHub starts it, and restarts it if it dies)."""
+        import psutil
+        out = []
+        for p in psutil.process_iter(["cmdline"]):
+            cmd = p.info["cmdline"] or []
+            if "jupyter_costguard.hub" in cmd and any(str(self.service_config) in c
+                                                      for c in cmd):
+                out.append(p.pid)
+        return out
+
     def stop(self) -> None:
         if self.proc is None:
             return
