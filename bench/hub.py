@@ -66,6 +66,7 @@ import re
 import secrets
 import shutil
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -244,6 +245,31 @@ def standin_main(cfg: dict[str, Any]) -> None:
 
 
 # --------------------------------------------------------------------------- the load
+
+def floor_main(cfg: dict[str, Any]) -> None:
+    """The floor: tornado with one handler on the report path that reads the body and answers
+    `{"accepted": true}` (no token check, no parse, no store). Under the same load it shows
+    what tornado alone costs per report on this machine, which no handler can go below."""
+    from tornado import web
+
+    from jupyter_costguard.hub.protocol import REPORT_PATH
+
+    @web.stream_request_body
+    class Empty(web.RequestHandler):
+        def data_received(self, chunk: bytes) -> None:
+            pass
+
+        def post(self) -> None:
+            self.set_header("Content-Type", "application/json; charset=UTF-8")
+            self.finish(b'{"accepted": true, "warnings": []}')
+
+    async def serve() -> None:
+        web.Application([(PREFIX + REPORT_PATH, Empty)]).listen(
+            cfg["port"], "127.0.0.1", xheaders=False)
+        await asyncio.Event().wait()
+
+    asyncio.run(serve())
+
 
 def load_main(cfg: dict[str, Any]) -> None:
     """N servers' reports, spread evenly over each interval, until `end`; the figures go to
@@ -715,6 +741,47 @@ def scenario(n: int, cache: int, args: argparse.Namespace, work: Path,
     return result
 
 
+def floor_scenario(n: int, args: argparse.Namespace, work: Path, log: Any,
+                   connection: str) -> dict[str, Any]:
+    """The same load, one interval, against `floor_main`: its CPU per second of wall time."""
+    work.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    floor = bench_proc("--floor-server", {"port": port}, work, "floor")
+    load: Proc | None = None
+    try:
+        def listening() -> bool:
+            try:
+                socket.create_connection(("127.0.0.1", port), 1).close()
+                return True
+            except OSError:
+                return False
+
+        wait_until(listening, floor, "the floor server")
+        t0 = time.time() + 1.0
+        end = t0 + args.interval + 3
+        out = work / "load-out.json"
+        load = bench_proc("--load", {
+            "port": port, "n": n, "secret": "floor", "started": time.time() - 600.0,
+            "t0": t0, "end": end, "interval": args.interval,
+            "concurrency": args.concurrency, "connection": connection,
+            "phases": [("reports", t0 + 3, end)], "out": str(out)}, work, "load")
+        log(f"  {n:,} servers, {connection}: the floor (an empty tornado handler), "
+            f"{args.interval:g} s")
+        time.sleep(max(0.0, t0 + 3 - time.time()))
+        a, ta = floor.cpu(), time.time()
+        time.sleep(max(0.0, end - time.time()))
+        b, tb = floor.cpu(), time.time()
+        load.proc.wait(120)
+        stats = json.loads(out.read_text())["reports"]
+    finally:
+        for p in (load, floor):
+            if p is not None:
+                p.stop()
+    return {"servers": n, "connection": connection, "cpu": (b - a) / (tb - ta),
+            "reports": len(stats["latency"]), "status": stats["status"],
+            "latency_p99": pct(stats["latency"], 99)}
+
+
 # --------------------------------------------------------------------------- the report
 
 def pc(x: float | None) -> str:
@@ -796,6 +863,21 @@ def comparisons(results: list[dict[str, Any]]) -> list[str]:
     return out
 
 
+def floor_lines(results: list[dict[str, Any]], floors: list[dict[str, Any]]) -> list[str]:
+    out = []
+    for f in floors:
+        for r in results:
+            if r["servers"] == f["servers"] and r.get("connection") == f["connection"]:
+                cpu = r["reports"]["service_cpu"]
+                out.append(
+                    f"{f['servers']:,} servers, {f['connection']}, token cache "
+                    f"{r['token_cache_seconds']} s: service CPU {pc(cpu)} vs the floor (an "
+                    f"empty tornado handler on the same load) {pc(f['cpu'])}: "
+                    f"x{cpu / f['cpu']:.2f}, {pc(cpu - f['cpu'])} of a core above tornado "
+                    f"alone ({f['reports']:,} reports, {f['status']})")
+    return out
+
+
 def goals(results: list[dict[str, Any]]) -> list[str]:
     out = []
     for r in results:
@@ -870,10 +952,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--service-path", metavar="DIR",
                    help="run the service's jupyter_costguard from DIR (an A/B against another "
                         "version: git archive REV jupyter_costguard | tar -x -C DIR)")
+    p.add_argument("--floor", default="largest", choices=("largest", "all", "none"),
+                   help="also run the same load against an empty tornado handler (what "
+                        "tornado alone costs here), for the largest size, every size or none")
     p.add_argument("--json", type=Path, help="also write every figure here")
     p.add_argument("--keep", action="store_true", help="keep the temp dir (logs)")
     p.add_argument("--standin", help=argparse.SUPPRESS)
     p.add_argument("--load", help=argparse.SUPPRESS)
+    p.add_argument("--floor-server", help=argparse.SUPPRESS)
     p.add_argument("--profiled-service", help=argparse.SUPPRESS)
     args, rest = p.parse_known_args(argv)
     if args.standin:
@@ -881,6 +967,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.load:
         load_main(json.loads(Path(args.load).read_text()))
+        return 0
+    if args.floor_server:
+        floor_main(json.loads(Path(args.floor_server).read_text()))
         return 0
     if args.profiled_service:
         profiled_service(args.profiled_service, [a for a in rest if a != "--"])
@@ -894,12 +983,17 @@ def main(argv: list[str] | None = None) -> int:
     load_before = [round(x, 2) for x in os.getloadavg()]
     tmp = Path(tempfile.mkdtemp(prefix="costguard-bench-hub-"))
     results: list[dict[str, Any]] = []
+    floors: list[dict[str, Any]] = []
     try:
         for n in sizes:
             for cache in caches:
                 for conn in [c for c in args.connections.split(",") if c]:
                     results.append(scenario(n, cache, args, tmp / f"n{n}-c{cache}-{conn}",
                                             log, conn))
+            if args.floor == "all" or (args.floor == "largest" and n == max(sizes)):
+                for conn in [c for c in args.connections.split(",") if c]:
+                    floors.append(floor_scenario(n, args, tmp / f"n{n}-floor-{conn}", log,
+                                                 conn))
     finally:
         if args.keep or args.profile:
             log(f"kept {tmp}")
@@ -922,7 +1016,7 @@ def main(argv: list[str] | None = None) -> int:
             "argv": sys.argv[1:] if argv is None else argv}
     header, rows = table(results)
     print(text_table(header, rows))
-    lines = comparisons(results) + goals(results)
+    lines = comparisons(results) + floor_lines(results, floors) + goals(results)
     print()
     for line in lines:
         print(line)
@@ -938,7 +1032,8 @@ def main(argv: list[str] | None = None) -> int:
                   f"{r['token_cache_seconds']} s ({r['profile']}):\n")
             print(print_profile(r["profile"]))
     if args.json:
-        args.json.write_text(json.dumps({"meta": meta, "results": results}, indent=1))
+        args.json.write_text(json.dumps({"meta": meta, "results": results, "floors": floors},
+                                        indent=1))
     return 0
 
 
