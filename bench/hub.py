@@ -40,6 +40,11 @@ also opens the page every second: the page HTML, `api/spend` by user, group and 
 at once as its script does, then `api/series`). The service's user+system CPU (psutil) and
 the stand-in's call counts are read at each phase's bounds.
 
+Then, for the largest size (`--floor`), **the floor**: the same load for one interval
+against tornado with one empty handler on the report path (no token, no parse, no store),
+which shows what tornado alone costs per report on this machine; the service's CPU is
+compared with it as a ratio.
+
 Goals (issue 22): 10,000 servers under 25% of one core; the page p99 < 200 ms.
 
     python bench/hub.py                          # 1,000 and 10,000; token cache 300 s and 1 s
