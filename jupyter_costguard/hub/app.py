@@ -37,10 +37,11 @@ from jupyter_costguard.hub.budgets import Budgets, BudgetState
 from jupyter_costguard.hub.cull import Culler, policies_from
 from jupyter_costguard.hub.hubapi import HubAPI, RunningServer
 from jupyter_costguard.hub.intake import Intake, ReportHandler
+from jupyter_costguard.hub.meter import MeterConfigError, ProfilePrice, price_profiles
 from jupyter_costguard.hub.metrics import HubCollector
 from jupyter_costguard.hub.protocol import CLOCK_SKEW_SECONDS, REPORT_PATH
-from jupyter_costguard.hub.report import BY, rows_json, series
-from jupyter_costguard.hub.store import HubStore
+from jupyter_costguard.hub.report import BY, Reconcile, rows_json, series
+from jupyter_costguard.hub.store import COUNTS, HubStore
 from jupyter_costguard.periods import PERIODS
 
 T = TypeVar("T")
@@ -116,6 +117,30 @@ class CostGuardHub(Application):
                               "Empty: no culling.")
     cull_dry_run = Bool(False, config=True,
                         help="Log and record what would be stopped instead of stopping it.")
+    profile_prices = Dict(config=True,
+                          help="The meter's price table: profile slug -> {instance_type, "
+                               "market, region, gpus, cpus, memory, gpu_share} (a share of "
+                               "a catalog instance, priced as the servers price themselves) "
+                               "or {hourly_rate} in the site's currency (hub/meter.py). "
+                               "A running server of a priced profile is metered by the "
+                               "service: rate x time since the Hub started it.")
+    count = Enum(list(COUNTS), "metered", config=True,
+                 help="What budgets, pages, exports and metrics count: the service's meter "
+                      "(where the profile is priced; what the server reports otherwise), "
+                      "what servers report, or the larger of the two, hour by hour.")
+    reconcile_tolerance = Float(0.05, config=True,
+                                help="A server whose reported rate, or spend for its run, is "
+                                     "below its meter by more than this fraction is flagged "
+                                     "on the admin page.")
+    catalog_files = List(Unicode(), config=True,
+                         help="The site's own price catalog files (CSV or JSON), on top of "
+                              "the shipped one, for profile_prices.")
+    exchange_rates = Dict(config=True,
+                          help="Units of the site's currency per unit of another, for "
+                               "catalog rows priced in another currency.")
+    exchange_rates_date = Unicode(None, allow_none=True, config=True,
+                                  help="The date of exchange_rates, shown with converted "
+                                       "prices.")
     ip = Unicode(config=True, help="Listen address (default: from JUPYTERHUB_SERVICE_URL).")
     port = Integer(0, config=True, help="Listen port (default: from JUPYTERHUB_SERVICE_URL).")
 
@@ -135,7 +160,14 @@ class CostGuardHub(Application):
             self.update_config(self.cli_config)  # the command line wins
         self.budgets = Budgets(self.budget_period, dict(self.user_budgets),
                                dict(self.group_budgets), self.default_user_budget)
-        self.store = HubStore(self.db_path)
+        #: the meter's price of each profile (MeterConfigError: refuse to start, saying why)
+        self.prices: dict[str, ProfilePrice] = price_profiles(
+            self.profile_prices, currency=self.currency, catalog_files=self.catalog_files,
+            exchange_rates=self.exchange_rates, rates_date=self.exchange_rates_date)
+        self.store = HubStore(self.db_path, count=self.count)
+        #: a server starts reporting a little after the Hub starts it, then every interval
+        self.reconcile = Reconcile(self.reconcile_tolerance,
+                                   2 * self.report_interval + 60.0)
         self.worker = ThreadPoolExecutor(2, thread_name_prefix="costguard-hub")
         self.prefix = os.environ.get("JUPYTERHUB_SERVICE_PREFIX", "/services/costguard/")
         self.last_cycle: Cycle | None = None
@@ -214,7 +246,7 @@ class CostGuardHub(Application):
         hour = float(wall // 3600 * 3600)
         views: list[tuple[Callable[..., Any], tuple[Any, ...]]] = [
             (rows_json, (self.store, self.budgets, by, self.budgets.start(wall) + 1, None,
-                         None, None, self.currency)) for by in BY]
+                         None, None, self.currency, self.reconcile)) for by in BY]
         # the page's chart of the hub: every user, by the hour, the last 48 hours
         views.append((series, (self.store, "user", hour - 47 * 3600, hour + 3600, "hour",
                                None)))
@@ -291,6 +323,10 @@ class CostGuardHub(Application):
         await self.run(self.store.record_cycle,
                        {k: (s.url, s.profile) for k, s in cycle.running.items()},
                        cycle.memberships, cycle.time, self.stale_after)
+        if self.prices:
+            await self.run(self.store.record_meter,
+                           {k: (s.started, s.profile) for k, s in cycle.running.items()},
+                           {p: v.rate_per_hour for p, v in self.prices.items()}, cycle.time)
         rows = [r for r in await self.run(self.store.servers)
                 if (r.user, r.server) in cycle.running]
         cycle.reporting = sum(1 for r in rows if r.state == "ok")
@@ -383,5 +419,9 @@ def _key(arg: Any) -> Any:
 
 def main(argv: list[str] | None = None) -> None:
     app = CostGuardHub()
-    app.initialize(argv)
+    try:
+        app.initialize(argv)
+    except MeterConfigError as e:
+        app.log.critical("costguard-hub: not starting: %s", e)
+        raise SystemExit(2) from None
     app.start()

@@ -192,7 +192,7 @@ class SpendHandler(BaseHandler):
         now = time.time()
         # the cache is keyed on the period's start, not the second (budgets move by period)
         args = (self.ctx.store, self.ctx.budgets, by, self.ctx.budgets.start(now) + 1, since,
-                until, users, self.site_currency)
+                until, users, self.site_currency, self.ctx.reconcile)
         if fmt == "csv":
             body = report.to_csv(await self.ctx.report(report.rows, *args))
             self.set_header("Content-Type", "text/csv; charset=UTF-8")
@@ -258,9 +258,9 @@ class MeHandler(BaseHandler):
         # what a member sees of a group's spend is the site's choice; an admin sees it all
         view = "full" if self.is_admin() else getattr(ctx, "member_group_view", "remaining")
         user_rows = await ctx.run(report.rows, ctx.store, ctx.budgets, "user", now, None,
-                                  None, [name])
+                                  None, [name], self.site_currency, ctx.reconcile)
         server_rows = await ctx.run(report.rows, ctx.store, ctx.budgets, "server", now,
-                                    None, None, [name])
+                                    None, None, [name], self.site_currency, ctx.reconcile)
         self.write_json({"user": name, "admin": self.is_admin(), "time": now,
                          "totals": user_rows[0].doc() if user_rows else None,
                          "servers": [r.doc() for r in server_rows],

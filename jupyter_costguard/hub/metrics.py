@@ -30,7 +30,7 @@ class HubCollector:
 
     def collect(self) -> Iterator[Metric]:
         now = time.time()
-        by_user = rows(self.store, self.budgets, "user", now)
+        by_user = rows(self.store, self.budgets, "user", now, currency=self.currency)
         by_group = rows(self.store, self.budgets, "group", now, currency=self.currency)
         spend = CounterMetricFamily("costguard_hub_user_spend",
                                     "Spend of all the user's servers, all time.",
@@ -44,6 +44,14 @@ class HubCollector:
         rate = GaugeMetricFamily("costguard_hub_user_spend_rate_per_hour",
                                  "What the user's running servers cost per hour now.",
                                  labels=["user", "currency"])
+        metered = GaugeMetricFamily("costguard_hub_user_metered_rate_per_hour",
+                                    "What the user's running servers cost per hour by the "
+                                    "service's meter (their profiles' prices), in the site's "
+                                    "currency.", labels=["user", "currency"])
+        flagged = GaugeMetricFamily("costguard_hub_user_flagged_servers",
+                                    "The user's running servers whose reported rate or spend "
+                                    "is below their meter beyond the tolerance.",
+                                    labels=["user"])
         held = GaugeMetricFamily("costguard_hub_user_gpus_held",
                                  "GPUs held by a process on the user's running servers.",
                                  labels=["user"])
@@ -57,6 +65,8 @@ class HubCollector:
             idle.add_metric([r.key], r.idle_gpu_seconds)
             rate.add_metric([r.key, cur], r.rate_per_hour)
             held.add_metric([r.key], r.gpus_held)
+            metered.add_metric([r.key, self.currency], r.metered_rate_per_hour)
+            flagged.add_metric([r.key], len({f.split(" ", 1)[0] for f in r.flags or ()}))
             if r.budget is not None:
                 used.add_metric(["user", r.key, r.budget.period], r.budget.used)
         gspend = CounterMetricFamily("costguard_hub_group_spend",
@@ -76,7 +86,7 @@ class HubCollector:
         for s in self.store.servers():
             if s.state != "stopped":
                 up.add_metric([s.user, s.server], 1.0 if s.state == OK else 0.0)
-        yield from (spend, waste, idle, rate, held, gspend, gwaste, used, up)
+        yield from (spend, waste, idle, rate, metered, flagged, held, gspend, gwaste, used, up)
         last = self.last_poll()
         poll = GaugeMetricFamily("costguard_hub_poll_duration_seconds",
                                  "Wall time of the last look at the Hub (running servers, "

@@ -1,5 +1,10 @@
 """The figures the pages, the JSON and CSV and the metrics show, per user, group or server.
 
+`spend` is the figure the site counts (`c.CostGuardHub.count`, hub/store.py): by default the
+service's own meter where the server's profile is priced. Each row also carries the meter's
+rate and the **reconciliation**: a running server whose reported rate, or spend for its run,
+falls below its meter by more than the tolerance is flagged, with both figures.
+
 Spend for all time is exact to the last reading of each server; spend for a period adds the
 whole hours that start in [since, until) (what two polls saw is spread evenly over the hours
 between them). A user in two groups counts in both groups, so groups need not add up to the
@@ -16,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from jupyter_costguard.hub.budgets import Budgets, BudgetState, budget_states
-from jupyter_costguard.hub.store import OK, REFUSED, STALE, HubStore, ServerRow
+from jupyter_costguard.hub.store import OK, REFUSED, STALE, HubStore, MeterRow, ServerRow
 
 BY = ("user", "group", "server")
 #: group name for users who belong to none
@@ -24,7 +29,41 @@ NO_GROUP = "(no group)"
 
 CSV_COLUMNS = ("key", "user", "group", "server", "spend", "waste", "idle_gpu_hours",
                "rate_per_hour", "gpus_held", "gpus_busy", "servers_running", "servers_stale",
-               "budget", "budget_spent", "budget_used", "currency", "simulated")
+               "budget", "budget_spent", "budget_used", "currency", "simulated", "counted",
+               "metered_rate_per_hour", "flags")
+
+
+@dataclass(frozen=True)
+class Reconcile:
+    """When a server's own figures are flagged against its meter: below it by more than
+    `tolerance` (a fraction), past `grace_seconds` of the meter's figure (a server starts
+    reporting a little after the Hub starts it, and reports every interval)."""
+
+    tolerance: float = 0.05
+    grace_seconds: float = 120.0
+
+
+def flags_of(s: ServerRow, m: MeterRow | None, r: Reconcile) -> list[str]:
+    """Why a running server's report disagrees with its meter (empty: it agrees)."""
+    if m is None or s.state not in (OK, STALE, REFUSED):
+        return []
+    out = []
+    cur = s.currency or ""
+    low = 1.0 - r.tolerance
+    if s.state == OK and s.rate_per_hour < m.rate_per_hour * low - 1e-9:
+        out.append(f"reports a rate of {s.rate_per_hour:.2f} {cur}/h; its profile "
+                   f"{m.profile or '(default)'} is metered at {m.rate_per_hour:.2f}/h")
+    if m.reported is None or m.reported_at is None:
+        if m.last - m.run > r.grace_seconds:
+            out.append(f"has reported nothing for this run; metered {m.spend:.2f} since the "
+                       "Hub started it")
+        return out
+    expected = m.rate_per_hour * max(0.0, m.reported_at - m.run) / 3600.0
+    allowed = expected * low - m.rate_per_hour * r.grace_seconds / 3600.0
+    if m.reported < allowed - 1e-9:
+        out.append(f"reports {m.reported:.2f} {cur} for this run; its meter counted "
+                   f"{expected:.2f} by the time of that report")
+    return out
 
 
 @dataclass
@@ -47,12 +86,22 @@ class Row:
     state: str | None = None
     detail: str | None = None
     budget: BudgetState | None = None
+    #: what `spend` counts: "metered", "reported", "larger", or "mixed" (servers differ)
+    counted: str | None = None
+    metered_rate_per_hour: float = 0.0
+    flags: list[str] | None = None
 
-    def add(self, s: ServerRow, spend: float, waste: float, idle: float) -> None:
+    def add(self, s: ServerRow, spend: float, waste: float, idle: float,
+            meter: MeterRow | None = None, flags: list[str] | None = None) -> None:
         self.spend += spend
         self.waste += waste
         self.idle_gpu_seconds += idle
+        if flags:
+            name = f"{s.user}/{s.server}"
+            self.flags = (self.flags or []) + [f"{name} {f}" for f in flags]
         if s.state in (OK, STALE, REFUSED):  # running: a refused report keeps its last figures
+            if meter is not None:
+                self.metered_rate_per_hour += meter.rate_per_hour
             self.rate_per_hour += s.rate_per_hour
             self.gpus_held += s.gpus_held
             self.gpus_busy += s.gpus_busy
@@ -73,6 +122,9 @@ class Row:
             "servers_stale": self.servers_stale, "currency": self.currency,
             "simulated": self.simulated, "last_ok": self.last_ok,
             "budget": self.budget.doc() if self.budget else None,
+            "counted": self.counted,
+            "metered_rate_per_hour": round(self.metered_rate_per_hour, 6),
+            "flags": self.flags or [],
         }
         if self.state is not None:
             d["state"], d["detail"] = self.state, self.detail
@@ -81,15 +133,19 @@ class Row:
 
 def rows(store: HubStore, budgets: Budgets, by: str, now: float,
          since: float | None = None, until: float | None = None,
-         users: Iterable[str] | None = None, currency: str | None = None) -> list[Row]:
+         users: Iterable[str] | None = None, currency: str | None = None,
+         reconcile: Reconcile | None = None) -> list[Row]:
     """Rows `by` user, group or server, for all time or [since, until), biggest first;
     only those of `users` when given (a non-admin sees their own). Group rows, which add up
-    several users' servers, carry the site's `currency` when given, never the text one
-    user's server reported; user and server rows keep their own."""
+    several users' servers, and rows counted by the meter carry the site's `currency` when
+    given, never the text one user's server reported; other rows keep their servers'."""
     if by not in BY:
         raise ValueError(f"by must be one of {', '.join(BY)}, not {by!r}")
     wanted = None if users is None else set(users)
     servers = [s for s in store.servers() if wanted is None or s.user in wanted]
+    meters = {(m.user, m.server): m for m in store.meter_rows()}
+    recon = reconcile or Reconcile()
+    counted = store.count
     totals = store.totals(since, until)
     members = store.memberships()
     period = store.totals(budgets.start(now), None)
@@ -122,7 +178,13 @@ def rows(store: HubStore, budgets: Budgets, by: str, now: float,
                 else:
                     row.group = key
                     row.currency = currency
-            row.add(s, spend, waste, idle)
+            meter = meters.get((s.user, s.server))
+            # what this server's spend counts: the site's choice where it has a meter
+            source = counted if meter is not None else "reported"
+            row.counted = source if row.counted in (None, source) else "mixed"
+            row.add(s, spend, waste, idle, meter, flags_of(s, meter, recon))
+            if source != "reported" and currency:  # the meter counts in the site's currency
+                row.currency = currency
     for row in out.values():
         if by == "group" and row.group is not None:
             b = budgets.for_group(row.group)
@@ -201,5 +263,6 @@ def to_csv(rows_: list[Row]) -> str:
             f"{r.rate_per_hour:.6f}", r.gpus_held, r.gpus_busy, r.servers_running,
             r.servers_stale, "" if b is None else f"{b.budget:.2f}",
             "" if b is None else f"{b.spent:.6f}", "" if b is None else f"{b.used:.4f}",
-            inert(r.currency or ""), str(r.simulated).lower()])
+            inert(r.currency or ""), str(r.simulated).lower(), r.counted or "",
+            f"{r.metered_rate_per_hour:.6f}", inert("; ".join(r.flags or []))])
     return buf.getvalue()

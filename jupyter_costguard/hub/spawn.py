@@ -31,7 +31,7 @@ from jupyter_costguard.hub.profiles import (
     profile_overrides,
     profile_slug,
 )
-from jupyter_costguard.hub.store import hour_bounds
+from jupyter_costguard.hub.store import counted_sql, hour_bounds
 from jupyter_costguard.periods import period_start
 
 #: what the user's server reads to show the budget in JupyterLab
@@ -107,11 +107,14 @@ async def is_gpu_spawn(spawner: Any, gpu_profiles: set[str]) -> bool:
     return False
 
 
-def spent_this_period(db_path: str | Path, users: list[str], since: float) -> dict[str, float]:
-    """Each user's spend in the hours from `since` (nothing before the service wrote any)."""
+def spent_this_period(db_path: str | Path, users: list[str], since: float,
+                      count: str = "metered") -> dict[str, float]:
+    """Each user's spend in the hours from `since` (nothing before the service wrote any), the
+    figure the service counts (`count`: the meter by default, see hub/store.py)."""
     marks = ",".join("?" * len(users))
     found = read_db(db_path, (
-        f"SELECT user, SUM(spend) FROM hours WHERE hour >= ? AND user IN ({marks}) "
+        f"SELECT user, SUM({counted_sql(count)}) FROM hours WHERE hour >= ? "
+        f"AND user IN ({marks}) "
         "GROUP BY user", (hour_bounds(since, None)[0], *users)))
     return {u: float(s) for u, s in found[0]}
 
@@ -151,7 +154,7 @@ def states_for(settings: dict[str, Any], user: str, groups: list[str], now: floa
     budgeted = [g for g in groups if budgets.for_group(g) is not None]
     members = members_of(db, budgeted)
     everyone = sorted({user, *(u for us in members.values() for u in us)})
-    spent = spent_this_period(db, everyone, start)
+    spent = spent_this_period(db, everyone, start, str(settings.get("count", "metered")))
     group_spend = {g: sum(spent.get(u, 0.0) for u in set(us) | {user})
                    for g, us in members.items()}
     return budget_states(budgets, user, groups, spent.get(user, 0.0), group_spend, now)

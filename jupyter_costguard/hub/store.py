@@ -35,6 +35,7 @@ CREATE TABLE IF NOT EXISTS hours (
     user TEXT NOT NULL, server TEXT NOT NULL, hour INTEGER NOT NULL,
     spend REAL NOT NULL DEFAULT 0, waste REAL NOT NULL DEFAULT 0,
     idle_gpu_seconds REAL NOT NULL DEFAULT 0,
+    metered REAL NOT NULL DEFAULT 0, priced INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (user, server, hour));
 CREATE INDEX IF NOT EXISTS hours_by_hour ON hours (hour);
 CREATE TABLE IF NOT EXISTS servers (
@@ -48,6 +49,10 @@ CREATE TABLE IF NOT EXISTS servers (
     PRIMARY KEY (user, server));
 CREATE TABLE IF NOT EXISTS memberships (
     user TEXT NOT NULL, grp TEXT NOT NULL, PRIMARY KEY (user, grp));
+CREATE TABLE IF NOT EXISTS meter (
+    user TEXT NOT NULL, server TEXT NOT NULL, run REAL NOT NULL, profile TEXT NOT NULL,
+    rate_per_hour REAL NOT NULL, spend REAL NOT NULL, last REAL NOT NULL,
+    PRIMARY KEY (user, server, run));
 CREATE TABLE IF NOT EXISTS events (
     id INTEGER PRIMARY KEY AUTOINCREMENT, time REAL NOT NULL, user TEXT NOT NULL,
     server TEXT NOT NULL, kind TEXT NOT NULL, detail TEXT NOT NULL);
@@ -62,6 +67,23 @@ SERVER_COLUMNS = ("user, server, url, state, detail, last_ok, last_try, currency
                   "active_jobs")
 #: what one report may spread over: a longer gap goes into its last hours
 MAX_SPREAD_HOURS = 24 * 40
+#: which figure budgets, pages, exports and metrics count (c.CostGuardHub.count), as the SQL
+#: of one `hours` row: the service's meter where the server's profile is priced (`priced`),
+#: what the server reported otherwise; "larger" takes the larger of the two, hour by hour
+COUNTED_SQL = {
+    "metered": "(CASE WHEN priced THEN metered ELSE spend END)",
+    "reported": "spend",
+    "larger": "(CASE WHEN priced THEN MAX(metered, spend) ELSE spend END)",
+}
+COUNTS = tuple(COUNTED_SQL)
+
+
+def counted_sql(count: str) -> str:
+    """The SQL of the counted spend of an `hours` row (ValueError for an unknown mode)."""
+    try:
+        return COUNTED_SQL[count]
+    except KeyError:
+        raise ValueError(f"count must be one of {', '.join(COUNTS)}, not {count!r}") from None
 
 
 @dataclass(frozen=True)
@@ -135,8 +157,26 @@ def hour_bounds(since: float | None, until: float | None) -> tuple[int, int]:
     return lo, hi
 
 
+@dataclass(frozen=True)
+class MeterRow:
+    """A server's current run as the meter has it, beside what the server reported of it."""
+
+    user: str
+    server: str
+    run: float  # the Hub's `started` of this run
+    profile: str
+    rate_per_hour: float
+    spend: float  # metered, up to `last`
+    last: float
+    #: the server's own figures for the same run (its epoch): spend, when last reported
+    reported: float | None
+    reported_at: float | None
+
+
 class HubStore:
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, count: str = "metered") -> None:
+        self.count = count
+        self._counted = counted_sql(count)
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
@@ -149,6 +189,11 @@ class HubStore:
         if "active_jobs" not in columns:  # a database of an earlier version
             self.db.execute("ALTER TABLE servers ADD COLUMN active_jobs INTEGER NOT NULL "
                             "DEFAULT 0")
+        columns = {r[1] for r in self.db.execute("PRAGMA table_info(hours)")}
+        for column, kind in (("metered", "REAL"), ("priced", "INTEGER")):
+            if column not in columns:  # a database from before the meter
+                self.db.execute(f"ALTER TABLE hours ADD COLUMN {column} {kind} NOT NULL "
+                                "DEFAULT 0")
         self.path.chmod(0o600)
         self._lock = threading.Lock()
         #: bumped by every write, so readers can cache what they built from the store
@@ -255,6 +300,42 @@ class HubStore:
                            [(u, g) for u, gs in memberships.items() for g in gs])
         self._write(write)
 
+    def record_meter(self, running: Mapping[tuple[str, str], tuple[float | None, str]],
+                     rates: Mapping[str, float], now: float) -> None:
+        """The meter moves to `now`: each running server ((user, server) -> (the Hub's
+        `started`, profile)) whose profile has a rate accrues rate x the time since the
+        meter last moved (or since it started), spread over the hours it covers. Persisted,
+        so a restart of the service picks up where it left: the time it was down is
+        counted at its next cycle, as long as the Hub says the same run is still up."""
+        def write(db: sqlite3.Connection) -> None:
+            for (user, server), (run, profile) in running.items():
+                rate = rates.get(profile)
+                if run is None or rate is None:
+                    continue
+                found = db.execute("SELECT spend, last FROM meter WHERE user = ? AND "
+                                   "server = ? AND run = ?", (user, server, run)).fetchone()
+                spend, last = (0.0, run) if found is None else found
+                start = max(last, run, now - MAX_SPREAD_HOURS * HOUR)
+                if now <= start:
+                    if found is None:
+                        db.execute("INSERT INTO meter VALUES (?, ?, ?, ?, ?, ?, ?)",
+                                   (user, server, run, profile, rate, 0.0, run))
+                    continue
+                gained = rate * (now - start) / HOUR
+                db.execute(
+                    "INSERT INTO meter VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (user, server,"
+                    " run) DO UPDATE SET profile = excluded.profile, rate_per_hour = "
+                    "excluded.rate_per_hour, spend = excluded.spend, last = excluded.last",
+                    (user, server, run, profile, rate, spend + gained, now))
+                # every hour covered is marked priced, even at a rate of 0
+                db.executemany(
+                    "INSERT INTO hours (user, server, hour, metered, priced) VALUES "
+                    "(?, ?, ?, ?, 1) ON CONFLICT (user, server, hour) DO UPDATE SET "
+                    "metered = metered + excluded.metered, priced = 1",
+                    [(user, server, hour, gained * part)
+                     for hour, part in spread(start, now, 1.0).items()])
+        self._write(write)
+
     def _record_one(self, db: sqlite3.Connection, user: str, url: str, profile: str,
                     r: Report, epoch: float, seen: float) -> None:
         prev = db.execute(
@@ -286,7 +367,8 @@ class HubStore:
             idle = max(0, old[1] - old[2]) * (seen - old[0])
             idle_h = spread(old[0], seen, idle)
         db.executemany(
-            "INSERT INTO hours VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (user, server, hour) "
+            "INSERT INTO hours (user, server, hour, spend, waste, idle_gpu_seconds) "
+            "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (user, server, hour) "
             "DO UPDATE SET spend = spend + excluded.spend, waste = waste + excluded.waste, "
             "idle_gpu_seconds = idle_gpu_seconds + excluded.idle_gpu_seconds",
             [(user, r.server, hour, spend_h.get(hour, 0.0), waste_h.get(hour, 0.0),
@@ -327,18 +409,18 @@ class HubStore:
 
     def totals(self, since: float | None = None, until: float | None = None,
                ) -> dict[tuple[str, str], tuple[float, float, float]]:
-        """(user, server) -> (spend, waste, idle GPU seconds) over whole hours in
-        [since, until); all time when both are None (spend and waste then come from the
-        epochs, exact to the last reading)."""
+        """(user, server) -> (counted spend, waste, idle GPU seconds) over whole hours in
+        [since, until); all time when both are None (counting what servers report, spend
+        and waste then come from the epochs, exact to the last reading)."""
         with self._lock:
             out: dict[tuple[str, str], tuple[float, float, float]] = {}
             lo, hi = hour_bounds(since, until)
             for user, server, spend, waste, idle in self.db.execute(
-                    "SELECT user, server, SUM(spend), SUM(waste), SUM(idle_gpu_seconds) "
-                    "FROM hours WHERE hour >= ? AND hour < ? "
+                    f"SELECT user, server, SUM({self._counted}), SUM(waste), "
+                    "SUM(idle_gpu_seconds) FROM hours WHERE hour >= ? AND hour < ? "
                     "GROUP BY user, server", (lo, hi)):
                 out[(user, server)] = (spend, waste, idle)
-            if since is None and until is None:
+            if since is None and until is None and self.count == "reported":
                 for user, server, spend, waste in self.db.execute(
                         "SELECT user, server, SUM(spend), SUM(waste) FROM epochs "
                         "GROUP BY user, server"):
@@ -347,10 +429,10 @@ class HubStore:
             return out
 
     def series(self, since: float, until: float) -> list[tuple[str, str, int, float, float]]:
-        """(user, server, hour, spend, waste) for the hours in [since, until)."""
+        """(user, server, hour, counted spend, waste) for the hours in [since, until)."""
         with self._lock:
             return self.db.execute(
-                "SELECT user, server, hour, spend, waste FROM hours "
+                f"SELECT user, server, hour, {self._counted}, waste FROM hours "
                 "WHERE hour >= ? AND hour < ? ORDER BY hour",
                 hour_bounds(since, until)).fetchall()
 
@@ -375,9 +457,26 @@ class HubStore:
                 "GROUP BY user, server")}
 
     def user_spend(self, user: str, since: float) -> float:
-        """A user's spend, all servers, in the hours from `since` (budgets)."""
+        """A user's counted spend, all servers, in the hours from `since` (budgets)."""
         with self._lock:
-            row = self.db.execute("SELECT COALESCE(SUM(spend), 0) FROM hours WHERE user = ? "
-                                  "AND hour >= ?", (user, hour_bounds(since, None)[0])
-                                  ).fetchone()
+            row = self.db.execute(f"SELECT COALESCE(SUM({self._counted}), 0) FROM hours "
+                                  "WHERE user = ? AND hour >= ?",
+                                  (user, hour_bounds(since, None)[0])).fetchone()
             return float(row[0])
+
+    def meter_rows(self) -> list[MeterRow]:
+        """Each server's latest metered run, with the server's own figures for that run."""
+        with self._lock:
+            rows = self.db.execute(
+                "SELECT m.user, m.server, m.run, m.profile, m.rate_per_hour, m.spend, m.last, "
+                "e.spend, e.last_seen FROM meter m LEFT JOIN epochs e ON e.user = m.user "
+                "AND e.server = m.server AND e.since = m.run WHERE m.run = (SELECT MAX(run) "
+                "FROM meter n WHERE n.user = m.user AND n.server = m.server) "
+                "ORDER BY m.user, m.server").fetchall()
+        return [MeterRow(*r) for r in rows]
+
+    def metered_total(self) -> dict[tuple[str, str], float]:
+        """(user, server) -> everything the meter has counted, all runs."""
+        with self._lock:
+            return {(u, s): v for u, s, v in self.db.execute(
+                "SELECT user, server, SUM(spend) FROM meter GROUP BY user, server")}
