@@ -51,7 +51,7 @@ def test_a_valid_report_passes_as_sent() -> None:
     ("rate_per_hour", 101.0, "rate_per_hour"), ("time", 4102444800.0, "time"),
     ("time", NOW - 3600, "time"), ("since", 0, "since"), ("since", 1e308, "since"),
     ("since", NOW + 1, "since"), ("gpu_count", 10**30, "gpu_count"),
-    ("gpus_held", 3, "gpus_held"), ("gpus_busy", 2, "gpus_busy"), ("gpu_count", 1.5, "integer"),
+    ("gpus_held", 3, "gpus_held"), ("gpus_busy", 3, "gpus_busy"), ("gpu_count", 1.5, "integer"),
     ("gpu_count", True, "integer"), ("currency", '=HYPERLINK("http://x","y")', "ISO 4217"),
     ("currency", "usd", "ISO 4217"), ("simulated", "yes", "simulated"),
     ("gpu_idle_since", NOW + 10, "gpu_idle_since"), ("kept", ["x"] * 17, "kept"),
@@ -60,6 +60,14 @@ def test_a_valid_report_passes_as_sent() -> None:
 ])
 def test_each_bad_figure_is_refused_naming_it(field: str, value: Any, word: str) -> None:
     refused(doc(**{field: value}), word)
+
+
+def test_a_busy_gpu_need_not_be_held_by_a_process_the_server_sees() -> None:
+    """NVML lists no processes inside many containers (another PID namespace), and a server
+    whose idle threshold is 0 counts every GPU busy: a GPU busy but not held is a figure
+    the server may report, bounded by its GPUs (it was refused as `busy > held`)."""
+    r = check_report(doc(gpus_held=0, gpus_busy=2, gpu_idle_since=None), LIMITS)
+    assert (r.gpus_held, r.gpus_busy) == (0, 2)
 
 
 def test_spend_cannot_outrun_the_dearest_rate_for_as_long_as_the_server_ran() -> None:

@@ -132,6 +132,11 @@ class CostGuardHub(Application):
                                 help="A server whose reported rate, or spend for its run, is "
                                      "below its meter by more than this fraction is flagged "
                                      "on the admin page.")
+    reconcile_grace_seconds = Float(None, allow_none=True, config=True,
+                                    help="How far behind its meter a server's spend for its "
+                                         "run may be before it is flagged (it starts "
+                                         "reporting after the Hub starts it). Default: two "
+                                         "report intervals and a minute.")
     catalog_files = List(Unicode(), config=True,
                          help="The site's own price catalog files (CSV or JSON), on top of "
                               "the shipped one, for profile_prices.")
@@ -166,15 +171,17 @@ class CostGuardHub(Application):
             exchange_rates=self.exchange_rates, rates_date=self.exchange_rates_date)
         self.store = HubStore(self.db_path, count=self.count)
         #: a server starts reporting a little after the Hub starts it, then every interval
-        self.reconcile = Reconcile(self.reconcile_tolerance,
-                                   2 * self.report_interval + 60.0)
+        grace = self.reconcile_grace_seconds
+        self.reconcile = Reconcile(self.reconcile_tolerance, 2 * self.report_interval + 60.0
+                                   if grace is None else max(0.0, grace))
+        self.collector = HubCollector(self.store, self.budgets, self._last_poll,
+                                      self.currency, self.reconcile)
         self.worker = ThreadPoolExecutor(2, thread_name_prefix="costguard-hub")
         self.prefix = os.environ.get("JUPYTERHUB_SERVICE_PREFIX", "/services/costguard/")
         self.last_cycle: Cycle | None = None
         #: what the Hub last said is running (reports of other servers are refused)
         self.running: dict[tuple[str, str], RunningServer] = {}
-        self.collector = HubCollector(self.store, self.budgets, self._last_poll,
-                                      self.currency)
+
         self._task: asyncio.Task[None] | None = None
         self.policies = policies_from(self.cull_policies)
         self.culler: Culler | None = None

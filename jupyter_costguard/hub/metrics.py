@@ -14,15 +14,16 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from jupyter_costguard.hub.budgets import Budgets
-from jupyter_costguard.hub.report import rows
+from jupyter_costguard.hub.report import Reconcile, rows
 from jupyter_costguard.hub.store import OK, HubStore
 
 
 class HubCollector:
     def __init__(self, store: HubStore, budgets: Budgets,
                  last_poll: Callable[[], tuple[float, float] | None],
-                 currency: str = "USD") -> None:
+                 currency: str = "USD", reconcile: Reconcile | None = None) -> None:
         self.store = store
+        self.reconcile = reconcile
         self.budgets = budgets
         self.last_poll = last_poll
         #: the site's: group series add up several users' servers
@@ -30,7 +31,8 @@ class HubCollector:
 
     def collect(self) -> Iterator[Metric]:
         now = time.time()
-        by_user = rows(self.store, self.budgets, "user", now, currency=self.currency)
+        by_user = rows(self.store, self.budgets, "user", now, currency=self.currency,
+                       reconcile=self.reconcile)
         by_group = rows(self.store, self.budgets, "group", now, currency=self.currency)
         spend = CounterMetricFamily("costguard_hub_user_spend",
                                     "Spend of all the user's servers, all time.",

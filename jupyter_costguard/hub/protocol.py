@@ -169,7 +169,9 @@ def check_report(doc: Any, limits: Limits) -> Report:
         raise ReportError("simulated must be true or false")
     gpu_count = _integer(doc, "gpu_count", MAX_GPUS)
     held = _integer(doc, "gpus_held", gpu_count)
-    busy = _integer(doc, "gpus_busy", held)
+    # busy is bounded by the GPUs, not by those held: NVML shows no processes in many
+    # containers, and a GPU can be busy with a process the server does not see
+    busy = _integer(doc, "gpus_busy", gpu_count)
     idle_since = doc.get("gpu_idle_since")
     if idle_since is not None:
         idle_since = _number(doc, "gpu_idle_since", since - skew, t)
