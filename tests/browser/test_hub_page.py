@@ -1,8 +1,9 @@
 """The hub service's page in a real Chromium (Debian's, driven by Playwright) against a real
 JupyterHub with its real proxy: three users in two groups, each with a single-user server
 playing a replayed GPU trace at its own hourly rate, and the costguard service polling them
-every second. Users log in through the Hub's own login form. Screenshots land in docs/ when
-COSTGUARD_SCREENSHOTS=1."""
+every second. Bob runs the "gpu" profile, which the site meters (`profile_prices`) above what
+his server reports: his row is flagged. Users log in through the Hub's own login form.
+Screenshots land in docs/ when COSTGUARD_SCREENSHOTS=1."""
 
 from __future__ import annotations
 
@@ -34,6 +35,10 @@ USERS = {"alice": (["ml"], 12.29, [90]), "bob": (["ml"], 32.77, [0, 0]),
          "carol": (["research"], 98.32, [40, 1])}
 BUDGETS = {"user_budgets": {"alice": 2.0, "carol": 25.0},
            "group_budgets": {"ml": 10.0, "research": 40.0}}
+#: the site's meter: bob's profile at 45/h, above the 32.77/h his server reports (flagged, and
+#: what his spend counts); alice's and carol's profiles are unpriced (they count their reports)
+PROFILES = {"bob": "gpu"}
+METER = {"profile_prices": {"gpu": {"hourly_rate": 45.0}}}
 MONEY = re.compile(r"([A-Z]{3})\s*([0-9][0-9,]*\.[0-9]{2})")
 VIEWPORT = {"width": 1400, "height": 900}
 
@@ -61,10 +66,10 @@ def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Hub]:
     users = [HubUser(name, gpu_trace(d / f"{name}.json", util), groups, rate)
              for name, (groups, rate, util) in USERS.items()]
     users.append(HubUser("admin", gpu_trace(d / "admin.json", []), []))
-    h = Hub(d / "hub", users, service_settings=BUDGETS).start()
+    h = Hub(d / "hub", users, service_settings={**BUDGETS, **METER}).start()
     try:
         for name in USERS:
-            h.start_server(name)
+            h.start_server(name, {"profile": PROFILES[name]} if name in PROFILES else None)
         for name in USERS:
             h.wait_ready(name)
         for name in USERS:  # the kernel the trace's processes belong to
@@ -302,6 +307,53 @@ def test_a_user_sees_only_their_own_figures_and_budgets(hub: Hub, browser: Any) 
         if SHOTS:
             DOCS.mkdir(exist_ok=True)
             pg.screenshot(path=str(DOCS / "hub-user.png"))
+
+
+def test_a_server_reporting_below_its_meter_is_flagged_with_both_figures(
+        hub: Hub, browser: Any) -> None:
+    rows = wait_for(lambda: (lambda r: r if r["bob"]["flags"] else None)(spend(hub)), 60,
+                    "bob flagged by the service")
+    assert rows["alice"]["flags"] == [] == rows["carol"]["flags"]
+    assert rows["bob"]["counted"] == "metered" and rows["carol"]["counted"] == "reported"
+    rate_flag = re.compile(r"^bob/ reports a rate of [0-9.]+ USD/h; its profile gpu is "
+                           r"metered at 45\.00/h$")
+    with logged_in(browser, hub, "admin") as pg:
+        bob = pg.locator('#cg-table tbody tr[data-key="bob"]')
+        badge = bob.locator("td.name .flag")
+        assert badge.count() == 1 and badge.is_visible()
+        assert badge.inner_text().strip() == "check"
+        # the title lists the flag sentences, one a line; screen readers get them too
+        title = badge.get_attribute("title") or ""
+        lines = title.split("\n")
+        assert all(line.startswith("bob/ ") for line in lines), lines
+        assert any(rate_flag.match(line) for line in lines), lines
+        label = badge.get_attribute("aria-label") or ""
+        assert badge.get_attribute("role") == "img" and "metered at 45.00/h" in label
+        assert "is-flagged" in (bob.get_attribute("class") or "").split()
+        # the rate cell: both figures; an unmetered server's says nothing of a meter
+        assert re.fullmatch(r"reported USD [0-9.,]+/h, metered USD 45\.00/h",
+                            bob.locator("td.rate").get_attribute("title") or ""), \
+            bob.locator("td.rate").get_attribute("title")
+        for other in ("alice", "carol"):
+            tr = pg.locator(f'#cg-table tbody tr[data-key="{other}"]')
+            assert tr.locator(".flag").count() == 0, other
+            assert "is-flagged" not in (tr.get_attribute("class") or "").split(), other
+            assert tr.locator("td.rate").get_attribute("title") is None, other
+        background = "el => getComputedStyle(el).backgroundColor"
+        assert bob.locator("td.name").evaluate(background) != pg.locator(
+            '#cg-table tbody tr[data-key="carol"] td.name').evaluate(background)
+        # the note under the table: what Spend counts, and how many servers are flagged
+        note = pg.locator("#cg-counted")
+        assert note.is_visible()
+        text = note.inner_text()
+        assert "Spend counts the service's meter (profile prices); servers of unpriced " \
+               "profiles count what they report." in text, text
+        assert "1 server flagged" in text, text
+        # by server: the same marker on bob's server only
+        pg.click('#cg-by button[data-by="server"]')
+        wait_keys(pg, {f"{u}/" for u in USERS}, "the servers")
+        assert pg.locator('#cg-table tbody tr[data-key="bob/"] td.name .flag').count() == 1
+        assert pg.locator("#cg-table tbody .flag").count() == 1
 
 
 def test_a_server_that_stops_answering_shows_stale_with_why(hub: Hub, browser: Any) -> None:
