@@ -31,6 +31,9 @@ c.CostGuardHub.profile_prices = {
     # reports a p4d's rate: above its meter, which is not flagged; spend counts the meter.)
     "cpu": {"instance_type": "m5.xlarge"},
 }
+# a spawn that names no profile (through the REST API) is "" in the Hub's record: count it as
+# the form's default, gpu
+c.CostGuardHub.profile_prices[""] = c.CostGuardHub.profile_prices["gpu"]
 
 # GPU-aware culling: GPU servers with every GPU idle for 30 min are warned 5 min ahead in
 # their JupyterLab, then stopped; CPU servers are left to the usual culler. The demo only
