@@ -275,7 +275,7 @@ def test_every_hostile_report_is_refused_with_its_reason_and_the_service_stays_u
         ("a formula as currency",
          dumps(valid(hub, currency='=HYPERLINK("http://x","y")')), 400, "currency"),
         ("gpu_count 10**30", dumps(valid(hub, gpu_count=10**30)), 400, "gpu_count"),
-        ("gpus_busy above gpus_held", dumps(valid(hub, gpus_busy=2)), 400, "gpus_busy"),
+        ("gpus_busy above gpu_count", dumps(valid(hub, gpus_busy=3)), 400, "gpus_busy"),
         ("active_jobs 10**30", dumps(valid(hub, active_jobs=10**30)), 400, "active_jobs"),
         ("a string as a number", dumps(valid(hub, spend="1")), 400, "spend"),
         ("true as a number", dumps(valid(hub, gpu_count=True)), 400, "gpu_count"),

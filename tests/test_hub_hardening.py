@@ -157,9 +157,13 @@ class FakeServer:
     gpus_busy: int = 0
     simulated: bool = False
     last_ok: float | None = None
+    node_time: float | None = None  # no node GPU figures
+    activity_source: str = "report"
 
 
 class FakeStore:
+    count = "reported"  # no meter here: what servers report is counted
+
     def __init__(self, servers: list[FakeServer], members: dict[str, list[str]],
                  spend: dict[str, float]) -> None:
         self._servers, self._members, self._spend = servers, members, spend
@@ -177,6 +181,9 @@ class FakeStore:
 
     def user_spend(self, user: str, since: float) -> float:
         return self._spend.get(user, 0.0)
+
+    def meter_rows(self) -> list[Any]:
+        return []
 
 
 def test_group_rows_carry_the_sites_currency_user_rows_their_own() -> None:
@@ -409,6 +416,7 @@ class FakeService:
 
     prefix = "/services/costguard/"
     currency = "USD"
+    reconcile = report.Reconcile()
 
     def __init__(self, store: FakeStore, budgets: Budgets, view: str) -> None:
         self.store, self.budgets, self.member_group_view = store, budgets, view

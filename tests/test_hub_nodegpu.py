@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import json
 import math
-import subprocess
 import threading
 import time
 import urllib.error
@@ -41,7 +40,7 @@ from jupyter_costguard.hub.nodegpu import (
 )
 from tests.support.dcgm_standin import BUSY_PERCENT, IDLE_PERCENT, DcgmStandIn
 from tests.support.server_proc import free_port
-from tests.support.services import require_binary, stop
+from tests.support.services import start_prometheus, stop
 
 # --- pod names -------------------------------------------------------------------------------
 
@@ -154,44 +153,14 @@ class Node:
 
 @pytest.fixture(scope="module")
 def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Node]:
-    prometheus = require_binary("prometheus")
     tmp = tmp_path_factory.mktemp("nodegpu")
     dcgm = DcgmStandIn().start()
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    config = {
-        "global": {"scrape_interval": "1s", "scrape_timeout": "1s",
-                   "evaluation_interval": "1s"},
-        "scrape_configs": [{
-            "job_name": "dcgm-exporter",
-            "scrape_interval": "1s",
-            "scrape_timeout": "1s",
-            # as sites scrape dcgm-exporter (kube-prometheus-stack's honorLabels): its
-            # namespace/pod labels name the GPU's pod, not the exporter's own
-            "honor_labels": True,
-            "static_configs": [{"targets": [dcgm.target]}],
-        }],
-    }
-    config_file = tmp / "prometheus.yml"
-    config_file.write_text(json.dumps(config))  # JSON is YAML
-    log = tmp / "prometheus.log"
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(
-            [prometheus, f"--config.file={config_file}", f"--storage.tsdb.path={tmp / 'tsdb'}",
-             f"--web.listen-address=127.0.0.1:{port}"],
-            stdout=out, stderr=subprocess.STDOUT, cwd=tmp)
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            assert proc.poll() is None, f"prometheus exited:\n{log.read_text(errors='replace')}"
-            try:
-                with urllib.request.urlopen(url + "/-/ready", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except (urllib.error.URLError, ConnectionError, OSError):
-                pass
-            assert time.monotonic() < deadline, log.read_text(errors="replace")
-            time.sleep(0.2)
+        proc, url, log = start_prometheus(tmp, [dcgm.target])
+    except BaseException:
+        dcgm.stop()
+        raise
+    try:
         yield Node(dcgm, url, log)
     finally:
         stop(proc)

@@ -39,9 +39,10 @@ from jupyter_costguard.hub.hubapi import HubAPI, RunningServer
 from jupyter_costguard.hub.intake import Intake, ReportHandler
 from jupyter_costguard.hub.meter import MeterConfigError, ProfilePrice, price_profiles
 from jupyter_costguard.hub.metrics import HubCollector
+from jupyter_costguard.hub.nodegpu import NodeGpu, NodeGpuError, pod_name
 from jupyter_costguard.hub.protocol import CLOCK_SKEW_SECONDS, REPORT_PATH
 from jupyter_costguard.hub.report import BY, Reconcile, rows_json, series
-from jupyter_costguard.hub.store import COUNTS, HubStore
+from jupyter_costguard.hub.store import COUNTS, HubStore, with_node_activity
 from jupyter_costguard.periods import PERIODS
 
 T = TypeVar("T")
@@ -146,6 +147,24 @@ class CostGuardHub(Application):
     exchange_rates_date = Unicode(None, allow_none=True, config=True,
                                   help="The date of exchange_rates, shown with converted "
                                        "prices.")
+    prometheus_url = Unicode("", config=True,
+                             help="Prometheus that scrapes NVIDIA's dcgm-exporter (with "
+                                  "honorLabels, so each GPU's series names its pod): culling "
+                                  "and idle GPU hours then go by the node's GPU activity of "
+                                  "each server's pod, not by the server's report. Empty: off.")
+    prometheus_timeout = Float(5.0, config=True,
+                               help="Seconds a Prometheus query may take.")
+    gpu_busy_percent = Float(5.0, config=True,
+                             help="A GPU whose node activity is at or above this percent is "
+                                  "busy.")
+    pod_name_template = Unicode("jupyter-{user_server}", config=True,
+                                help="KubeSpawner's pod_name_template (as the Hub is "
+                                     "configured), to name each server's pod.")
+    pod_namespace = Unicode(os.environ.get("POD_NAMESPACE", ""), config=True,
+                            help="The namespace of the user pods (default: $POD_NAMESPACE, "
+                                 "which Zero to JupyterHub sets to the Hub's).")
+    pod_slug_scheme = Enum(["safe", "escape"], "safe", config=True,
+                           help="KubeSpawner's slug_scheme (7+: safe; earlier: escape).")
     ip = Unicode(config=True, help="Listen address (default: from JUPYTERHUB_SERVICE_URL).")
     port = Integer(0, config=True, help="Listen port (default: from JUPYTERHUB_SERVICE_URL).")
 
@@ -173,7 +192,7 @@ class CostGuardHub(Application):
         #: a server starts reporting a little after the Hub starts it, then every interval
         grace = self.reconcile_grace_seconds
         self.reconcile = Reconcile(self.reconcile_tolerance, 2 * self.report_interval + 60.0
-                                   if grace is None else max(0.0, grace))
+                                   if grace is None else max(0.0, grace), self.node_fresh)
         self.collector = HubCollector(self.store, self.budgets, self._last_poll,
                                       self.currency, self.reconcile)
         self.worker = ThreadPoolExecutor(2, thread_name_prefix="costguard-hub")
@@ -186,6 +205,12 @@ class CostGuardHub(Application):
         self.policies = policies_from(self.cull_policies)
         self.culler: Culler | None = None
         self.intake = Intake(self)
+        #: the node's GPU activity per pod (None: the servers' reports are used)
+        self.node: NodeGpu | None = None
+        if self.prometheus_url:
+            self.node = NodeGpu(self.prometheus_url, timeout=self.prometheus_timeout,
+                                busy_percent=self.gpu_busy_percent)
+            self.store.idle_from_reports = False
         #: report() answers: key -> (store version, when computed (monotonic), value)
         self._cache: dict[tuple[Any, ...], tuple[int, float, Any]] = {}
         self._computing: dict[tuple[Any, ...], asyncio.Future[Any]] = {}
@@ -334,8 +359,12 @@ class CostGuardHub(Application):
             await self.run(self.store.record_meter,
                            {k: (s.started, s.profile) for k, s in cycle.running.items()},
                            {p: v.rate_per_hour for p, v in self.prices.items()}, cycle.time)
+        if self.node is not None:
+            await self.read_node(cycle)
         rows = [r for r in await self.run(self.store.servers)
                 if (r.user, r.server) in cycle.running]
+        if self.node is not None:
+            rows = [with_node_activity(r, cycle.time, self.node_fresh) for r in rows]
         cycle.reporting = sum(1 for r in rows if r.state == "ok")
         if self.culler is not None:
             await self.culler.run(rows, cycle.memberships, time.time())
@@ -346,6 +375,37 @@ class CostGuardHub(Application):
         self.log.info("costguard-hub: %d servers running, %d reporting (%.2f s)",
                       len(cycle.running), cycle.reporting, cycle.seconds)
         return cycle
+
+    @property
+    def node_fresh(self) -> float:
+        """How old the node's reading of a pod may be and still decide."""
+        return 2 * self.poll_interval + 10.0
+
+    async def read_node(self, cycle: Cycle) -> None:
+        """The node's GPU activity of every running server's pod, recorded (a pod without
+        GPU series holds none). When Prometheus cannot answer, nothing is recorded: the last
+        readings age out and culling defers; the failure is logged."""
+        assert self.node is not None
+        pods: dict[tuple[str, str], tuple[str, str]] = {}
+        for key in cycle.running:
+            try:
+                pods[key] = (self.pod_namespace, pod_name(
+                    self.pod_name_template, key[0], key[1], namespace=self.pod_namespace,
+                    slug_scheme=self.pod_slug_scheme))
+            except ValueError as e:
+                self.log.warning("costguard-hub: no pod name for %s/%s: %s", *key, e)
+        try:
+            found = await self.node.read(pods.values())
+        except NodeGpuError as e:
+            cycle.node_error = str(e)
+            self.log.warning("costguard-hub: the node's GPU activity: %s", e)
+            return
+        readings = {}
+        for key, pod in pods.items():
+            g = found.get(pod)
+            readings[key] = (0, 0) if g is None else (g.gpus, g.busy)
+        await self.run(self.store.record_node, readings, cycle.time,
+                       max(300.0, 3 * self.poll_interval))
 
     async def poll_forever(self) -> None:
         while True:
@@ -411,6 +471,8 @@ class Cycle:
     memberships: dict[str, list[str]] = field(default_factory=dict)
     reporting: int = 0
     seconds: float = 0.0
+    #: why the node's GPU activity could not be read this cycle ("" when it was, or is off)
+    node_error: str = ""
 
 
 def _key(arg: Any) -> Any:

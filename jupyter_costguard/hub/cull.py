@@ -30,7 +30,14 @@ from pathlib import Path
 from typing import Any
 
 from jupyter_costguard.hub.protocol import WARNING_KIND, warning_doc
-from jupyter_costguard.hub.store import OK, SERVER_COLUMNS, ServerRow, read_only, server_row
+from jupyter_costguard.hub.store import (
+    OK,
+    SERVER_COLUMNS,
+    ServerRow,
+    read_only,
+    server_row,
+    with_node_activity,
+)
 
 KEEP, WARN, STOP, DEFER = "keep", "warn", "stop", "defer"
 #: the alert kind the warnings are raised under in the user's server
@@ -96,13 +103,20 @@ class Decision:
 def decide(row: ServerRow | None, groups: Iterable[str], policies: list[CullPolicy],
            now: float, kept_at: float | None = None, fresh_seconds: float = 120.0,
            ) -> Decision:
-    if row is None or row.state != OK or row.last_ok is None \
-            or now - row.last_ok > fresh_seconds:
+    node = row is not None and row.activity_source == "node"
+    if row is None or (not node and (row.state != OK or row.last_ok is None
+                                     or now - row.last_ok > fresh_seconds)):
         return Decision(DEFER, "no fresh costguard report from this server")
     policy = policy_for(policies, row.profile, groups)
     if policy is None:
         return Decision(DEFER, "no GPU culling policy for this profile or group")
-    if row.gpus_busy > 0 or row.gpu_idle_since is None or row.active_jobs > 0:
+    if node:  # the node's figures (dcgm-exporter): what the user cannot touch decides
+        if row.gpus_held == 0:
+            return Decision(DEFER, "the node shows no GPU held by this server's pod",
+                            policy.name)
+        if row.gpus_busy > 0 or row.gpu_idle_since is None:
+            return Decision(KEEP, f"the node shows {row.gpus_busy} GPU(s) busy", policy.name)
+    elif row.gpus_busy > 0 or row.gpu_idle_since is None or row.active_jobs > 0:
         claim = (f"{row.active_jobs} batch job(s) running" if row.active_jobs
                  else f"{row.gpus_busy} GPU(s) busy" if row.gpus_busy
                  else "no GPU idle clock")
@@ -162,7 +176,10 @@ def cull_arbiter_hook(config_file: str | Path,
                 **_: Any) -> bool:
         user, _slash, name = str(server.get("full_name", "")).partition("/")
         row, groups, kept = read_row(db, user, name)
-        decision = decide(row, groups, policies, clock(), kept, fresh)
+        now = clock()
+        if row is not None:  # the node's GPU figures, where the service reads them
+            row = with_node_activity(row, now, fresh)
+        decision = decide(row, groups, policies, now, kept, fresh)
         if decision.action == DEFER:
             return inactive.total_seconds() >= inactive_limit
         return decision.action == STOP
@@ -272,6 +289,10 @@ class Culler:
         if current is None or current.start != start:
             current = self.rounds[key] = Round(start, {})
             self.record(now, row.user, row.server, "warn", d.reason)
+            if row.activity_source == "node" and row.state != OK:
+                # judged by the node while its server does not report: the warning cannot
+                # ride on an answer, so its lead runs from now (silence stops nothing early)
+                current.delivered_at = now
         delivered = current.delivered_at
         current.warning = self._warning(d, f"{ALERT_KIND}:{start:.0f}", now)
         if d.action != STOP:

@@ -16,12 +16,21 @@ from __future__ import annotations
 import csv
 import io
 import json
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from jupyter_costguard.hub.budgets import Budgets, BudgetState, budget_states
-from jupyter_costguard.hub.store import OK, REFUSED, STALE, HubStore, MeterRow, ServerRow
+from jupyter_costguard.hub.store import (
+    OK,
+    REFUSED,
+    STALE,
+    HubStore,
+    MeterRow,
+    ServerRow,
+    with_node_activity,
+)
 
 BY = ("user", "group", "server")
 #: group name for users who belong to none
@@ -41,6 +50,9 @@ class Reconcile:
 
     tolerance: float = 0.05
     grace_seconds: float = 120.0
+    #: how old the node's GPU reading of a pod may be and still stand for the server's GPU
+    #: figures (hub/nodegpu.py; the service's node_fresh)
+    node_fresh_seconds: float = 70.0
 
 
 def flags_of(s: ServerRow, m: MeterRow | None, r: Reconcile) -> list[str]:
@@ -90,6 +102,8 @@ class Row:
     counted: str | None = None
     metered_rate_per_hour: float = 0.0
     flags: list[str] | None = None
+    #: where gpus_held/gpus_busy come from: "node" (dcgm-exporter), "report", or "mixed"
+    gpu_source: str | None = None
 
     def add(self, s: ServerRow, spend: float, waste: float, idle: float,
             meter: MeterRow | None = None, flags: list[str] | None = None) -> None:
@@ -125,6 +139,7 @@ class Row:
             "counted": self.counted,
             "metered_rate_per_hour": round(self.metered_rate_per_hour, 6),
             "flags": self.flags or [],
+            "gpu_source": self.gpu_source or "report",
         }
         if self.state is not None:
             d["state"], d["detail"] = self.state, self.detail
@@ -146,6 +161,8 @@ def rows(store: HubStore, budgets: Budgets, by: str, now: float,
     meters = {(m.user, m.server): m for m in store.meter_rows()}
     recon = reconcile or Reconcile()
     counted = store.count
+    wall = time.time()
+    servers = [with_node_activity(s, wall, recon.node_fresh_seconds) for s in servers]
     totals = store.totals(since, until)
     members = store.memberships()
     period = store.totals(budgets.start(now), None)
@@ -182,6 +199,9 @@ def rows(store: HubStore, budgets: Budgets, by: str, now: float,
             # what this server's spend counts: the site's choice where it has a meter
             source = counted if meter is not None else "reported"
             row.counted = source if row.counted in (None, source) else "mixed"
+            if s.state in (OK, STALE, REFUSED):
+                row.gpu_source = s.activity_source if row.gpu_source in (
+                    None, s.activity_source) else "mixed"
             row.add(s, spend, waste, idle, meter, flags_of(s, meter, recon))
             if source != "reported" and currency:  # the meter counts in the site's currency
                 row.currency = currency

@@ -112,8 +112,12 @@ def spent_this_period(db_path: str | Path, users: list[str], since: float,
     """Each user's spend in the hours from `since` (nothing before the service wrote any), the
     figure the service counts (`count`: the meter by default, see hub/store.py)."""
     marks = ",".join("?" * len(users))
+    columns = {r[1] for r in read_db(db_path, ("PRAGMA table_info(hours)", ()))[0]}
+    # a database the service has not yet upgraded (the Hub restarted first) has no meter:
+    # what servers reported is all there is until the service runs
+    counted = counted_sql(count) if "priced" in columns else "spend"
     found = read_db(db_path, (
-        f"SELECT user, SUM({counted_sql(count)}) FROM hours WHERE hour >= ? "
+        f"SELECT user, SUM({counted}) FROM hours WHERE hour >= ? "
         f"AND user IN ({marks}) "
         "GROUP BY user", (hour_bounds(since, None)[0], *users)))
     return {u: float(s) for u, s in found[0]}

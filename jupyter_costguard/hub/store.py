@@ -18,7 +18,7 @@ import math
 import sqlite3
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +46,7 @@ CREATE TABLE IF NOT EXISTS servers (
     gpus_held INTEGER NOT NULL DEFAULT 0, gpus_busy INTEGER NOT NULL DEFAULT 0,
     gpu_idle_since REAL, profile TEXT NOT NULL DEFAULT '',
     active_jobs INTEGER NOT NULL DEFAULT 0,
+    node_gpus INTEGER, node_busy INTEGER, node_time REAL, node_idle_since REAL,
     PRIMARY KEY (user, server));
 CREATE TABLE IF NOT EXISTS memberships (
     user TEXT NOT NULL, grp TEXT NOT NULL, PRIMARY KEY (user, grp));
@@ -64,7 +65,7 @@ OK, STALE, REFUSED, STOPPED = "ok", "stale", "refused", "stopped"
 #: the columns of `servers` that `server_row` maps, in its order
 SERVER_COLUMNS = ("user, server, url, state, detail, last_ok, last_try, currency, simulated, "
                   "rate_per_hour, gpu_count, gpus_held, gpus_busy, gpu_idle_since, profile, "
-                  "active_jobs")
+                  "active_jobs, node_gpus, node_busy, node_time, node_idle_since")
 #: what one report may spread over: a longer gap goes into its last hours
 MAX_SPREAD_HOURS = 24 * 40
 #: which figure budgets, pages, exports and metrics count (c.CostGuardHub.count), as the SQL
@@ -106,14 +107,34 @@ class ServerRow:
     spend: float
     waste: float
     active_jobs: int = 0
+    #: the node's view of the server's pod (dcgm-exporter through Prometheus, hub/nodegpu.py):
+    #: GPUs its pod holds, how many busy, when read, since when all idle; None: not read
+    node_gpus: int | None = None
+    node_busy: int | None = None
+    node_time: float | None = None
+    node_idle_since: float | None = None
+    #: where gpus_held, gpus_busy and gpu_idle_since come from: "report" or "node"
+    activity_source: str = "report"
 
 
 def server_row(r: Sequence[Any], spend: float = 0.0, waste: float = 0.0) -> ServerRow:
-    """A `ServerRow` from the `servers` table's columns, in their order."""
+    """A `ServerRow` from the `servers` table's columns (SERVER_COLUMNS), in their order."""
     return ServerRow(user=r[0], server=r[1], url=r[2], state=r[3], detail=r[4], last_ok=r[5],
                      last_try=r[6], currency=r[7], simulated=bool(r[8]), rate_per_hour=r[9],
                      gpu_count=r[10], gpus_held=r[11], gpus_busy=r[12], gpu_idle_since=r[13],
-                     profile=r[14], active_jobs=r[15] or 0, spend=spend, waste=waste)
+                     profile=r[14], active_jobs=r[15] or 0, spend=spend, waste=waste,
+                     node_gpus=r[16], node_busy=r[17], node_time=r[18],
+                     node_idle_since=r[19])
+
+
+def with_node_activity(row: ServerRow, now: float, fresh_seconds: float) -> ServerRow:
+    """The row with its GPU activity from the node where the node's reading is fresh: what
+    culling and the pages then go by, whatever the server reports."""
+    if row.node_time is None or now - row.node_time > fresh_seconds:
+        return row
+    return replace(row, gpus_held=row.node_gpus or 0, gpus_busy=row.node_busy or 0,
+                   gpu_count=max(row.gpu_count, row.node_gpus or 0),
+                   gpu_idle_since=row.node_idle_since, activity_source="node")
 
 
 def read_only(db_path: str | Path, *queries: tuple[str, Sequence[Any]],
@@ -176,6 +197,9 @@ class MeterRow:
 class HubStore:
     def __init__(self, path: str | Path, count: str = "metered") -> None:
         self.count = count
+        #: False where the node's GPU metrics are read: idle GPU hours come from them, not
+        #: from what servers report
+        self.idle_from_reports = True
         self._counted = counted_sql(count)
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -189,6 +213,10 @@ class HubStore:
         if "active_jobs" not in columns:  # a database of an earlier version
             self.db.execute("ALTER TABLE servers ADD COLUMN active_jobs INTEGER NOT NULL "
                             "DEFAULT 0")
+        for column, kind in (("node_gpus", "INTEGER"), ("node_busy", "INTEGER"),
+                             ("node_time", "REAL"), ("node_idle_since", "REAL")):
+            if column not in columns:  # a database from before node GPU metrics
+                self.db.execute(f"ALTER TABLE servers ADD COLUMN {column} {kind}")
         columns = {r[1] for r in self.db.execute("PRAGMA table_info(hours)")}
         for column, kind in (("metered", "REAL"), ("priced", "INTEGER")):
             if column not in columns:  # a database from before the meter
@@ -280,7 +308,8 @@ class HubStore:
                         "profile) VALUES (?, ?, ?, ?, 'no report yet', ?, ?) ON CONFLICT "
                         "(user, server) DO UPDATE SET url = excluded.url, state = "
                         "excluded.state, detail = excluded.detail, profile = excluded.profile,"
-                        " last_ok = NULL", (user, server, url, STALE, now, profile))
+                        " last_ok = NULL, node_gpus = NULL, node_busy = NULL, node_time = NULL, "
+                        "node_idle_since = NULL", (user, server, url, STALE, now, profile))
                     continue
                 db.execute("UPDATE servers SET url = ?, profile = ? WHERE user = ? AND "
                            "server = ?", (url, profile, user, server))
@@ -293,7 +322,8 @@ class HubStore:
                     db.execute(
                         "UPDATE servers SET state = ?, detail = 'not running', "
                         "rate_per_hour = 0, gpus_held = 0, gpus_busy = 0, active_jobs = 0, "
-                        "gpu_idle_since = NULL WHERE user = ? AND server = ?",
+                        "gpu_idle_since = NULL, node_gpus = NULL, node_busy = NULL, "
+                        "node_time = NULL, node_idle_since = NULL WHERE user = ? AND server = ?",
                         (STOPPED, user, server))
             db.execute("DELETE FROM memberships")
             db.executemany("INSERT OR IGNORE INTO memberships VALUES (?, ?)",
@@ -336,6 +366,37 @@ class HubStore:
                      for hour, part in spread(start, now, 1.0).items()])
         self._write(write)
 
+    def record_node(self, readings: Mapping[tuple[str, str], tuple[int, int]],
+                    now: float, max_gap: float = 300.0) -> None:
+        """What the node said of each running server's pod ((user, server) -> (GPUs held,
+        GPUs busy); a pod without GPU series holds none): kept on the server's row with the
+        time all its GPUs went idle, and the idle GPU-seconds since the last reading added
+        to its hours (the last reading held until this one, for at most `max_gap` s: a
+        longer silence of Prometheus counts nothing)."""
+        def write(db: sqlite3.Connection) -> None:
+            for (user, server), (gpus, busy) in readings.items():
+                prev = db.execute("SELECT node_gpus, node_busy, node_time, node_idle_since "
+                                  "FROM servers WHERE user = ? AND server = ?",
+                                  (user, server)).fetchone()
+                if prev is None:
+                    continue  # not yet listed by record_cycle
+                p_gpus, p_busy, p_time, p_since = prev
+                idle = gpus > 0 and busy == 0
+                was_idle = p_time is not None and (p_gpus or 0) > 0 and not p_busy
+                since = (p_since if was_idle and p_since is not None else now) if idle else None
+                db.execute("UPDATE servers SET node_gpus = ?, node_busy = ?, node_time = ?, "
+                           "node_idle_since = ? WHERE user = ? AND server = ?",
+                           (gpus, busy, now, since, user, server))
+                idle_gpus = max(0, (p_gpus or 0) - (p_busy or 0))
+                if p_time is not None and 0 < now - p_time <= max_gap and idle_gpus:
+                    db.executemany(
+                        "INSERT INTO hours (user, server, hour, idle_gpu_seconds) VALUES "
+                        "(?, ?, ?, ?) ON CONFLICT (user, server, hour) DO UPDATE SET "
+                        "idle_gpu_seconds = idle_gpu_seconds + excluded.idle_gpu_seconds",
+                        [(user, server, hour, seconds) for hour, seconds in
+                         spread(p_time, now, idle_gpus * (now - p_time)).items()])
+        self._write(write)
+
     def _record_one(self, db: sqlite3.Connection, user: str, url: str, profile: str,
                     r: Report, epoch: float, seen: float) -> None:
         prev = db.execute(
@@ -362,7 +423,8 @@ class HubStore:
         spend_h = spread(start, seen, d_spend)
         waste_h = spread(start, seen, d_waste)
         idle_h: dict[int, float] = {}
-        if old is not None and old[0] is not None and old[3] == OK and seen > old[0]:
+        if self.idle_from_reports and old is not None and old[0] is not None \
+                and old[3] == OK and seen > old[0]:
             # GPU-seconds below the idle threshold between two answers
             idle = max(0, old[1] - old[2]) * (seen - old[0])
             idle_h = spread(old[0], seen, idle)
@@ -402,10 +464,11 @@ class HubStore:
             rows = self.db.execute(
                 "SELECT s.user, s.server, url, state, detail, last_ok, last_try, currency, "
                 "simulated, rate_per_hour, gpu_count, gpus_held, gpus_busy, gpu_idle_since, "
-                "profile, active_jobs, COALESCE(SUM(e.spend), 0), COALESCE(SUM(e.waste), 0) "
+                "profile, active_jobs, node_gpus, node_busy, node_time, node_idle_since, "
+                "COALESCE(SUM(e.spend), 0), COALESCE(SUM(e.waste), 0) "
                 "FROM servers s LEFT JOIN epochs e ON e.user = s.user AND e.server = s.server "
                 "GROUP BY s.user, s.server ORDER BY s.user, s.server").fetchall()
-        return [server_row(r[:16], r[16], r[17]) for r in rows]
+        return [server_row(r[:20], r[20], r[21]) for r in rows]
 
     def totals(self, since: float | None = None, until: float | None = None,
                ) -> dict[tuple[str, str], tuple[float, float, float]]:
