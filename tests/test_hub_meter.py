@@ -112,8 +112,10 @@ def test_a_profile_that_cannot_be_priced_stops_the_service_saying_why(spec: obje
     assert says in str(e.value) and "profile_prices['gpu']" in str(e.value)
 
 
-def test_memory_in_kubespawner_units() -> None:
-    assert parse_bytes("16G") == 16 * 10 ** 9
+def test_memory_as_kubespawner_reads_mem_limit() -> None:
+    """JupyterHub's ByteSpecification (KubeSpawner's mem_limit) reads G as 2**30: a
+    profile's limit copied as written prices the same share."""
+    assert parse_bytes("16G") == 16 * GiB
     assert parse_bytes("16Gi") == 16 * GiB
     assert parse_bytes("512Mi") == 512 * 2 ** 20
     assert parse_bytes(1024) == 1024

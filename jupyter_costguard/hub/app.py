@@ -188,6 +188,13 @@ class CostGuardHub(Application):
         self.prices: dict[str, ProfilePrice] = price_profiles(
             self.profile_prices, currency=self.currency, catalog_files=self.catalog_files,
             exchange_rates=self.exchange_rates, rates_date=self.exchange_rates_date)
+        for price in self.prices.values():
+            self.log.info("costguard-hub: profile %r metered at %.4f %s/h: %s", price.profile,
+                          price.rate_per_hour, price.currency, price.detail)
+        unpriced = sorted(set(self.gpu_profiles) - set(self.prices))
+        if self.prices and unpriced:
+            self.log.warning("costguard-hub: GPU profiles without a price in profile_prices "
+                             "count what their servers report: %s", ", ".join(unpriced))
         self.store = HubStore(self.db_path, count=self.count)
         #: a server starts reporting a little after the Hub starts it, then every interval
         grace = self.reconcile_grace_seconds

@@ -13,8 +13,10 @@ server's reported rate and its meter agree to the cent. A table entry is either
      "gpus": 1, "cpus": 4, "memory": "16G"}      # a share of the instance, as a pod holds
     {"hourly_rate": 2.5}                           # a plain rate in the site's currency
 
-`gpus`, `cpus` and `memory` (KubeSpawner's units: "16G", "16Gi", "512M" or bytes) are the
-limits the profile gives the pod; without them the profile holds the whole instance.
+`gpus`, `cpus` and `memory` are the limits the profile gives the pod (`memory` as its
+`mem_limit` is written: K, M, G, T are powers of 1024 as JupyterHub reads them, "16G" is 16
+GiB; Kubernetes' "16Gi" means the same; or bytes); without them the profile holds the whole
+instance.
 """
 
 from __future__ import annotations
@@ -32,8 +34,9 @@ from jupyter_costguard.cost.pricing import resolve_pricing
 #: the keys a profile_prices entry may have
 KEYS = frozenset({"instance_type", "market", "region", "gpus", "cpus", "memory",
                   "hourly_rate", "gpu_share"})
-#: KubeSpawner's memory units (bytes per unit)
-UNITS = {"": 1, "K": 10 ** 3, "M": 10 ** 6, "G": 10 ** 9, "T": 10 ** 12,
+#: memory units (bytes per unit): JupyterHub's ByteSpecification, which KubeSpawner's
+#: mem_limit is, reads K/M/G/T as powers of 1024; Kubernetes writes those as Ki/Mi/Gi/Ti
+UNITS = {"": 1, "K": 2 ** 10, "M": 2 ** 20, "G": 2 ** 30, "T": 2 ** 40,
          "Ki": 2 ** 10, "Mi": 2 ** 20, "Gi": 2 ** 30, "Ti": 2 ** 40}
 
 
@@ -58,7 +61,7 @@ class ProfilePrice:
 
 
 def parse_bytes(value: Any) -> int:
-    """KubeSpawner's memory limit ("16G", "16Gi", 17179869184) in bytes."""
+    """A profile's memory limit ("16G" and "16Gi" are both 16 GiB; 17179869184) in bytes."""
     if isinstance(value, bool):
         raise ValueError(f"not a memory size: {value!r}")
     if isinstance(value, (int, float)):
@@ -67,8 +70,8 @@ def parse_bytes(value: Any) -> int:
         return int(value)
     m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([KMGT]i?)?\s*", str(value))
     if not m:
-        raise ValueError(f"not a memory size: {value!r} (write it as KubeSpawner does: "
-                         "\"16G\", \"16Gi\" or bytes)")
+        raise ValueError(f"not a memory size: {value!r} (write it as the profile's "
+                         "mem_limit: \"16G\", or \"16Gi\", or bytes)")
     size = int(float(m[1]) * UNITS[m[2] or ""])
     if size <= 0:
         raise ValueError(f"not a memory size: {value!r}")
