@@ -33,6 +33,8 @@ from traitlets import Bool, Dict, Enum, Float, Integer, List, Set, Unicode, defa
 from traitlets.config import Application
 
 from jupyter_costguard.hub import handlers
+from jupyter_costguard.hub.budgethold import MODES as BUDGET_STOP_MODES
+from jupyter_costguard.hub.budgethold import BudgetHold
 from jupyter_costguard.hub.budgets import Budgets, BudgetState
 from jupyter_costguard.hub.cull import Culler, policies_from
 from jupyter_costguard.hub.hubapi import HubAPI, RunningServer
@@ -116,6 +118,14 @@ class CostGuardHub(Application):
                          help="GPU culling policies, first match wins: {name, profiles, "
                               "groups, idle_minutes, warn_minutes} (see hub/cull.py). "
                               "Empty: no culling.")
+    budget_stop = Enum(list(BUDGET_STOP_MODES), "off", config=True,
+                       help="Budgets held while servers run: a running GPU server (of "
+                            "gpu_profiles) whose user's or group's budget is spent is warned, "
+                            "then stopped after budget_grace_minutes ('on'), or only recorded "
+                            "('dry-run'). 'off': budgets are checked at spawn only.")
+    budget_grace_minutes = Float(15.0, config=True,
+                                 help="Minutes between the budget warning reaching the user "
+                                      "and the server's stop.")
     cull_dry_run = Bool(False, config=True,
                         help="Log and record what would be stopped instead of stopping it.")
     profile_prices = Dict(config=True,
@@ -211,6 +221,7 @@ class CostGuardHub(Application):
         self._task: asyncio.Task[None] | None = None
         self.policies = policies_from(self.cull_policies)
         self.culler: Culler | None = None
+        self.budget_hold: BudgetHold | None = None
         self.intake = Intake(self)
         #: the node's GPU activity per pod (None: the servers' reports are used)
         self.node: NodeGpu | None = None
@@ -375,6 +386,8 @@ class CostGuardHub(Application):
         cycle.reporting = sum(1 for r in rows if r.state == "ok")
         if self.culler is not None:
             await self.culler.run(rows, cycle.memberships, time.time())
+        if self.budget_hold is not None:
+            await self.hold_budgets(rows)
         cycle.seconds = time.monotonic() - started
         self.last_cycle = cycle
         if self.page_max_age > 0:
@@ -382,6 +395,17 @@ class CostGuardHub(Application):
         self.log.info("costguard-hub: %d servers running, %d reporting (%.2f s)",
                       len(cycle.running), cycle.reporting, cycle.seconds)
         return cycle
+
+    async def hold_budgets(self, rows: list[Any]) -> None:
+        """The budgets of the users with a running GPU server, by the counted figure (on the
+        worker), then the budget hold's round."""
+        assert self.budget_hold is not None
+        now = time.time()
+        users = sorted({r.user for r in rows if r.profile in self.gpu_profiles
+                        and (r.user, r.server) not in self.budget_hold.stopped})
+        states = await self.run(
+            lambda: {u: self.budgets_of(u, now) for u in users})
+        await self.budget_hold.run(rows, states, now)
 
     @property
     def node_fresh(self) -> float:
@@ -438,6 +462,11 @@ class CostGuardHub(Application):
                                  dry_run=self.cull_dry_run, record=self._record_event,
                                  log=self.log)
             self.culler.kept.update(await self.run(self.store.kept))
+        if self.budget_stop != "off":
+            self.budget_hold = BudgetHold(
+                self.budget_stop, self.budget_grace_minutes * 60, self.gpu_profiles,
+                stop_server=self.hub.stop_server, record=self._record_event, log=self.log,
+                currency=self.currency)
         # forwarded headers are believed only from the proxies the site names
         server = HTTPServer(self.make_app(), xheaders=bool(self.trusted_proxies),
                             trusted_downstream=list(self.trusted_proxies) or None,

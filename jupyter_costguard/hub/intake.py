@@ -286,4 +286,6 @@ class Intake:
         if ctx.culler is not None:
             ctx.culler.kept_by_user(key, report.kept, now)
             warnings = ctx.culler.warnings_for(key, now)
+        if ctx.budget_hold is not None:
+            warnings = warnings + ctx.budget_hold.warnings_for(key, now)
         return 200, protocol.answer_doc(now, ctx.report_interval, warnings)

@@ -189,10 +189,13 @@ def check_report(doc: Any, limits: Limits) -> Report:
 # --- the answer ---------------------------------------------------------------------------
 
 def warning_doc(key: str, title: str, message: str, severity: str,
-                details: dict[str, Any]) -> dict[str, Any]:
-    """A cull warning as the server raises it in the user's JupyterLab (an alert)."""
+                details: dict[str, Any], actions: list[dict[str, str]] | None = None,
+                ) -> dict[str, Any]:
+    """A warning of the service (a cull, a spent budget) as the server raises it in the
+    user's JupyterLab (an alert); its one action dismisses it ("Keep running" for a cull)."""
     return {"kind": WARNING_KIND, "key": key, "severity": severity, "title": title,
-            "message": message, "actions": [{"id": "dismiss", "label": "Keep running"}],
+            "message": message,
+            "actions": actions or [{"id": "dismiss", "label": "Keep running"}],
             "details": details}
 
 
