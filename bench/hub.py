@@ -11,8 +11,9 @@ What runs, all on 127.0.0.1 (nothing leaves the machine), fresh for each scenari
   with the environment JupyterHub gives a managed service (`JUPYTERHUB_API_TOKEN`,
   `JUPYTERHUB_API_URL`, `JUPYTERHUB_SERVICE_URL`, `JUPYTERHUB_SERVICE_PREFIX`,
   `JUPYTERHUB_SERVICE_NAME`, the OAuth client settings HubOAuth reads), a fresh SQLite,
-  `report_interval` = `poll_interval` = 30 s, a GPU cull policy and budgets (so the culler
-  and the budget figures do their work too), and the `token_cache_seconds` of the scenario.
+  `report_interval` = `poll_interval` = 30 s, a GPU cull policy, budgets held while servers
+  run (dry run) and both profiles priced (so the culler, the budget figures and the meter do
+  their work too), and the `token_cache_seconds` of the scenario.
 - **a stand-in for the Hub's REST API** (`--standin`, a tornado process of its own): 10,000
   real single-user servers cannot run on this machine, and a real Hub would need each of
   them spawned to list them as running and to issue their tokens, so a stand-in speaks the
@@ -492,6 +493,9 @@ def service_proc(work: Path, hub_port: int, service_token: str, cache: int,
         "report_interval": interval, "token_cache_seconds": cache,
         "default_user_budget": 100.0, "group_budgets": {"gpu-users": 5000.0},
         "gpu_profiles": {"gpu"},
+        # the meter and the budget hold do their work each cycle too (the load's own rates)
+        "profile_prices": {"gpu": {"hourly_rate": 2.5}, "cpu": {"hourly_rate": 0.05}},
+        "budget_stop": "dry-run",
         "cull_policies": [{"name": "gpu", "profiles": ["gpu"], "idle_minutes": 240,
                            "warn_minutes": 10}]}
     config = work / "costguard_hub_config.py"

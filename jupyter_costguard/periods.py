@@ -7,10 +7,12 @@ says so next to the figures.
 from __future__ import annotations
 
 import datetime as dt
+from functools import lru_cache
 
 PERIODS = ("month", "week", "day")
 
 
+@lru_cache(maxsize=256)  # a page's rows ask it once per user for the same `now`
 def period_start(period: str, now: float) -> float:
     """The start (epoch seconds) of the `period` that holds `now`."""
     t = dt.datetime.fromtimestamp(now, dt.timezone.utc)
@@ -26,6 +28,7 @@ def period_start(period: str, now: float) -> float:
     return start.timestamp()
 
 
+@lru_cache(maxsize=256)
 def period_end(period: str, now: float) -> float:
     start = dt.datetime.fromtimestamp(period_start(period, now), dt.timezone.utc)
     if period == "day":

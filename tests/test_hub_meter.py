@@ -253,3 +253,26 @@ def test_a_server_that_never_reports_is_flagged_and_metered(tmp_path: Path) -> N
                   currency="USD", reconcile=Reconcile())
     assert row.spend == pytest.approx(10.0) and row.currency == "USD"
     assert row.flags and "has reported nothing for this run" in row.flags[0]
+
+
+def test_budgets_for_many_users_at_once_are_each_users_budgets(tmp_path: Path) -> None:
+    """The budget hold reads every user's spend in one query (a group of thousands summed
+    member by member for each member was a million queries a cycle at 10,000 servers): the
+    same states as the page's one-user path (handlers.budgets_of)."""
+    from jupyter_costguard.hub import handlers
+    from jupyter_costguard.hub.app import CostGuardHub
+
+    store = HubStore(tmp_path / "hub.sqlite")
+    members = {"ann": ["ml"], "bob": ["ml", "cv"], "cy": []}
+    store.record_cycle({(u, ""): (f"/user/{u}/", "gpu") for u in members}, members, T0, 120.0)
+    store.record_meter({(u, ""): (T0 - i * 600, "gpu") for i, u in enumerate(members)},
+                       {"gpu": 6.0}, T0 + HOUR)
+    app = CostGuardHub()
+    app.store = store
+    app.budgets = Budgets("month", {"cy": 1.0}, {"ml": 10.0, "cv": 5.0}, 4.0)
+    many = app._budget_states(list(members), T0 + HOUR)
+    for user in members:
+        assert many[user] == handlers.budgets_of(app, user, T0 + HOUR), user
+    assert store.users_spend(T0 - HOUR) == pytest.approx(
+        {u: store.user_spend(u, T0 - HOUR) for u in members})
+    assert [s.scope for s in many["bob"]] == ["user", "group", "group"]

@@ -35,7 +35,7 @@ from traitlets.config import Application
 from jupyter_costguard.hub import handlers
 from jupyter_costguard.hub.budgethold import MODES as BUDGET_STOP_MODES
 from jupyter_costguard.hub.budgethold import BudgetHold
-from jupyter_costguard.hub.budgets import Budgets, BudgetState
+from jupyter_costguard.hub.budgets import Budgets, BudgetState, budget_states
 from jupyter_costguard.hub.cull import Culler, policies_from
 from jupyter_costguard.hub.hubapi import HubAPI, RunningServer
 from jupyter_costguard.hub.intake import Intake, ReportHandler
@@ -403,9 +403,22 @@ class CostGuardHub(Application):
         now = time.time()
         users = sorted({r.user for r in rows if r.profile in self.gpu_profiles
                         and (r.user, r.server) not in self.budget_hold.stopped})
-        states = await self.run(
-            lambda: {u: self.budgets_of(u, now) for u in users})
-        await self.budget_hold.run(rows, states, now)
+        if not users:
+            return
+        await self.budget_hold.run(rows, await self.run(self._budget_states, users, now), now)
+
+    def _budget_states(self, users: list[str], now: float) -> dict[str, list[BudgetState]]:
+        """Worker thread: the budgets of `users`, every user's spend read in one query (a
+        group of thousands would otherwise be summed member by member for each of them)."""
+        start = self.budgets.start(now)
+        spent = self.store.users_spend(start)
+        members = self.store.memberships()
+        group_spend: dict[str, float] = {}
+        for user, groups in members.items():
+            for g in groups:
+                group_spend[g] = group_spend.get(g, 0.0) + spent.get(user, 0.0)
+        return {u: budget_states(self.budgets, u, members.get(u, []), spent.get(u, 0.0),
+                                 group_spend, now) for u in users}
 
     @property
     def node_fresh(self) -> float:

@@ -17,7 +17,8 @@ from __future__ import annotations
 import math
 import sqlite3
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -224,11 +225,32 @@ class HubStore:
                                 "DEFAULT 0")
         self.path.chmod(0o600)
         self._lock = threading.Lock()
+        self._local = threading.local()
+        self._readers: list[sqlite3.Connection] = []
+        self._readers_lock = threading.Lock()
         #: bumped by every write, so readers can cache what they built from the store
         self.version = 0
 
     def close(self) -> None:
         self.db.close()
+        with self._readers_lock:
+            for reader in self._readers:
+                reader.close()
+            self._readers.clear()
+
+    @contextmanager
+    def _reading(self) -> Iterator[sqlite3.Connection]:
+        """A read-only connection of this thread's own: under WAL, reads see the last commit
+        and neither wait for the writer nor hold it up (a page's figures at 10,000 servers
+        take most of a second to read, while reports commit many times a second)."""
+        reader: sqlite3.Connection | None = getattr(self._local, "reader", None)
+        if reader is None:
+            reader = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True,
+                                     check_same_thread=False, isolation_level=None)
+            self._local.reader = reader
+            with self._readers_lock:
+                self._readers.append(reader)
+        yield reader
 
     # --- writes (each report its own transaction) -----------------------------------------
 
@@ -460,8 +482,8 @@ class HubStore:
     # --- reads -----------------------------------------------------------------------------
 
     def servers(self) -> list[ServerRow]:
-        with self._lock:
-            rows = self.db.execute(
+        with self._reading() as db:
+            rows = db.execute(
                 "SELECT s.user, s.server, url, state, detail, last_ok, last_try, currency, "
                 "simulated, rate_per_hour, gpu_count, gpus_held, gpus_busy, gpu_idle_since, "
                 "profile, active_jobs, node_gpus, node_busy, node_time, node_idle_since, "
@@ -475,16 +497,16 @@ class HubStore:
         """(user, server) -> (counted spend, waste, idle GPU seconds) over whole hours in
         [since, until); all time when both are None (counting what servers report, spend
         and waste then come from the epochs, exact to the last reading)."""
-        with self._lock:
+        with self._reading() as db:
             out: dict[tuple[str, str], tuple[float, float, float]] = {}
             lo, hi = hour_bounds(since, until)
-            for user, server, spend, waste, idle in self.db.execute(
+            for user, server, spend, waste, idle in db.execute(
                     f"SELECT user, server, SUM({self._counted}), SUM(waste), "
                     "SUM(idle_gpu_seconds) FROM hours WHERE hour >= ? AND hour < ? "
                     "GROUP BY user, server", (lo, hi)):
                 out[(user, server)] = (spend, waste, idle)
             if since is None and until is None and self.count == "reported":
-                for user, server, spend, waste in self.db.execute(
+                for user, server, spend, waste in db.execute(
                         "SELECT user, server, SUM(spend), SUM(waste) FROM epochs "
                         "GROUP BY user, server"):
                     idle = out.get((user, server), (0.0, 0.0, 0.0))[2]
@@ -493,44 +515,52 @@ class HubStore:
 
     def series(self, since: float, until: float) -> list[tuple[str, str, int, float, float]]:
         """(user, server, hour, counted spend, waste) for the hours in [since, until)."""
-        with self._lock:
-            return self.db.execute(
+        with self._reading() as db:
+            return db.execute(
                 f"SELECT user, server, hour, {self._counted}, waste FROM hours "
                 "WHERE hour >= ? AND hour < ? ORDER BY hour",
                 hour_bounds(since, until)).fetchall()
 
     def memberships(self) -> dict[str, list[str]]:
-        with self._lock:
+        with self._reading() as db:
             out: dict[str, list[str]] = {}
-            for user, grp in self.db.execute("SELECT user, grp FROM memberships ORDER BY grp"):
+            for user, grp in db.execute("SELECT user, grp FROM memberships ORDER BY grp"):
                 out.setdefault(user, []).append(grp)
             return out
 
     def events(self, limit: int = 200) -> list[tuple[float, str, str, str, str]]:
-        with self._lock:
-            return self.db.execute(
+        with self._reading() as db:
+            return db.execute(
                 "SELECT time, user, server, kind, detail FROM events ORDER BY id DESC LIMIT ?",
                 (limit,)).fetchall()
 
     def kept(self) -> dict[tuple[str, str], float]:
         """When each server's user last chose "Keep running" (the culler's idle clock)."""
-        with self._lock:
-            return {(u, s): t for u, s, t in self.db.execute(
+        with self._reading() as db:
+            return {(u, s): t for u, s, t in db.execute(
                 "SELECT user, server, MAX(time) FROM events WHERE kind = 'kept' "
                 "GROUP BY user, server")}
 
     def user_spend(self, user: str, since: float) -> float:
         """A user's counted spend, all servers, in the hours from `since` (budgets)."""
-        with self._lock:
-            row = self.db.execute(f"SELECT COALESCE(SUM({self._counted}), 0) FROM hours "
+        with self._reading() as db:
+            row = db.execute(f"SELECT COALESCE(SUM({self._counted}), 0) FROM hours "
                                   "WHERE user = ? AND hour >= ?",
                                   (user, hour_bounds(since, None)[0])).fetchone()
             return float(row[0])
 
+    def users_spend(self, since: float) -> dict[str, float]:
+        """Every user's counted spend in the hours from `since`, in one query (budgets for
+        many users at once)."""
+        with self._reading() as db:
+            return {u: float(v) for u, v in db.execute(
+                f"SELECT user, SUM({self._counted}) FROM hours WHERE hour >= ? GROUP BY user",
+                (hour_bounds(since, None)[0],))}
+
     def meter_rows(self) -> list[MeterRow]:
         """Each server's latest metered run, with the server's own figures for that run."""
-        with self._lock:
-            rows = self.db.execute(
+        with self._reading() as db:
+            rows = db.execute(
                 "SELECT m.user, m.server, m.run, m.profile, m.rate_per_hour, m.spend, m.last, "
                 "e.spend, e.last_seen FROM meter m LEFT JOIN epochs e ON e.user = m.user "
                 "AND e.server = m.server AND e.since = m.run WHERE m.run = (SELECT MAX(run) "
@@ -540,6 +570,6 @@ class HubStore:
 
     def metered_total(self) -> dict[tuple[str, str], float]:
         """(user, server) -> everything the meter has counted, all runs."""
-        with self._lock:
-            return {(u, s): v for u, s, v in self.db.execute(
+        with self._reading() as db:
+            return {(u, s): v for u, s, v in db.execute(
                 "SELECT user, server, SUM(spend) FROM meter GROUP BY user, server")}
