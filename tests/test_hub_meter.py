@@ -195,13 +195,20 @@ def test_an_older_database_gains_the_meter(tmp_path: Path) -> None:
         "CREATE TABLE hours (user TEXT NOT NULL, server TEXT NOT NULL, hour INTEGER NOT NULL,"
         " spend REAL NOT NULL DEFAULT 0, waste REAL NOT NULL DEFAULT 0, idle_gpu_seconds REAL"
         " NOT NULL DEFAULT 0, PRIMARY KEY (user, server, hour));"
-        f"INSERT INTO hours VALUES ('alice', '', {int(T0 // HOUR)}, 2.5, 0, 0);")
+        f"INSERT INTO hours VALUES ('alice', '', {int(T0 // HOUR)}, 2.5, 0, 0);"
+        "CREATE TABLE epochs (user TEXT NOT NULL, server TEXT NOT NULL, since REAL NOT NULL, "
+        "spend REAL NOT NULL, waste REAL NOT NULL, first_seen REAL NOT NULL, last_seen REAL "
+        "NOT NULL, PRIMARY KEY (user, server, since));")
     old.commit()
     old.close()
     store = HubStore(db)
     assert store.user_spend("alice", T0) == 2.5  # reported before the meter: still counted
     store.record_meter({("alice", ""): (T0, "gpu")}, {"gpu": 1.0}, T0 + HOUR)
     assert store.user_spend("alice", T0) == pytest.approx(1.0)
+    store.record_report("alice", "/user/alice/", "gpu",
+                        report(since=T0 + 5, time=T0 + HOUR, spend=0.9, rate=1.0), T0,
+                        T0 + HOUR)
+    assert store.meter_rows()[0].reported_since == T0 + 5
 
 
 # --- reconciliation --------------------------------------------------------------------------
@@ -222,6 +229,10 @@ def test_an_honest_server_is_not_flagged(tmp_path: Path) -> None:
     store = _store_with(tmp_path, spend=10.0 * (HOUR - 20) / HOUR, rate=10.0)
     (s,) = store.servers()
     (m,) = store.meter_rows()
+    # the server's own window, kept with its epoch: over it, meter and report agree exactly
+    assert m.reported_since == T0 + 20
+    assert m.rate_per_hour * (m.reported_at - m.reported_since) / HOUR == pytest.approx(
+        m.reported)
     assert flags_of(s, m, Reconcile(0.05, 120)) == []
     (row,) = rows(store, Budgets("month", {}, {}, None), "server", T0 + HOUR,
                   currency="USD", reconcile=Reconcile())

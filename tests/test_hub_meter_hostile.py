@@ -121,6 +121,21 @@ def test_every_member_is_metered_alike_and_the_bent_reports_are_flagged(hub: Hub
         assert r["budget"] is None  # budgets are on user rows
     # the honest server and its meter: the same rate, to the cent (one price engine)
     assert round(rows["alice"]["rate_per_hour"], 2) == round(RATE, 2)
+    # conservation for the servers honest about money (alice, zed): what each reported for
+    # its run is what the meter counts over the same window (from the server's own start,
+    # a few seconds after the Hub's, to its report), to the cent, and so is their sum
+    found = read_only(hub.service_db, (
+        "SELECT m.user, m.rate_per_hour, e.spend, e.reported_since, e.last_seen FROM meter m "
+        "JOIN epochs e ON e.user = m.user AND e.server = m.server AND e.since = m.run "
+        "WHERE m.user IN ('alice', 'zed')", ()))
+    assert found is not None and len(found[0]) == 2, found
+    metered_window = reported_sum = 0.0
+    for user, rate, reported, since, at in found[0]:
+        window = rate * (at - since) / 3600
+        assert abs(window - reported) < 0.01, (user, window, reported)
+        metered_window += window
+        reported_sum += reported
+    assert abs(metered_window - reported_sum) < 0.01
     # what the bent servers say, beside what is counted
     assert rows["ivan"]["rate_per_hour"] == 0.0
     assert any("reports a rate of 0.00" in f and f"metered at {RATE:.2f}/h" in f

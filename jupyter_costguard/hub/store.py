@@ -31,6 +31,7 @@ SCHEMA = """
 CREATE TABLE IF NOT EXISTS epochs (
     user TEXT NOT NULL, server TEXT NOT NULL, since REAL NOT NULL,
     spend REAL NOT NULL, waste REAL NOT NULL, first_seen REAL NOT NULL, last_seen REAL NOT NULL,
+    reported_since REAL,
     PRIMARY KEY (user, server, since));
 CREATE TABLE IF NOT EXISTS hours (
     user TEXT NOT NULL, server TEXT NOT NULL, hour INTEGER NOT NULL,
@@ -193,6 +194,8 @@ class MeterRow:
     #: the server's own figures for the same run (its epoch): spend, when last reported
     reported: float | None
     reported_at: float | None
+    #: since when the server counts that spend (its `since`: a little after the Hub's start)
+    reported_since: float | None = None
 
 
 class HubStore:
@@ -218,6 +221,8 @@ class HubStore:
                              ("node_time", "REAL"), ("node_idle_since", "REAL")):
             if column not in columns:  # a database from before node GPU metrics
                 self.db.execute(f"ALTER TABLE servers ADD COLUMN {column} {kind}")
+        if "reported_since" not in {r[1] for r in self.db.execute("PRAGMA table_info(epochs)")}:
+            self.db.execute("ALTER TABLE epochs ADD COLUMN reported_since REAL")
         columns = {r[1] for r in self.db.execute("PRAGMA table_info(hours)")}
         for column, kind in (("metered", "REAL"), ("priced", "INTEGER")):
             if column not in columns:  # a database from before the meter
@@ -428,17 +433,17 @@ class HubStore:
                          "WHERE user = ? AND server = ?", (user, r.server)).fetchone()
         if prev is None:
             d_spend, d_waste, start = r.spend, r.waste, min(r.since, seen)
-            db.execute("INSERT INTO epochs VALUES (?, ?, ?, ?, ?, ?, ?)",
-                       (user, r.server, epoch, r.spend, r.waste, seen, seen))
+            db.execute("INSERT INTO epochs VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                       (user, r.server, epoch, r.spend, r.waste, seen, seen, r.since))
         else:
             spend0, waste0, last_seen = prev
             # a figure that went backwards (a ledger edited in place) moves the baseline only
             d_spend, d_waste = max(0.0, r.spend - spend0), max(0.0, r.waste - waste0)
             start = last_seen
             if seen >= last_seen:
-                db.execute("UPDATE epochs SET spend = ?, waste = ?, last_seen = ? "
-                           "WHERE user = ? AND server = ? AND since = ?",
-                           (max(spend0, r.spend), max(waste0, r.waste), seen,
+                db.execute("UPDATE epochs SET spend = ?, waste = ?, last_seen = ?, "
+                           "reported_since = ? WHERE user = ? AND server = ? AND since = ?",
+                           (max(spend0, r.spend), max(waste0, r.waste), seen, r.since,
                             user, r.server, epoch))
             else:  # an older document than one already read: nothing new
                 d_spend = d_waste = 0.0
@@ -562,7 +567,8 @@ class HubStore:
         with self._reading() as db:
             rows = db.execute(
                 "SELECT m.user, m.server, m.run, m.profile, m.rate_per_hour, m.spend, m.last, "
-                "e.spend, e.last_seen FROM meter m LEFT JOIN epochs e ON e.user = m.user "
+                "e.spend, e.last_seen, e.reported_since FROM meter m LEFT JOIN epochs e ON "
+                "e.user = m.user "
                 "AND e.server = m.server AND e.since = m.run WHERE m.run = (SELECT MAX(run) "
                 "FROM meter n WHERE n.user = m.user AND n.server = m.server) "
                 "ORDER BY m.user, m.server").fetchall()
