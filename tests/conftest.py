@@ -75,3 +75,16 @@ def no_leftover_jobs(tmp_path: Path) -> Iterator[None]:
     start jobs use it through `pytest.mark.usefixtures`)."""
     yield
     kill_runners_under(tmp_path)
+
+
+def _utf8(text: str) -> str:
+    """`text` with lone surrogates written as escapes (valid UTF-8 holds none)."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Tests that feed lone surrogates to the code (file names that are not UTF-8) leave them
+    in the captured log; pytest-xdist's workers send reports as UTF-8 and stop at one, so the
+    captured sections are escaped before any other hook reads them."""
+    report.sections = [(title, _utf8(body)) for title, body in report.sections]
