@@ -1,6 +1,7 @@
 /**
  * Types and request helpers for the costguard REST API
- * (`{baseUrl}costguard/api/...`, described by `jupyter_costguard/openapi.yaml`).
+ * (`{baseUrl}costguard/api/...`, described by `jupyter_costguard/web/openapi.yaml`, whose
+ * schemas `generated/openapi.ts` types: `npm run gen:types`).
  *
  * Only REST calls to costguard live here: nothing in this extension talks to
  * a kernel (no kernel_info, no comm), so polling never resets idle timers.
@@ -8,175 +9,123 @@
 import { URLExt } from '@jupyterlab/coreutils';
 import { ServerConnection } from '@jupyterlab/services';
 
-/** The instance costguard believes it runs on (null when unknown). */
-export interface ICostInstance {
-  provider?: string;
-  instance_type?: string;
-  gpu_model?: string | null;
-  gpu_count?: number;
-  gpu_memory_gib?: number | null;
-  vcpus?: number;
-  memory_gib?: number;
-  region?: string | null;
-  on_demand_per_hour?: number;
-  spot_per_hour?: number | null;
-  source_url?: string;
-  /** Date the catalog row was retrieved (e.g. `2025-11-01`). */
-  retrieved?: string;
+import type { components } from './generated/openapi';
+
+/** The OpenAPI document's schemas (`generated/openapi.ts`, from openapi.yaml). */
+export type Schemas = components['schemas'];
+
+/**
+ * Schema `T` as the frontend reads it: the fields `K` as the document has
+ * them, the others optional (servers from before a field was added leave it
+ * out, and tests build partial documents). Field names and types come from
+ * the document, so a renamed or retyped field fails to compile.
+ */
+export type Lenient<T, K extends keyof T = never> = Pick<T, K> & Partial<Omit<T, K>>;
+
+/** The `Status` document's schema. */
+type StatusSchema = Schemas['Status'];
+
+/** The instance costguard believes it runs on (`Instance`; null when unknown). */
+export interface ICostInstance extends Partial<Schemas['Instance']> {
   [key: string]: unknown;
 }
 
-/** Spend totals for the server since `since` (epoch seconds). */
-export interface ICostTotals {
-  spend?: number;
-  waste?: number;
-  unattributed?: number;
-  unattributed_gpu?: number;
-  seconds?: number;
-  since?: number | null;
-}
+/** Spend totals for the server since `since` (epoch seconds; `status.totals`). */
+export interface ICostTotals extends Partial<StatusSchema['totals']> {}
 
 /** One minute of spend (`HistoryPoint`). */
-export interface IHistoryPoint {
-  /** Start of the minute, epoch seconds. */
-  time: number;
-  spend: number;
-  waste: number;
-}
+export type IHistoryPoint = Schemas['HistoryPoint'];
 
-/** Whose server this is, under JupyterHub (absent on older servers). */
-export interface IOwnerFields {
-  /**
-   * The JupyterHub user whose server this is; null (or absent, on older
-   * servers) when not under a hub.
-   */
-  user?: string | null;
-  /**
-   * The JupyterHub named server (`""`: the user's default server); null (or
-   * absent) when not under a hub.
-   */
-  server?: string | null;
-}
+/**
+ * Whose server this is, under JupyterHub: `user` the JupyterHub user, null
+ * when not under a hub; `server` the named server (`""`: the user's default
+ * server), null when not under a hub. Absent on older servers.
+ */
+export interface IOwnerFields extends Partial<Pick<Schemas['Common'], 'user' | 'server'>> {}
 
 /** Fields every document carries (`Common`). */
-export interface ICommonDoc extends IOwnerFields {
-  simulated: boolean;
-  currency: string;
-  time: number | null;
-}
+export interface ICommonDoc
+  extends IOwnerFields,
+    Pick<Schemas['Common'], 'simulated' | 'currency' | 'time'> {}
 
 /**
  * The part of the instance a container holds, when costguard runs in a
- * container given only some of the instance's GPUs, CPUs and memory.
+ * container given only some of the instance's GPUs, CPUs and memory
+ * (`price.share`: cpu_share, memory_share and host_share 0..1, host_share the
+ * larger of the two; fraction: rate_per_hour / instance_rate_per_hour;
+ * detail: one sentence).
  */
-export interface ICostPriceShare {
-  gpus_held: number;
-  gpus_instance: number;
-  /** 0..1 */
-  cpu_share: number;
-  /** 0..1 */
-  memory_share: number;
-  /** max(cpu_share, memory_share) */
-  host_share: number;
-  /** rate_per_hour / instance_rate_per_hour */
-  fraction: number;
-  /** One sentence. */
-  detail: string;
-}
+export type ICostPriceShare = NonNullable<Schemas['Price']['share']>;
 
-/** Provenance of the price (`status.price`). */
-export interface ICostPrice {
-  /** `aws`, `gcp`, `azure`, ... */
-  provider: string | null;
-  instance_type: string | null;
-  /** Where the machine is (metadata, environment or configuration). */
-  region: string | null;
-  /** Whose price is used. */
-  region_priced: string | null;
-  /** E.g. `price of us-east-1; eu-north-1 not in the catalog`. */
-  region_note: string | null;
-  /** `on-demand` or `spot`. */
-  market: string;
-  /** `config`, `metadata` or `environment`. */
-  market_source: string;
-  /** ISO date the price is from, e.g. `2025-01-15`. */
-  retrieved: string | null;
-  age_days: number | null;
-  /** `age_days > stale_after_days`. */
-  stale: boolean;
-  stale_after_days: number;
-  /** E.g. `jupyter costguard catalog update`. */
-  refresh_hint: string;
-  /** The whole instance's rate, before the container share. */
-  instance_rate_per_hour: number | null;
-  share: ICostPriceShare | null;
-  /** How the server decided, one sentence per step. */
-  tried: string[];
+/**
+ * Provenance of the price (`status.price`, the `Price` schema): where the
+ * machine is (`region`) and whose price is used (`region_priced`, with
+ * `region_note` saying why they differ), the market and where it was set,
+ * the catalog date (`retrieved`, ISO) and its age against
+ * `stale_after_days`, `refresh_hint` (e.g. `jupyter costguard catalog
+ * update`), the whole instance's rate before the container share, and how
+ * the server decided, one sentence per step (`tried`).
+ */
+export interface ICostPrice
+  extends Lenient<
+    Omit<Schemas['Price'], 'market' | 'market_source'>,
+    | 'provider'
+    | 'instance_type'
+    | 'region'
+    | 'region_priced'
+    | 'region_note'
+    | 'retrieved'
+    | 'age_days'
+    | 'stale'
+    | 'stale_after_days'
+    | 'refresh_hint'
+    | 'instance_rate_per_hour'
+    | 'share'
+    | 'tried'
+  > {
+  /** As the server wrote it (`priceOf` keeps any text); `''` when it did not say. */
+  market: Schemas['Price']['market'] | string;
+  /** As the server wrote it; `''` when it did not say. */
+  market_source: Schemas['Price']['market_source'] | string;
 }
-
-/** A budget period (UTC): calendar month, ISO week (from Monday), day. */
-export type BudgetPeriod = 'month' | 'week' | 'day';
 
 /**
  * One budget the JupyterHub site gave this user's server at spawn (the
  * user's own or one of their groups'), with this server's spend since it
- * started added (`status.hub_budgets[]`, in `status.currency`). A group
- * budget the site shows members only what is left of (its
- * `member_group_view`, "remaining" by default) has `budget`, `spent` and
- * `used` null: it is shown as what is left, without a bar.
+ * started added (`status.hub_budgets[]`, in `status.currency`): `scope`
+ * `user` (the user's own, `name` the user) or `group` (`name` the group);
+ * `remaining` is `max(0, budget - spent)` or as the hub sent it; `used` is
+ * `spent / budget` and may exceed 1; `period_start` / `period_end` (when it
+ * resets) are epoch seconds. A group budget the site shows members only what
+ * is left of (its `member_group_view`, "remaining" by default) has `budget`,
+ * `spent` and `used` null: it is shown as what is left, without a bar.
  */
-export interface IHubBudget {
-  /** `user`: the user's own budget; `group`: a group's (`name`). */
-  scope: 'user' | 'group';
-  /** The user's or the group's name. */
-  name: string;
-  /** null when only what is left is shown. */
-  budget: number | null;
-  /** null when only what is left is shown. */
-  spent: number | null;
-  /** `max(0, budget - spent)`, or as the hub sent it. */
-  remaining: number;
-  /** `spent / budget`; may exceed 1; null when only what is left is shown. */
-  used: number | null;
+export interface IHubBudget extends Omit<StatusSchema['hub_budgets'][number], 'period'> {
+  /** `''` when the hub did not say (`hubBudgetsOf`). */
   period: BudgetPeriod | string;
-  /** Epoch seconds. */
-  period_start: number;
-  /** Epoch seconds: when the budget resets. */
-  period_end: number;
 }
 
-/** GPUs held and busy now, and since when none has been (`status.gpu_activity`). */
-export interface IGpuActivity {
-  gpus_held: number;
-  gpus_busy: number;
-  /** Epoch seconds; null while a GPU is busy. */
-  idle_since: number | null;
-}
+/** A budget period (UTC): calendar month, ISO week (from Monday), day. */
+export type BudgetPeriod = StatusSchema['hub_budgets'][number]['period'];
+
+/**
+ * GPUs held and busy now, and since when none has been (`status.gpu_activity`;
+ * `idle_since` epoch seconds, null while a GPU is busy).
+ */
+export type IGpuActivity = StatusSchema['gpu_activity'];
 
 /** Response of `GET costguard/api/status`. */
-export interface ICostStatus extends IOwnerFields {
+export interface ICostStatus
+  extends IOwnerFields,
+    Lenient<
+      Omit<
+        StatusSchema,
+        'user' | 'server' | 'instance' | 'totals' | 'price' | 'hub_budgets' | 'gpu_activity'
+      >,
+      'rate_per_hour' | 'currency'
+    > {
   instance: ICostInstance | null;
-  rate_per_hour: number | null;
-  currency: string;
-  market?: string;
-  price_source?:
-    | 'config'
-    | 'environment'
-    | 'detected'
-    | 'metadata'
-    | 'hourly_rate'
-    | 'unpriced'
-    | string;
-  price_detail?: string;
-  simulated?: boolean;
   totals?: ICostTotals | null;
-  gpu_status?: 'ok' | 'no-gpu' | 'error' | 'starting' | string;
-  gpu_detail?: string;
-  gpu_count?: number;
-  kernel_count?: number;
-  notebook_count?: number;
-  last_sample_time?: number | null;
-  history?: IHistoryPoint[];
   /** Where the price comes from and how old it is (absent on older servers). */
   price?: ICostPrice | null;
   /**
@@ -186,38 +135,22 @@ export interface ICostStatus extends IOwnerFields {
   hub_budgets?: IHubBudget[];
   /** GPUs held and busy (absent on older servers). Read through `gpuActivityOf`. */
   gpu_activity?: IGpuActivity | null;
-  /** The server sends more fields; see openapi.yaml. */
+  /** The server may send more fields than this version knows. */
   [key: string]: unknown;
 }
 
 /** Alert severities, lowest first. */
-export type AlertSeverity = 'info' | 'warning' | 'critical';
+export type AlertSeverity = Schemas['Severity'];
 
 /** Summary of a notebook's active alerts, carried by each notebook document. */
-export interface INotebookAlerts {
-  ids?: string[];
+export interface INotebookAlerts extends Partial<Schemas['NotebookAlerts']> {
+  /** Another spelling of `highest_severity`, read as it (the server writes `highest_severity`). */
   severity?: AlertSeverity | null;
-  /** Spelling used by some server versions; read as `severity`. */
-  highest_severity?: AlertSeverity | null;
 }
 
-/** One notebook (`Notebook`). */
-export interface INotebookDoc {
-  /** Server-relative path, e.g. `work/explore.ipynb`. */
-  path: string;
-  spend: number;
-  waste: number;
-  gpu_spend?: number;
-  host_spend?: number;
-  first_seen?: number;
-  last_seen?: number;
-  kernel_ids?: string[];
-  kernels_seen?: number;
-  gpu_utilization_percent?: number | null;
-  gpu_memory_bytes?: number;
-  idle_seconds?: number | null;
-  spend_rate_per_hour?: number;
-  history?: IHistoryPoint[];
+/** One notebook (`Notebook`; `path` server-relative, e.g. `work/explore.ipynb`). */
+export interface INotebookDoc
+  extends Lenient<Omit<Schemas['Notebook'], 'alerts'>, 'path' | 'spend' | 'waste'> {
   /** Active alerts of the notebook (absent on servers without alerts). */
   alerts?: INotebookAlerts | null;
   [key: string]: unknown;
@@ -235,24 +168,20 @@ export interface INotebookDetail extends ICommonDoc, INotebookDoc {
 }
 
 /** One running kernel (`Kernel`). */
-export interface IKernelDoc {
-  kernel_id: string;
-  name: string;
-  notebook: string | null;
-  execution_state: string;
-  last_activity?: number;
-  idle_seconds: number;
-  connections?: number;
-  pids?: number[];
-  cpu_percent?: number;
-  rss_bytes?: number;
-  gpus?: string[];
-  gpu_memory_bytes: number;
-  gpu_utilization_percent: number | null;
-  attribution?: 'pid' | 'cuda-mapped' | 'none' | string;
-  spend: number;
-  waste: number;
-  spend_rate_per_hour: number;
+export interface IKernelDoc
+  extends Lenient<
+    Schemas['Kernel'],
+    | 'kernel_id'
+    | 'name'
+    | 'notebook'
+    | 'execution_state'
+    | 'idle_seconds'
+    | 'gpu_memory_bytes'
+    | 'gpu_utilization_percent'
+    | 'spend'
+    | 'waste'
+    | 'spend_rate_per_hour'
+  > {
   [key: string]: unknown;
 }
 
@@ -262,75 +191,82 @@ export interface IKernelList extends ICommonDoc {
 }
 
 /** One GPU or MIG instance (`Gpu`). */
-export interface IGpuDoc {
-  index: number;
-  uuid: string;
-  name: string;
-  memory_total_bytes: number;
-  memory_used_bytes: number;
-  utilization_percent: number | null;
-  power_watts?: number | null;
-  mig_parent_uuid?: string | null;
-  faulty?: string | null;
-  processes?: {
-    pid: number;
-    used_memory_bytes: number | null;
-    kind: string;
-    kernel_id: string | null;
-  }[];
+export interface IGpuDoc
+  extends Lenient<
+    Schemas['Gpu'],
+    | 'index'
+    | 'uuid'
+    | 'name'
+    | 'memory_total_bytes'
+    | 'memory_used_bytes'
+    | 'utilization_percent'
+  > {
   [key: string]: unknown;
 }
 
 /** Response of `GET costguard/api/gpus`. */
-export interface IGpuList extends ICommonDoc {
-  status: string;
-  detail: string;
-  driver_version: string | null;
+export interface IGpuList
+  extends ICommonDoc,
+    Pick<Schemas['GpuList'], 'status' | 'detail' | 'driver_version'> {
   gpus: IGpuDoc[];
 }
 
 /** What an alert's button does. */
-export type AlertActionId =
-  | 'open-panel'
-  | 'snooze'
-  | 'dismiss'
-  | 'shutdown-kernel'
-  | 'restart-kernel'
-  | 'interrupt-kernel'
-  | 'offload'
-  | 'open-url';
+export type AlertActionId = Schemas['AlertAction']['id'];
 
-/** A button offered by an alert. */
-export interface IAlertAction {
+/** A button offered by an alert (`args`: e.g. `open-url`'s `url`). */
+export interface IAlertAction extends Omit<Schemas['AlertAction'], 'id'> {
+  /** An id this version does not know is shown as a button that does nothing. */
   id: AlertActionId | string;
-  label: string;
-  args?: { [key: string]: unknown };
 }
 
-/** One alert raised by the server's guard (`user`/`server`: whose server raised it). */
-export interface IAlert extends IOwnerFields {
-  id: string;
-  kind: string;
-  severity: AlertSeverity;
-  notebook: string | null;
-  kernel_id: string | null;
-  title: string;
-  message: string;
+/**
+ * One alert raised by the server's guard (`Alert`; `user`/`server`: whose
+ * server raised it; `resolved`: when the condition ended, epoch seconds, null
+ * while it persists).
+ */
+export interface IAlert
+  extends IOwnerFields,
+    Lenient<
+      Omit<Schemas['Alert'], 'user' | 'server' | 'actions' | 'state'>,
+      | 'id'
+      | 'kind'
+      | 'severity'
+      | 'notebook'
+      | 'kernel_id'
+      | 'title'
+      | 'message'
+      | 'created'
+      | 'updated'
+    > {
   actions: IAlertAction[];
-  details?: { [key: string]: unknown };
-  created: number;
-  updated: number;
-  state: 'active' | 'dismissed' | 'snoozed' | string;
-  snoozed_until?: number | null;
-  source?: string;
-  /** When the condition ended (epoch seconds); null while it persists. */
-  resolved?: number | null;
+  /** A state this version does not know reads as `active`. */
+  state: Schemas['Alert']['state'] | string;
 }
 
 /** Response of `GET costguard/api/alerts` (active alerts, or all with `include=all`). */
 export interface IAlertList extends ICommonDoc {
   alerts: IAlert[];
 }
+
+/**
+ * `Doc` (a schema) is a `Read` (what the frontend reads): the documents the
+ * OpenAPI document describes type-check as the frontend's types, so a field
+ * renamed or retyped in the YAML fails to compile here (`npm run gen:types`).
+ */
+export type Accepts<Read, Doc extends Read> = [Read, Doc];
+
+/** The responses this module reads, held to their schemas. */
+export type ApiContract = [
+  Accepts<ICostStatus, Schemas['Status']>,
+  Accepts<INotebookList, Schemas['NotebookList']>,
+  Accepts<INotebookDetail, Schemas['NotebookDetail']>,
+  Accepts<IKernelList, Schemas['KernelList']>,
+  Accepts<IGpuList, Schemas['GpuList']>,
+  Accepts<IAlertList, Schemas['AlertList']>,
+  Accepts<IAlert, Schemas['Alert']>,
+  Accepts<ISpendHistory, Schemas['SpendHistory']>
+];
 
 /** The API root, relative to the server's base URL. */
 export const API_NAMESPACE = 'costguard/api';
@@ -373,37 +309,29 @@ export async function requestAPI<T>(
   return data as T;
 }
 
-/** Spend and waste per bucket of `GET history` (`SpendSeries`). */
-export interface ISpendSeries {
-  /** `notebook`, `unattributed` (what no notebook spent) or `server` (`total`). */
-  kind: 'notebook' | 'unattributed' | 'server' | string;
-  /** The notebook's path; null for the others. */
-  path: string | null;
-  /** Per bucket, in `times` order. */
-  spend: number[];
-  waste: number[];
-  total_spend: number;
-  total_waste: number;
+/**
+ * Spend and waste per bucket of `GET history` (`SpendSeries`): `kind`
+ * `notebook`, `unattributed` (what no notebook spent) or `server` (`total`);
+ * `path` the notebook's, null for the others; `spend` and `waste` per bucket,
+ * in `times` order.
+ */
+export interface ISpendSeries extends Omit<Schemas['SpendSeries'], 'kind'> {
+  kind: Schemas['SpendSeries']['kind'] | string;
 }
 
-/** Response of `GET costguard/api/history` (`SpendHistory`). */
-export interface ISpendHistory extends ICommonDoc {
-  minutes: number;
-  /** 60, 300, 900 or 3600. */
-  bucket_seconds: number;
-  /** Start of the first bucket and end of the last, epoch seconds. */
-  start: number;
-  end: number;
-  /** The notebook asked for, or null. */
-  notebook: string | null;
-  /** Start of each bucket, epoch seconds. */
-  times: number[];
-  /** Each notebook (most spent first), then `unattributed`; or the one asked for. */
+/**
+ * Response of `GET costguard/api/history` (`SpendHistory`): buckets of
+ * `bucket_seconds` (60, 300, 900 or 3600) from `start` to `end` (epoch
+ * seconds), `notebook` the one asked for or null; `series` each notebook
+ * (most spent first), then `unattributed`, or the one asked for; `total` the
+ * whole server (without `notebook`, `series` add up to it).
+ */
+export interface ISpendHistory
+  extends ICommonDoc,
+    Omit<Schemas['SpendHistory'], keyof ICommonDoc | 'bucket_seconds' | 'series' | 'total'> {
+  bucket_seconds: Schemas['SpendHistory']['bucket_seconds'] | number;
   series: ISpendSeries[];
-  /** The whole server; without `notebook`, `series` add up to it. */
   total: ISpendSeries;
-  /** Every notebook with spend in the window, most first. */
-  notebooks: string[];
 }
 
 /** `GET history` path: the last `minutes`, optionally of one notebook only. */

@@ -1,115 +1,83 @@
 /**
  * Types and request helpers for costguard's batch jobs
- * (`{baseUrl}costguard/api/jobs...`, described by `jupyter_costguard/openapi.yaml`).
+ * (`{baseUrl}costguard/api/jobs...`, described by `jupyter_costguard/web/openapi.yaml`,
+ * whose schemas the types here are derived from).
  * Pure REST: nothing here talks to a kernel.
  */
 import type * as nbformat from '@jupyterlab/nbformat';
 import { ServerConnection } from '@jupyterlab/services';
 
-import { errorStatus, IOwnerFields, requestAPI } from './api';
+import { Accepts, errorStatus, IOwnerFields, Lenient, requestAPI, Schemas } from './api';
 
-/** What a job asks for; null: the backend's default. */
-export interface IJobResources {
-  gpus?: number | null;
-  cpus?: number | null;
-  memory_gib?: number | null;
-  time_limit_seconds?: number | null;
-}
+/** What a job asks for (`Resources`); null: the backend's default. */
+export type IJobResources = Schemas['Resources'];
 
-/** Body of `POST jobs` and `POST jobs/slice`. */
-export interface ISubmitRequest {
-  /** Server-relative path of the notebook. */
-  notebook: string;
-  /** The notebook's cells as the user sees them (outputs left out), each with an `id`. */
+/**
+ * Body of `POST jobs` and `POST jobs/slice` (`SubmitRequest`): the notebook's
+ * server-relative path, its cells as the user sees them (outputs left out),
+ * each with an `id`, the ids of the selected code cells, the running kernel
+ * `send` variables are taken from, names to bring back (default: what the
+ * selected cells define) and the backend (the server's default when absent).
+ */
+export interface ISubmitRequest extends Omit<Schemas['SubmitRequest'], 'cells'> {
   cells: nbformat.ICell[];
-  /** Ids of the selected code cells. */
-  selected: string[];
-  /** The notebook's running kernel (where `send` variables are taken from). */
-  kernel_id?: string;
-  /** The notebook's kernelspec name. */
-  kernel_name?: string;
-  resources?: IJobResources;
-  retries?: number;
-  /** Variables of the interactive kernel to send by value. */
-  send?: string[];
-  /** Names to bring back (default: what the selected cells define). */
-  bring_back?: string[];
-  /** Backend name (the server's default when absent). */
-  backend?: string;
 }
 
-/** One cell of a slice: why the job runs it. */
-export interface ISliceCell {
-  cell_id: string;
-  index: number;
-  selected: boolean;
-  provides: string[];
-  reason: string;
-  source: string;
-}
+/** One cell of a slice: why the job runs it (`SliceCell`). */
+export type ISliceCell = Schemas['SliceCell'];
 
-/** What a job runs: the selected cells and the earlier ones they need. */
-export interface ISlice {
-  cells: ISliceCell[];
-  defines: string[];
-  unresolved: string[];
-  /** What the slicer could not decide (dynamic code, star imports, ...), in words. */
-  warnings?: string[];
-}
+/**
+ * What a job runs: the selected cells and the earlier ones they need
+ * (`Slice`; `warnings`: what the slicer could not decide, in words).
+ */
+export type ISlice = Schemas['Slice'];
 
-/** Response of `POST jobs/slice`. */
-export interface ISlicePreview {
-  slice: ISlice;
-  /** The largest pickle of `send` variables a submit accepts. */
-  max_send_bytes?: number;
-}
+/**
+ * Response of `POST jobs/slice` (`max_send_bytes`: the largest pickle of
+ * `send` variables a submit accepts; absent from older servers).
+ */
+export interface ISlicePreview extends Lenient<Schemas['SlicePreview'], 'slice'> {}
 
 /** Job states; the last four are terminal. */
-export type JobState =
-  | 'queued'
-  | 'running'
-  | 'succeeded'
-  | 'failed'
-  | 'cancelled'
-  | 'lost';
+export type JobState = Schemas['Job']['state'];
 
 /** Where a job is in its run. */
-export type JobPhase = 'queued' | 'starting' | 'running' | 'finishing' | 'done';
+export type JobPhase = Schemas['Job']['phase'];
 
-/** One batch job (`Job`; `user`/`server`: whose server submitted it, under JupyterHub). */
-export interface IJob extends IOwnerFields {
-  id: number;
-  notebook: string;
-  backend: string;
+/**
+ * One batch job (`Job`; `user`/`server`: whose server submitted it, under
+ * JupyterHub). Times are epoch seconds; `selected` the ids of the selected
+ * cells; `bring_back` the names the job pickles back when it ends, chosen as
+ * `bring_back_from` says (`request`: named; `later_cells`: what the selected
+ * cells define that later cells read; `selected_cells`: no code cell followed
+ * the selection, all they define); `label` e.g. `ran as job 12 on local ·
+ * 3m12s · USD 0.41`; `log_tail` the last lines of the log; `backend_detail`
+ * what a cluster says about a job that has not ended (why it waits).
+ */
+export interface IJob
+  extends IOwnerFields,
+    Lenient<
+      Omit<Schemas['Job'], 'user' | 'server' | 'state' | 'phase' | 'bring_back_from'>,
+      | 'id'
+      | 'notebook'
+      | 'backend'
+      | 'created'
+      | 'started'
+      | 'ended'
+      | 'elapsed_seconds'
+      | 'attempts'
+      | 'max_attempts'
+      | 'exit_reason'
+      | 'spend'
+      | 'currency'
+      | 'resources'
+      | 'selected'
+      | 'label'
+      | 'log_tail'
+    > {
   state: JobState | string;
   phase: JobPhase | string;
-  /** Epoch seconds. */
-  created: number;
-  started: number | null;
-  ended: number | null;
-  elapsed_seconds: number;
-  attempts: number;
-  max_attempts: number;
-  exit_reason: string | null;
-  spend: number;
-  currency: string;
-  resources: IJobResources;
-  /** Ids of the selected cells. */
-  selected: string[];
-  /** The names the job pickles back when it ends (servers before it: absent). */
-  bring_back?: string[];
-  /**
-   * How `bring_back` was chosen: `request` (named), `later_cells` (what the
-   * selected cells define that later cells read), `selected_cells` (no code
-   * cell followed the selection: all they define).
-   */
-  bring_back_from?: 'request' | 'later_cells' | 'selected_cells' | string;
-  /** E.g. `ran as job 12 on local · 3m12s · USD 0.41`. */
-  label: string;
-  /** The last lines of the log. */
-  log_tail: string;
-  /** What a cluster says about a job that has not ended (why it waits). */
-  backend_detail?: Record<string, unknown> | null;
+  bring_back_from?: Schemas['Job']['bring_back_from'] | string;
   [key: string]: unknown;
 }
 
@@ -138,16 +106,14 @@ export interface ISubmittedJob extends IJob {
   slice: ISlice;
 }
 
-/** Response of `GET jobs`: one page, newest first (by id). */
-export interface IJobList {
+/**
+ * Response of `GET jobs`: one page, newest first (by id). `next_before` is
+ * the `before` to ask for the next (older) page: the id of the page's oldest
+ * job; null when there are no older jobs (and from servers that do not page,
+ * whose answer holds every job: `listJobs` fills it in).
+ */
+export interface IJobList extends Omit<Schemas['JobList'], 'jobs'> {
   jobs: IJob[];
-  /**
-   * The `before` to ask for the next (older) page: the id of the page's oldest
-   * job; null when there are no older jobs (and from servers that do not page,
-   * whose answer holds every job: `listJobs` fills it in).
-   */
-  next_before: number | null;
-  currency: string;
 }
 
 /** Which page of `GET jobs`: `limit` jobs (the server's default 50, 1..500) with ids below `before`. */
@@ -162,46 +128,49 @@ export const JOBS_PAGE_SIZE = 50;
 /** The most jobs the server answers in one page. */
 export const JOBS_PAGE_MAX = 500;
 
-/** Response of `GET jobs/{id}/log`. */
-export interface IJobLog {
-  offset: number;
-  next_offset: number;
-  size: number;
-  text: string;
-  /** The job has ended and this is the end of its log. */
-  complete: boolean;
-}
+/** Response of `GET jobs/{id}/log` (`complete`: the job has ended and this is the end of its log). */
+export type IJobLog = Schemas['JobLog'];
+
+/** The schema of `GET jobs/{id}/results`. */
+type JobResultsSchema = Schemas['JobResults'];
 
 /** A selected cell's outputs from the job. */
-export interface IJobCellOutputs {
-  cell_id: string;
+export interface IJobCellOutputs extends Omit<JobResultsSchema['cells'][number], 'outputs'> {
   outputs: nbformat.IOutput[];
-  execution_count: number | null;
 }
 
 /** A name the job brought back. */
-export interface IJobResult {
-  name: string;
-  type: string;
-  size_bytes: number;
-}
+export type IJobResult = JobResultsSchema['results'][number];
 
-/** Response of `GET jobs/{id}/results`. */
-export interface IJobResults {
-  job: number;
-  state: string;
-  label: string;
+/**
+ * Response of `GET jobs/{id}/results`: `bring_back` the names the job was to
+ * bring back (`results`: those it did); `load_code` Python that loads the
+ * results into a kernel (only the `names` asked for, see `getJobResults`),
+ * null when there are none.
+ */
+export interface IJobResults
+  extends Lenient<
+    Omit<JobResultsSchema, 'cells'>,
+    'job' | 'state' | 'label' | 'results' | 'load_code'
+  > {
   cells: IJobCellOutputs[];
-  results: IJobResult[];
-  /** The names the job was to bring back (`results`: those it did). */
-  bring_back?: string[];
-  /**
-   * Python that loads the results into a kernel (only the `names` asked for,
-   * see `getJobResults`); null when there are none.
-   */
-  load_code: string | null;
   [key: string]: unknown;
 }
+
+/**
+ * The jobs API held to its schemas: the documents it answers are what these
+ * types read, and a request this module sends is one the server accepts.
+ */
+export type JobsApiContract = [
+  Accepts<IJob, Schemas['Job']>,
+  Accepts<ISubmittedJob, Schemas['SubmittedJob']>,
+  Accepts<IJobList, Schemas['JobList']>,
+  Accepts<ISlicePreview, Schemas['SlicePreview']>,
+  Accepts<IJobLog, Schemas['JobLog']>,
+  // outputs are nbformat's, which the document leaves as objects
+  Accepts<Omit<IJobResults, 'cells'>, Omit<Schemas['JobResults'], 'cells'>>,
+  Accepts<Schemas['SubmitRequest'], ISubmitRequest>
+];
 
 /** States a job ends in. */
 export const TERMINAL_STATES: ReadonlySet<string> = new Set([
