@@ -13,6 +13,7 @@
  * over the time elapsed in it (from the document's `time`).
  */
 import type { ISpendHistory, ISpendSeries } from './api';
+import { niceTicks } from './chartscale';
 import { formatAmount, formatMoney, isNumber } from './format';
 
 /** A window the chart offers. */
@@ -239,34 +240,6 @@ export function areaPath(
   return `${top.join(' ')} ${bottom.join(' ')} Z`;
 }
 
-/** A "nice" step (1, 2, 2.5 or 5 × 10^k) with at most `count` steps up to `max`. */
-export function niceStep(max: number, count = 4): number {
-  if (!isNumber(max) || max <= 0) {
-    return 1;
-  }
-  const raw = max / Math.max(1, count);
-  const power = Math.pow(10, Math.floor(Math.log10(raw)));
-  for (const m of [1, 2, 2.5, 5, 10]) {
-    if (m * power >= raw) {
-      return m * power;
-    }
-  }
-  return 10 * power;
-}
-
-/** Rate ticks 0, step, ... up to the first at or above `max`; labels `12.5/h`. */
-export function rateTicks(max: number, count = 4): number[] {
-  const step = niceStep(max, count);
-  const ticks = [0];
-  for (let i = 1; ticks[ticks.length - 1] < max - 1e-12 && i <= count + 1; i++) {
-    ticks.push(Number((i * step).toPrecision(12)));
-  }
-  if (ticks.length === 1) {
-    ticks.push(step);
-  }
-  return ticks;
-}
-
 /**
  * A y label: `40/h`, `2.5/h`, `0.025/h` (ticks are round numbers; the
  * currency is in the section's summary line and tooltips).
@@ -375,7 +348,7 @@ export function chartGeometry(
     r.forEach((v, i) => (tops[i] += v));
   }
   const peak = Math.max(0, ...tops);
-  const ticks = rateTicks(peak > 0 ? peak : 1);
+  const ticks = niceTicks(peak > 0 ? peak : 1);
   const maxRate = ticks[ticks.length - 1];
   const y = (rate: number): number => plot.y + plot.h - (rate / maxRate) * plot.h;
   const xs =

@@ -24,4 +24,8 @@ describe('generated files', () => {
   it('src/generated/openapi.ts matches jupyter_costguard/web/openapi.yaml', () => {
     check('types');
   }, 60000);
+
+  it("the hub page's chart-scale block matches src/chartscale.ts", () => {
+    check('hub');
+  }, 60000);
 });

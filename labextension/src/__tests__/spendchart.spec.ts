@@ -10,12 +10,11 @@ import {
   formatRateTick,
   formatTimeTick,
   MIN_PARTIAL_SECONDS,
-  niceStep,
   rangeOf,
-  rateTicks,
   summaryLine,
   timeTicks
 } from '../spendchart';
+import { niceStep, niceTicks } from '../chartscale';
 import { historyDoc, T0 } from './spendchartfixtures';
 
 /** Every number of an SVG path, as [x, y] pairs. */
@@ -103,9 +102,9 @@ describe('axes', () => {
     expect(niceStep(8, 4)).toBe(2);
     expect(niceStep(0.09, 4)).toBeCloseTo(0.025);
     expect(niceStep(0)).toBe(1);
-    expect(rateTicks(36)).toEqual([0, 10, 20, 30, 40]);
-    expect(rateTicks(40)).toEqual([0, 10, 20, 30, 40]);
-    expect(rateTicks(0.09)).toEqual([0, 0.025, 0.05, 0.075, 0.1]);
+    expect(niceTicks(36)).toEqual([0, 10, 20, 30, 40]);
+    expect(niceTicks(40)).toEqual([0, 10, 20, 30, 40]);
+    expect(niceTicks(0.09)).toEqual([0, 0.025, 0.05, 0.075, 0.1]);
     expect(formatRateTick(0)).toBe('0/h');
     expect(formatRateTick(40)).toBe('40/h');
     expect(formatRateTick(2.5)).toBe('2.5/h');
