@@ -11,6 +11,7 @@
 import type { Notification, NotificationManager } from '@jupyterlab/apputils';
 import type { ISignal } from '@lumino/signaling';
 
+import { Disposable } from './disposable';
 import {
   actionCaption,
   actionDisplayType,
@@ -57,8 +58,9 @@ export namespace AlertNotifier {
 /**
  * Shows each active alert once as a notification, with its actions as buttons.
  */
-export class AlertNotifier {
+export class AlertNotifier extends Disposable {
   constructor(options: AlertNotifier.IOptions) {
+    super();
     this._source = options.source;
     this._manager = options.manager;
     this._commands = options.commands;
@@ -104,15 +106,7 @@ export class AlertNotifier {
     return this._byAlert.get(alertId);
   }
 
-  get isDisposed(): boolean {
-    return this._isDisposed;
-  }
-
-  dispose(): void {
-    if (this._isDisposed) {
-      return;
-    }
-    this._isDisposed = true;
+  protected onDispose(): void {
     this._source.alertsReceived.disconnect(this._onAlerts, this);
     this._manager.changed.disconnect(this._onManagerChanged, this);
   }
@@ -257,7 +251,6 @@ export class AlertNotifier {
   private _enabled: boolean;
   private _handled = new Set<string>();
   private _internal = new Set<string>();
-  private _isDisposed = false;
   private _latest = new Map<string, IAlert>();
   private _manager: NotificationManager;
   private _openUrl: (url: string) => void;

@@ -174,12 +174,9 @@ export class AlertsModel extends PolledModel<IAlertList, PollState> {
     await this._after(this._feed.snoozeAlert(id, seconds));
   }
 
-  dispose(): void {
-    if (this.isDisposed) {
-      return;
-    }
+  protected onDispose(): void {
     this._feed.changed.disconnect(this._onFeedChanged, this);
-    super.dispose();
+    super.onDispose();
   }
 
   protected fetch(): Promise<IAlertList> {

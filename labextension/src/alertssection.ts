@@ -19,6 +19,7 @@
  * `button[data-alert-action]` (the action id); the empty state
  * `.jp-costguard-alerts-empty` ("No active alerts").
  */
+import { Disposable } from './disposable';
 import {
   actionCaption,
   actionDisplayType,
@@ -63,7 +64,7 @@ export namespace AlertsSection {
 }
 
 /** The Alerts section (see the file's header). */
-export class AlertsSection {
+export class AlertsSection extends Disposable {
   /**
    * The section as the cost panel plugin makes it: reads the shared alerts,
    * follows the snooze setting, reports through `notifier`.
@@ -86,6 +87,7 @@ export class AlertsSection {
   }
 
   constructor(options: AlertsSection.IOptions) {
+    super();
     this.model = options.model;
     this._commands = options.commands;
     this._notifier = options.notifier;
@@ -131,15 +133,7 @@ export class AlertsSection {
     }
   }
 
-  get isDisposed(): boolean {
-    return this._isDisposed;
-  }
-
-  dispose(): void {
-    if (this._isDisposed) {
-      return;
-    }
-    this._isDisposed = true;
+  protected onDispose(): void {
     this.node.removeEventListener('click', this);
     this.node.removeEventListener('change', this);
     this.model.changed.disconnect(this._onChanged, this);
@@ -199,7 +193,7 @@ export class AlertsSection {
 
   /** Draw the model (rows keyed by alert id, updated in place). */
   render(): void {
-    if (this._isDisposed) {
+    if (this.isDisposed) {
       return;
     }
     const model = this.model;
@@ -365,7 +359,6 @@ export class AlertsSection {
   private _actionKeys = new Map<string, string>();
   private _commands: ICommandRunner;
   private _empty!: HTMLElement;
-  private _isDisposed = false;
   private _list!: HTMLElement;
   private _notifier?: INotifier;
   private _now: () => number;

@@ -26,6 +26,8 @@
 import type { Notification } from '@jupyterlab/apputils';
 import type { ISignal } from '@lumino/signaling';
 
+import { Disposable } from './disposable';
+
 /** Where JupyterLab cuts a notification's message. */
 export const JUPYTERLAB_MAX_MESSAGE_LENGTH = 140;
 
@@ -80,8 +82,9 @@ export namespace AlertToastText {
 }
 
 /** Shows costguard notifications' whole text (see the file's header). */
-export class AlertToastText {
+export class AlertToastText extends Disposable {
   constructor(options: AlertToastText.IOptions) {
+    super();
     this._manager = options.manager;
     this._root = options.root ?? document.body;
     for (const n of this._manager.notifications) {
@@ -113,15 +116,7 @@ export class AlertToastText {
     this._root.childNodes.forEach(node => this._watch(node));
   }
 
-  get isDisposed(): boolean {
-    return this._isDisposed;
-  }
-
-  dispose(): void {
-    if (this._isDisposed) {
-      return;
-    }
-    this._isDisposed = true;
+  protected onDispose(): void {
     this._manager.changed.disconnect(this._onChanged, this);
     this._rootObserver.disconnect();
     this._hostObserver.disconnect();
@@ -242,7 +237,6 @@ export class AlertToastText {
   private _entries = new Map<string, IEntry>();
   private _hostObserver: MutationObserver;
   private _hosts = new WeakSet<Node>();
-  private _isDisposed = false;
   private _manager: INotificationList;
   private _root: HTMLElement;
   private _rootObserver: MutationObserver;

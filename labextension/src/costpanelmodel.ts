@@ -8,6 +8,7 @@
  */
 import { ISignal, Signal } from '@lumino/signaling';
 
+import { Disposable } from './disposable';
 import type {
   ICostStatus,
   IGpuList,
@@ -256,8 +257,9 @@ export namespace CostPanelModel {
  * The panel's model. `active` (set by the panel while it is visible) asks
  * the shared model for `kernels` and `gpus` with each of its refreshes.
  */
-export class CostPanelModel {
+export class CostPanelModel extends Disposable {
   constructor(options: CostPanelModel.IOptions) {
+    super();
     this._data = options.data;
     this._data.changed.connect(this._emit, this);
   }
@@ -265,10 +267,6 @@ export class CostPanelModel {
   /** Emitted whenever anything the panel shows changes. */
   get changed(): ISignal<this, void> {
     return this._changed;
-  }
-
-  get isDisposed(): boolean {
-    return this._isDisposed;
   }
 
   /**
@@ -388,7 +386,7 @@ export class CostPanelModel {
     return this._active;
   }
   set active(value: boolean) {
-    if (value === this._active || this._isDisposed) {
+    if (value === this._active || this.isDisposed) {
       return;
     }
     this._active = value;
@@ -396,18 +394,14 @@ export class CostPanelModel {
     this._emit();
   }
 
-  dispose(): void {
-    if (this._isDisposed) {
-      return;
-    }
+  protected onDispose(): void {
     this._data.requestDetail(this, false);
     this._data.changed.disconnect(this._emit, this);
-    this._isDisposed = true;
     Signal.clearData(this);
   }
 
   private _emit(): void {
-    if (!this._isDisposed) {
+    if (!this.isDisposed) {
       this._changed.emit();
     }
   }
@@ -416,7 +410,6 @@ export class CostPanelModel {
   private _changed = new Signal<this, void>(this);
   private _data: CostStatusModel;
   private _highlight: string | null = null;
-  private _isDisposed = false;
   private _kernelSort: ISortState = { ...DEFAULT_SORT };
   private _notebookSort: ISortState = { ...DEFAULT_SORT };
 }

@@ -8,6 +8,7 @@ import type { Notification } from '@jupyterlab/apputils';
 import type { ReadonlyPartialJSONObject } from '@lumino/coreutils';
 import type { ISignal } from '@lumino/signaling';
 
+import { Disposable } from './disposable';
 import { CommandIDs } from './commands';
 import { formatElapsed, formatMoney } from './format';
 import type { IJob } from './jobsapi';
@@ -57,8 +58,9 @@ export namespace JobNotifier {
 }
 
 /** Pops up each ended job once. */
-export class JobNotifier {
+export class JobNotifier extends Disposable {
   constructor(options: JobNotifier.IOptions) {
+    super();
     this._source = options.source;
     this._manager = options.manager;
     this._commands = options.commands;
@@ -100,15 +102,7 @@ export class JobNotifier {
     });
   }
 
-  get isDisposed(): boolean {
-    return this._isDisposed;
-  }
-
-  dispose(): void {
-    if (this._isDisposed) {
-      return;
-    }
-    this._isDisposed = true;
+  protected onDispose(): void {
     this._source.jobEnded.disconnect(this._onEnded, this);
   }
 
@@ -117,7 +111,6 @@ export class JobNotifier {
   }
 
   private _commands: IJobCommands;
-  private _isDisposed = false;
   private _manager: INotifier;
   private _source: { readonly jobEnded: ISignal<any, IJob> };
 }

@@ -14,6 +14,8 @@
 import { IPoll, Poll } from '@lumino/polling';
 import { ISignal, Signal } from '@lumino/signaling';
 
+import { Disposable } from './disposable';
+
 /** Longest wait between two polls after errors, in milliseconds (lumino's default too). */
 export const MAX_BACKOFF_MS = 30 * 1000;
 
@@ -49,8 +51,9 @@ export namespace PolledModel {
 }
 
 /** Base of the polled models: the poll, the state and the `changed` signal. */
-export abstract class PolledModel<T, S extends PollState = PollState> {
+export abstract class PolledModel<T, S extends PollState = PollState> extends Disposable {
   constructor(options: PolledModel.IOptions<S>) {
+    super();
     this._state = options.state ?? ('loading' as S);
     this._interval = options.interval;
     const extra = options.standby;
@@ -95,13 +98,9 @@ export abstract class PolledModel<T, S extends PollState = PollState> {
     return this._running;
   }
 
-  get isDisposed(): boolean {
-    return this._isDisposed;
-  }
-
   /** Start polling (no-op when running): `idle` becomes `loading`. */
   start(): void {
-    if (this._running || this._isDisposed) {
+    if (this._running || this.isDisposed) {
       return;
     }
     this._running = true;
@@ -116,7 +115,7 @@ export abstract class PolledModel<T, S extends PollState = PollState> {
 
   /** Stop polling until the next `start`. */
   stop(): void {
-    if (!this._running || this._isDisposed) {
+    if (!this._running || this.isDisposed) {
       return;
     }
     this._running = false;
@@ -139,12 +138,12 @@ export abstract class PolledModel<T, S extends PollState = PollState> {
     try {
       data = await this.fetch();
     } catch (reason) {
-      if (!this._isDisposed) {
+      if (!this.isDisposed) {
         this.failed(reason);
       }
       throw reason;
     }
-    if (this._isDisposed) {
+    if (this.isDisposed) {
       return;
     }
     this._state = 'ok' as S;
@@ -152,11 +151,7 @@ export abstract class PolledModel<T, S extends PollState = PollState> {
     this.apply(data);
   }
 
-  dispose(): void {
-    if (this._isDisposed) {
-      return;
-    }
-    this._isDisposed = true;
+  protected onDispose(): void {
     if (typeof document !== 'undefined') {
       document.removeEventListener('visibilitychange', this._onVisibility);
     }
@@ -185,7 +180,7 @@ export abstract class PolledModel<T, S extends PollState = PollState> {
 
   /** Change the interval of every poll of the model. */
   protected setInterval(seconds: number): void {
-    if (seconds === this._interval || this._isDisposed) {
+    if (seconds === this._interval || this.isDisposed) {
       return;
     }
     this._interval = seconds;
@@ -209,7 +204,7 @@ export abstract class PolledModel<T, S extends PollState = PollState> {
 
   /** Catch up at once when the tab becomes visible again. */
   private _onVisibility = (): void => {
-    if (this._isDisposed || !this._running || document.hidden) {
+    if (this.isDisposed || !this._running || document.hidden) {
       return;
     }
     void this.pollNow();
@@ -218,7 +213,6 @@ export abstract class PolledModel<T, S extends PollState = PollState> {
   private _changed = new Signal<this, void>(this);
   private _error: Error | null = null;
   private _interval: number;
-  private _isDisposed = false;
   private _poll: ModelPoll;
   private _polls: ModelPoll[] = [];
   private _running = false;

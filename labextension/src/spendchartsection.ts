@@ -25,6 +25,7 @@
  * `ul.jp-costguard-spend-chart-legend` with `li[data-band]` (and
  * `[data-notebook]`) and `li[data-series=waste]`.
  */
+import { Disposable } from './disposable';
 import { el, setAttr, setText } from './dom';
 import { formatMoney } from './format';
 import {
@@ -218,8 +219,9 @@ export namespace SpendChartSection {
 }
 
 /** The chart, its controls, summary, readout and legend; renders its model. */
-export class SpendChartSection {
+export class SpendChartSection extends Disposable {
   constructor(options: SpendChartSection.IOptions) {
+    super();
     this.model = options.model;
     this._notebookChoice = options.notebookChoice ?? true;
     this._layout = options.layout ?? DEFAULT_LAYOUT;
@@ -299,15 +301,7 @@ export class SpendChartSection {
     return this._geometry;
   }
 
-  get isDisposed(): boolean {
-    return this._isDisposed;
-  }
-
-  dispose(): void {
-    if (this._isDisposed) {
-      return;
-    }
-    this._isDisposed = true;
+  protected onDispose(): void {
     this.model.changed.disconnect(this.render, this);
     this._svg.removeEventListener('mousemove', this._onMove);
     this._svg.removeEventListener('mouseleave', this._onLeave);
@@ -493,7 +487,6 @@ export class SpendChartSection {
   private _geometry: IChartGeometry | null = null;
   private _hatchId: string;
   private _hovered = -1;
-  private _isDisposed = false;
   private _layout: IChartLayout;
   private _legend: HTMLElement;
   private _message: HTMLElement;
