@@ -1,19 +1,10 @@
 /**
  * Pure formatting helpers for costguard numbers. No DOM, no JupyterLab
- * imports: everything here is unit-tested in isolation.
+ * imports: everything here is unit-tested in isolation. What the status bar
+ * says, built from these, is `statussummary.ts`.
  */
-import type {
-  AlertSeverity,
-  IAlert,
-  ICostPrice,
-  ICostStatus,
-  IHubBudget,
-  INotebookDoc,
-  IOwnerFields
-} from './api';
-import { priceOf } from './price';
-import { maxSeverity } from './alerts';
-import { hubBudgetsOf, isBudgetSpent, spentUntil } from './budgets';
+import type { ICostPrice, ICostStatus, IHubBudget, IOwnerFields } from './api';
+import { isBudgetSpent, spentUntil } from './budgets';
 
 /** Largest number of decimals used for small amounts. */
 const MAX_DECIMALS = 6;
@@ -71,71 +62,11 @@ const PRICE_SOURCE_LABELS: Record<string, string> = {
   unpriced: 'no price known'
 };
 
-/** Options controlling what the status-bar summary shows. */
-export interface ISummaryOptions {
-  /** Show the instance's hourly rate. */
-  showRate: boolean;
-  /** Show what the active notebook has spent so far. */
-  showNotebookSpend: boolean;
-  /** Show the server's total spend. */
-  showServerTotal: boolean;
-}
-
-export const DEFAULT_SUMMARY_OPTIONS: ISummaryOptions = {
-  showRate: true,
-  showNotebookSpend: true,
-  showServerTotal: false
-};
-
-/** One piece of the status-bar text; `kind` maps to a CSS class. */
-export interface ISummaryPart {
-  kind: 'instance' | 'rate' | 'unpriced' | 'notebook' | 'spend' | 'budget';
-  text: string;
-}
-
-/** The notebook the user is looking at, and its document (if it spent anything). */
-export interface IActiveNotebook {
-  /** Server-relative path. */
-  path: string;
-  /** Its entry of `GET notebooks`, or null when it has not spent anything yet. */
-  doc: INotebookDoc | null;
-}
-
-/** What else the summary may mention besides the status document. */
-export interface ISummaryContext {
-  /** The active notebook, if any. */
-  notebook?: IActiveNotebook | null;
-  /** Active alerts concerning the active notebook. */
-  alerts?: ReadonlyArray<IAlert>;
-}
-
-/** What the status item should display for one API response. */
-export interface IStatusSummary {
-  parts: ISummaryPart[];
-  /** Plain-text rendering of `parts`, joined with ` · `. */
-  text: string;
-  simulated: boolean;
-  unpriced: boolean;
-  /** Highest severity among `context.alerts` (null when none). */
-  severity: AlertSeverity | null;
-  /** Whether the server says the price is out of date (`price.stale`). */
-  stale: boolean;
-  /** Whether a JupyterHub budget of this server is spent (`hub_budgets`). */
-  budgetSpent: boolean;
-  tooltip: string;
-}
-
 /** Separator between summary parts. */
 export const SEPARATOR = ' · ';
 
 /** The icon shown in front of the summary. */
 export const ICON = '⚡';
-
-/** Text shown when the server cannot be reached. */
-export const OFFLINE_TEXT = 'costguard: offline';
-
-/** Text shown before the first response arrives. */
-export const LOADING_TEXT = 'costguard: …';
 
 /** A finite number. */
 export function isNumber(value: unknown): value is number {
@@ -196,140 +127,6 @@ export function ownerOf(
   }
   return null;
 }
-
-/**
- * Summarise a status response (and the active notebook) for the status bar.
- */
-export function summarizeStatus(
-  status: ICostStatus,
-  options: ISummaryOptions = DEFAULT_SUMMARY_OPTIONS,
-  context: ISummaryContext = {}
-): IStatusSummary {
-  const currency = status.currency || 'USD';
-  const parts: ISummaryPart[] = [];
-  const instanceType = status.instance?.instance_type;
-  if (instanceType) {
-    parts.push({ kind: 'instance', text: String(instanceType) });
-  }
-  const unpriced = !isNumber(status.rate_per_hour);
-  if (unpriced && options.showRate) {
-    parts.push({ kind: 'unpriced', text: 'unpriced' });
-  } else if (!unpriced && options.showRate) {
-    parts.push({
-      kind: 'rate',
-      text: formatRate(status.rate_per_hour as number, currency)
-    });
-  }
-  const active = context.notebook ?? null;
-  const notebookSpend = active?.doc && isNumber(active.doc.spend) ? active.doc.spend : 0;
-  if (options.showNotebookSpend && active) {
-    parts.push({
-      kind: 'notebook',
-      text: `notebook ${formatMoney(notebookSpend, currency)}`
-    });
-  }
-  const spend = status.totals?.spend;
-  if (options.showServerTotal && isNumber(spend)) {
-    parts.push({ kind: 'spend', text: `total ${formatMoney(spend, currency)}` });
-  }
-  const budgets = hubBudgetsOf(status);
-  const spentLine = formatBudgetsSpent(budgets);
-  if (spentLine) {
-    parts.push({ kind: 'budget', text: BUDGET_SPENT_PART });
-  }
-
-  const lines: string[] = [];
-  const ownerLine = formatOwnerLine(status.user, status.server);
-  if (ownerLine) {
-    lines.push(ownerLine);
-  }
-  const provider = status.instance?.provider;
-  if (instanceType) {
-    lines.push(
-      `Instance: ${instanceType}${provider ? ` (${provider})` : ''}`
-    );
-  } else {
-    lines.push('Instance: unknown');
-  }
-  if (unpriced) {
-    lines.push('Rate: unpriced');
-  } else {
-    const market = status.market ? ` ${status.market}` : '';
-    lines.push(
-      `Rate: ${formatRate(status.rate_per_hour as number, currency)}${market}`
-    );
-  }
-  const source = status.price_source
-    ? PRICE_SOURCE_LABELS[status.price_source] ?? status.price_source
-    : '';
-  if (source || status.price_detail) {
-    lines.push(
-      `Price: ${[source, status.price_detail].filter(Boolean).join(' — ')}`
-    );
-  }
-  const price = priceOf(status);
-  if (price) {
-    lines.push(...priceLines(status, price));
-  }
-  if (active) {
-    const doc = active.doc;
-    const bits = [`spent ${formatMoney(notebookSpend, currency)}`];
-    if (doc && isNumber(doc.waste)) {
-      bits.push(`waste ${formatMoney(doc.waste, currency)}`);
-    }
-    if (doc && isNumber(doc.spend_rate_per_hour)) {
-      bits.push(`now ${formatRate(doc.spend_rate_per_hour, currency)}`);
-    }
-    lines.push(`Notebook ${active.path}: ${bits.join(', ')}`);
-  }
-  const totals = status.totals;
-  if (totals) {
-    const since = isNumber(totals.since)
-      ? ` since ${formatTime(totals.since)}`
-      : '';
-    if (isNumber(totals.spend)) {
-      lines.push(`Server spent: ${formatMoney(totals.spend, currency)}${since}`);
-    }
-    if (isNumber(totals.waste)) {
-      lines.push(`Waste: ${formatMoney(totals.waste, currency)}`);
-    }
-    if (isNumber(totals.unattributed)) {
-      lines.push(`Unattributed: ${formatMoney(totals.unattributed, currency)}`);
-    }
-  }
-  for (const budget of budgets) {
-    lines.push(formatBudgetLine(budget, currency));
-  }
-  if (spentLine) {
-    lines.push(spentLine);
-  }
-  if (status.gpu_status && status.gpu_status !== 'ok') {
-    const detail = status.gpu_detail ? ` (${status.gpu_detail})` : '';
-    lines.push(`GPU telemetry: ${status.gpu_status}${detail}`);
-  }
-  const alerts = context.alerts ?? [];
-  for (const alert of alerts) {
-    lines.push(`Alert (${alert.severity}): ${alert.title}`);
-  }
-  if (status.simulated) {
-    lines.push('Simulated: numbers come from a replayed trace, not this machine');
-  }
-  lines.push('Click to open the cost panel');
-
-  return {
-    parts,
-    text: parts.map(p => p.text).join(SEPARATOR),
-    simulated: status.simulated === true,
-    unpriced,
-    severity: maxSeverity(alerts.map(a => a.severity)),
-    stale: price?.stale === true,
-    budgetSpent: spentLine !== null,
-    tooltip: lines.join('\n')
-  };
-}
-
-/** Status-bar part shown while a JupyterHub budget is spent. */
-export const BUDGET_SPENT_PART = 'budget spent';
 
 /** What a spent budget means for the user. */
 export const BUDGET_SPENT_TEXT = 'GPU servers cannot be started until the reset';

@@ -5,7 +5,7 @@
  */
 import type { ISettingRegistry } from '@jupyterlab/settingregistry';
 
-import { DEFAULT_SUMMARY_OPTIONS, ISummaryOptions } from './format';
+import { DEFAULT_SUMMARY_OPTIONS, ISummaryOptions } from './statussummary';
 
 /** Settings id of the extension's one settings page. */
 export const SETTINGS_ID = 'jupyter-costguard:status';

@@ -6,13 +6,8 @@ import { ISignal, Signal } from '@lumino/signaling';
 import { Widget } from '@lumino/widgets';
 
 import { el } from './dom';
-import {
-  ICON,
-  LOADING_TEXT,
-  OFFLINE_TEXT,
-  SEPARATOR,
-  summarizeStatus
-} from './format';
+import { ICON, SEPARATOR } from './format';
+import { LOADING_TEXT, OFFLINE_TEXT, summarizeStatus } from './statussummary';
 import type { CostStatusModel } from './statusmodel';
 
 /** DOM id of the status-bar item (one per page). */

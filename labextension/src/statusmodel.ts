@@ -33,14 +33,10 @@ import {
 } from './api';
 import { alertsForNotebook, notebookSeverity } from './alerts';
 import { gpuActivityOf, hubBudgetsOf } from './budgets';
-import {
-  DEFAULT_SUMMARY_OPTIONS,
-  IActiveNotebook,
-  ISummaryOptions
-} from './format';
 import { normalizePath, selectNotebook } from './notebooks';
 import { ModelPoll, PolledModel } from './polledmodel';
 import { clampInterval, DEFAULT_REFRESH_SECONDS } from './settings';
+import { DEFAULT_SUMMARY_OPTIONS, IActiveNotebook, ISummaryOptions } from './statussummary';
 
 /** Connection state of the model. */
 export type CostStatusState = 'loading' | 'ok' | 'offline';

@@ -15,9 +15,9 @@ import {
   formatBudgetsSpent,
   formatBudgetUsed,
   formatBudgetWho,
-  formatUtcDate,
-  summarizeStatus
+  formatUtcDate
 } from '../format';
+import { summarizeStatus } from '../statussummary';
 import {
   budgetStatus,
   groupBudget,

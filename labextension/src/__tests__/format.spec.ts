@@ -9,9 +9,9 @@ import {
   formatPercent,
   formatPriceSource,
   formatRate,
-  ownerOf,
-  summarizeStatus
+  ownerOf
 } from '../format';
+import { summarizeStatus } from '../statussummary';
 import type { ICostStatus } from '../api';
 
 const base: ICostStatus = {

@@ -11,9 +11,9 @@ import {
   formatPriceSource,
   formatRegion,
   formatShare,
-  formatStale,
-  summarizeStatus
+  formatStale
 } from '../format';
+import { summarizeStatus } from '../statussummary';
 import { priceOf } from '../price';
 import { price, pricedStatus, share, status } from './fixtures';
 

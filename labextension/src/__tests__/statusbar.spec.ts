@@ -6,7 +6,7 @@ import { Widget } from '@lumino/widgets';
 
 import type { AlertSeverity, IAlert, ICostStatus } from '../api';
 import type { CostStatusModel, CostStatusState } from '../statusmodel';
-import { DEFAULT_SUMMARY_OPTIONS, IActiveNotebook, ISummaryOptions } from '../format';
+import { DEFAULT_SUMMARY_OPTIONS, IActiveNotebook, ISummaryOptions } from '../statussummary';
 import { CostStatusWidget, STATUS_ID } from '../statusbar';
 import {
   alert,
