@@ -1,0 +1,122 @@
+/**
+ * The cost panel's "Kernels" section: every running kernel with its
+ * resources and spend, sortable, with Interrupt and Shut down buttons (the
+ * panel routes their clicks, `data-action`).
+ *
+ * Stable DOM hooks: `.jp-costguard-kernels` (table) with
+ * `.jp-costguard-sort[data-table][data-key]` headers (`aria-sort`),
+ * `.jp-costguard-kernel-row[data-kernel-id]` (`data-execution-state`),
+ * cells `td[data-key]`, `.jp-costguard-kernel-interrupt`,
+ * `.jp-costguard-kernel-shutdown`.
+ */
+import type { IKernelDoc } from './api';
+import { CostPanelModel, KERNEL_COLUMNS } from './costpanelmodel';
+import {
+  button,
+  cellClass,
+  CostPanelSection,
+  emptyRow,
+  emptyText,
+  renderSortHeaders,
+  ROW_DETAIL,
+  setDetail,
+  sortableTable,
+  tableWrap
+} from './costpanelsection';
+import { el, setAttr, setText, syncRows } from './dom';
+import { formatBytes, formatDuration, formatMoney, formatPercent, formatRate } from './format';
+
+function shortId(id: string): string {
+  return id.length > 8 ? id.slice(0, 8) : id;
+}
+
+/** The actions cell: Interrupt and Shut down. */
+function actionsCell(): HTMLTableCellElement {
+  const td = el('td', 'jp-costguard-actions');
+  td.dataset.key = 'actions';
+  const interrupt = button('jp-costguard-button jp-costguard-kernel-interrupt', 'Interrupt', '■');
+  interrupt.type = 'button';
+  interrupt.dataset.action = 'interrupt';
+  const shutdown = button(
+    'jp-costguard-button jp-mod-warn jp-costguard-kernel-shutdown',
+    'Shut down',
+    '✕'
+  );
+  shutdown.type = 'button';
+  shutdown.dataset.action = 'shutdown';
+  td.appendChild(interrupt);
+  td.appendChild(shutdown);
+  return td;
+}
+
+function createRow(): HTMLTableRowElement {
+  const tr = el('tr', 'jp-costguard-kernel-row');
+  for (const column of KERNEL_COLUMNS) {
+    const td = el('td', cellClass(column, ''));
+    td.dataset.key = column.key;
+    if (column.key === 'notebook') {
+      td.appendChild(el('span', 'jp-costguard-kernel-notebook'));
+      td.appendChild(el('div', ROW_DETAIL));
+    }
+    tr.appendChild(td);
+  }
+  tr.appendChild(actionsCell());
+  return tr;
+}
+
+function updateRow(tr: HTMLTableRowElement, k: IKernelDoc, currency: string): void {
+  tr.dataset.kernelId = k.kernel_id;
+  tr.dataset.executionState = k.execution_state;
+  const cells = tr.children;
+  setText(cells[0], `${k.name} ${shortId(k.kernel_id)}`);
+  (cells[0] as HTMLElement).title = `${k.name} ${k.kernel_id}${
+    k.attribution ? ` — GPU attribution: ${k.attribution}` : ''
+  }`;
+  setText(cells[1].firstElementChild!, k.notebook ?? '–');
+  setText(cells[2], k.execution_state);
+  setText(cells[3], formatMoney(k.spend, currency));
+  setText(cells[4], formatMoney(k.waste, currency));
+  setText(cells[5], formatRate(k.spend_rate_per_hour, currency));
+  setText(cells[6], formatPercent(k.gpu_utilization_percent));
+  setText(cells[7], formatBytes(k.gpu_memory_bytes));
+  setText(cells[8], formatDuration(k.idle_seconds));
+  setDetail(tr, cells[1], KERNEL_COLUMNS, k.notebook ?? k.name);
+  const label = `${k.name} ${shortId(k.kernel_id)}${k.notebook ? ` (${k.notebook})` : ''}`;
+  const buttons = cells[9].children;
+  for (const [b, verb] of [[buttons[0], 'Interrupt'], [buttons[1], 'Shut down']] as const) {
+    (b as HTMLElement).title = `${verb} kernel ${label}`;
+    setAttr(b, 'aria-label', `${verb} kernel ${label}`);
+  }
+}
+
+/** The "Kernels" section (see the file's header). */
+export class KernelsSection extends CostPanelSection {
+  constructor(model: CostPanelModel) {
+    super(model, 'Kernels', 'jp-costguard-kernels-section');
+    this._table = sortableTable('kernels', KERNEL_COLUMNS, [['Actions', false]]);
+    this.node.appendChild(tableWrap(this._table));
+  }
+
+  render(): void {
+    const model = this.model;
+    const body = this._table.tBodies[0];
+    const rows = model.kernelRows;
+    const currency = model.currency;
+    renderSortHeaders(this._table, model.sortState('kernels'));
+    setText(this.heading, `Kernels (${rows.length})`);
+    this._rows = syncRows<IKernelDoc>(
+      body,
+      this._rows,
+      rows,
+      k => k.kernel_id,
+      createRow,
+      (tr, k) => updateRow(tr, k, currency)
+    );
+    if (rows.length === 0) {
+      emptyRow(body, KERNEL_COLUMNS.length + 1, emptyText(model.state, 'No running kernels.'));
+    }
+  }
+
+  private _rows = new Map<string, HTMLTableRowElement>();
+  private _table: HTMLTableElement;
+}
