@@ -13,7 +13,6 @@ import type { IKernelDoc } from './api';
 import { CostPanelModel, KERNEL_COLUMNS } from './costpanelmodel';
 import {
   button,
-  cellClass,
   CostPanelSection,
   emptyRow,
   emptyText,
@@ -21,6 +20,7 @@ import {
   ROW_DETAIL,
   setDetail,
   sortableTable,
+  tableRow,
   tableWrap
 } from './costpanelsection';
 import { el, setAttr, setText, syncRows } from './dom';
@@ -50,16 +50,12 @@ function actionsCell(): HTMLTableCellElement {
 }
 
 function createRow(): HTMLTableRowElement {
-  const tr = el('tr', 'jp-costguard-kernel-row');
-  for (const column of KERNEL_COLUMNS) {
-    const td = el('td', cellClass(column, ''));
-    td.dataset.key = column.key;
-    if (column.key === 'notebook') {
+  const tr = tableRow('jp-costguard-kernel-row', KERNEL_COLUMNS, '', (td, key) => {
+    if (key === 'notebook') {
       td.appendChild(el('span', 'jp-costguard-kernel-notebook'));
       td.appendChild(el('div', ROW_DETAIL));
     }
-    tr.appendChild(td);
-  }
+  });
   tr.appendChild(actionsCell());
   return tr;
 }

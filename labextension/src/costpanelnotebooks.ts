@@ -13,7 +13,6 @@ import type { INotebookDoc } from './api';
 import { notebookSeverity } from './alerts';
 import { CostPanelModel, NOTEBOOK_COLUMNS } from './costpanelmodel';
 import {
-  cellClass,
   CostPanelSection,
   emptyRow,
   emptyText,
@@ -22,6 +21,7 @@ import {
   SECONDARY,
   setDetail,
   sortableTable,
+  tableRow,
   tableWrap
 } from './costpanelsection';
 import { el, setAttr, setText, syncRows } from './dom';
@@ -54,19 +54,15 @@ function sparklineCell(): HTMLTableCellElement {
 }
 
 function createRow(): HTMLTableRowElement {
-  const tr = el('tr', 'jp-costguard-notebook-row');
-  for (const column of NOTEBOOK_COLUMNS) {
-    const td = el('td', cellClass(column, 'jp-costguard-path'));
-    td.dataset.key = column.key;
-    if (column.key === 'path') {
+  const tr = tableRow('jp-costguard-notebook-row', NOTEBOOK_COLUMNS, 'jp-costguard-path', (td, key) => {
+    if (key === 'path') {
       const a = el('a', 'jp-costguard-open-notebook');
       a.dataset.action = 'open-notebook';
       a.href = '#';
       td.appendChild(a);
       td.appendChild(el('div', ROW_DETAIL));
     }
-    tr.appendChild(td);
-  }
+  });
   tr.appendChild(sparklineCell());
   return tr;
 }

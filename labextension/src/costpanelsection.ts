@@ -181,10 +181,30 @@ export function emptyRow(body: HTMLTableSectionElement, span: number, text: stri
 }
 
 /** Class of a body cell: numeric, else `text`; and secondary when the column is. */
-export function cellClass(column: { numeric: boolean; secondary?: boolean }, text: string): string {
+function cellClass(column: { numeric: boolean; secondary?: boolean }, text: string): string {
   return `${column.numeric ? 'jp-costguard-num' : text}${
     column.secondary ? ` ${SECONDARY}` : ''
   }`.trim();
+}
+
+/**
+ * A body row of `columns`: a `td[data-key]` each (`cellClass` with
+ * `textClass`), `fill` adding what a cell holds besides its text.
+ */
+export function tableRow<T>(
+  className: string,
+  columns: ReadonlyArray<IColumn<T>>,
+  textClass: string,
+  fill: (td: HTMLTableCellElement, key: string) => void
+): HTMLTableRowElement {
+  const tr = el('tr', className);
+  for (const column of columns) {
+    const td = el('td', cellClass(column, textClass));
+    td.dataset.key = column.key;
+    fill(td, column.key);
+    tr.appendChild(td);
+  }
+  return tr;
 }
 
 /** A button with its word, and a symbol for a narrow panel (the word in its tooltip). */
