@@ -248,23 +248,9 @@ export interface ICostWidgetInput {
   alerts: IAlert[] | null;
 }
 
-/**
- * Summarise one refresh for display.
- */
-export function summarizeWidget(input: ICostWidgetInput): ICostWidgetSummary {
-  const { kernel, notebook, status } = input;
-  const simulated =
-    input.kernels.simulated === true ||
-    notebook?.simulated === true ||
-    status?.simulated === true;
-  const currency =
-    input.kernels.currency || notebook?.currency || status?.currency || 'USD';
-  const found = ownerOf([input.kernels, notebook, status]);
-  const owner = found ? formatOwner(found.user, found.server) : null;
-  const ownerLine = found ? formatOwnerLine(found.user, found.server) : null;
-  const notebookPath = input.notebookPath;
-  const alert = pickAlert(input.alerts, notebookPath);
-  const shownAlert = alert
+/** The alert the widget shows, from the picked alert. */
+function shownAlertOf(alert: IAlert | null): ICostWidgetSummary['alert'] {
+  return alert
     ? {
         id: String(alert.id),
         severity: (alert.severity || 'warning').toLowerCase(),
@@ -272,27 +258,15 @@ export function summarizeWidget(input: ICostWidgetInput): ICostWidgetSummary {
         title: [alert.title, alert.message].filter(Boolean).join('\n')
       }
     : null;
+}
 
-  if (!kernel) {
-    return {
-      state: 'waiting',
-      parts: [],
-      alert: shownAlert,
-      simulated,
-      kernelId: null,
-      notebook: notebookPath,
-      owner,
-      text: WAITING_TEXT,
-      title:
-        (ownerLine ? `${ownerLine}\n` : '') +
-        "Costguard has not sampled this notebook's kernel yet; " +
-        'figures appear after the first sample.'
-    };
-  }
-
+/**
+ * Spend and waste: the notebook's (all kernels that ever served it) when the
+ * server has recorded it, else this kernel's.
+ */
+function spendParts(input: ICostWidgetInput, kernel: IKernelDoc, currency: string): ICostWidgetPart[] {
+  const { notebook, notebookPath } = input;
   const parts: ICostWidgetPart[] = [];
-  // Spend and waste: the notebook's (all kernels that ever served it) when
-  // the server has recorded it, else this kernel's.
   const useNotebook = notebook !== null && isNumber(notebook.spend);
   const scope = useNotebook
     ? `notebook ${notebookPath}, every kernel that served it`
@@ -323,84 +297,113 @@ export function summarizeWidget(input: ICostWidgetInput): ICostWidgetSummary {
         'and the kernel was not busy'
     });
   }
+  return parts;
+}
 
+/** The kernel's GPUs: none, or their utilisation and memory. */
+function gpuPart(kernel: IKernelDoc): ICostWidgetPart {
   const gpus = Array.isArray(kernel.gpus) ? kernel.gpus : [];
   if (gpus.length === 0) {
-    parts.push({
-      kind: 'gpu',
-      text: 'no GPU',
-      title: 'This kernel holds no GPU memory'
-    });
-  } else {
-    const util = kernel.gpu_utilization_percent;
-    const label = gpus.length === 1 ? 'GPU' : `${gpus.length} GPUs`;
-    const utilText = isNumber(util) ? formatPercent(util) : '–';
-    const memText = isNumber(kernel.gpu_memory_bytes)
-      ? `, ${formatBytes(kernel.gpu_memory_bytes)}`
-      : '';
-    const how =
-      kernel.attribution && kernel.attribution !== 'none'
-        ? ` (attribution: ${kernel.attribution})`
-        : '';
-    parts.push({
-      kind: 'gpu',
-      text: `${label} ${utilText}${memText}`,
-      title:
-        `This kernel's GPU utilisation and GPU memory on ${gpus.join(', ')}` +
-        how
-    });
+    return { kind: 'gpu', text: 'no GPU', title: 'This kernel holds no GPU memory' };
   }
+  const util = kernel.gpu_utilization_percent;
+  const label = gpus.length === 1 ? 'GPU' : `${gpus.length} GPUs`;
+  const utilText = isNumber(util) ? formatPercent(util) : '–';
+  const memText = isNumber(kernel.gpu_memory_bytes)
+    ? `, ${formatBytes(kernel.gpu_memory_bytes)}`
+    : '';
+  const how =
+    kernel.attribution && kernel.attribution !== 'none'
+      ? ` (attribution: ${kernel.attribution})`
+      : '';
+  return {
+    kind: 'gpu',
+    text: `${label} ${utilText}${memText}`,
+    title: `This kernel's GPU utilisation and GPU memory on ${gpus.join(', ')}` + how
+  };
+}
 
+/** Running, starting, or idle for how long (null when the server does not say). */
+function idlePart(kernel: IKernelDoc): ICostWidgetPart | null {
   const state = kernel.execution_state ?? '';
   if (state === 'busy') {
-    parts.push({
-      kind: 'idle',
-      text: 'running',
-      title: 'The kernel is executing'
-    });
-  } else if (state === 'starting') {
-    parts.push({
-      kind: 'idle',
-      text: 'starting',
-      title: 'The kernel is starting'
-    });
-  } else if (isNumber(kernel.idle_seconds)) {
-    parts.push({
+    return { kind: 'idle', text: 'running', title: 'The kernel is executing' };
+  }
+  if (state === 'starting') {
+    return { kind: 'idle', text: 'starting', title: 'The kernel is starting' };
+  }
+  if (isNumber(kernel.idle_seconds)) {
+    return {
       kind: 'idle',
       text: `idle ${formatDuration(kernel.idle_seconds)}`,
       title: 'Time since the kernel last did anything'
-    });
+    };
+  }
+  return null;
+}
+
+/** The instance and its rate (or unpriced), with what this kernel costs now. */
+function ratePart(status: ICostStatus, kernel: IKernelDoc, currency: string): ICostWidgetPart {
+  const instance = status.instance?.instance_type;
+  const rate = status.rate_per_hour;
+  const kernelRate = isNumber(kernel.spend_rate_per_hour)
+    ? `; this kernel now costs ${formatRate(kernel.spend_rate_per_hour, currency)}`
+    : '';
+  if (isNumber(rate)) {
+    return {
+      kind: 'rate',
+      text: `${instance ? `${instance} ` : ''}${formatRate(rate, status.currency || currency)}`,
+      title: `Instance rate${status.market ? ` (${status.market})` : ''}` + kernelRate
+    };
+  }
+  return {
+    kind: 'rate',
+    text: instance ? `${instance} unpriced` : 'unpriced',
+    title: `No price known for this instance${
+      status.price_detail ? `: ${status.price_detail}` : ''
+    }`
+  };
+}
+
+/**
+ * Summarise one refresh for display.
+ */
+export function summarizeWidget(input: ICostWidgetInput): ICostWidgetSummary {
+  const { kernel, notebook, status } = input;
+  const simulated =
+    input.kernels.simulated === true ||
+    notebook?.simulated === true ||
+    status?.simulated === true;
+  const currency =
+    input.kernels.currency || notebook?.currency || status?.currency || 'USD';
+  const found = ownerOf([input.kernels, notebook, status]);
+  const owner = found ? formatOwner(found.user, found.server) : null;
+  const ownerLine = found ? formatOwnerLine(found.user, found.server) : null;
+  const notebookPath = input.notebookPath;
+  const shownAlert = shownAlertOf(pickAlert(input.alerts, notebookPath));
+  const common = { alert: shownAlert, simulated, notebook: notebookPath, owner };
+
+  if (!kernel) {
+    return {
+      ...common,
+      state: 'waiting',
+      parts: [],
+      kernelId: null,
+      text: WAITING_TEXT,
+      title:
+        (ownerLine ? `${ownerLine}\n` : '') +
+        "Costguard has not sampled this notebook's kernel yet; " +
+        'figures appear after the first sample.'
+    };
   }
 
+  const parts = [...spendParts(input, kernel, currency), gpuPart(kernel)];
+  const idle = idlePart(kernel);
+  if (idle) {
+    parts.push(idle);
+  }
   if (status) {
-    const instance = status.instance?.instance_type;
-    const rate = status.rate_per_hour;
-    const kernelRate = isNumber(kernel.spend_rate_per_hour)
-      ? `; this kernel now costs ${formatRate(
-          kernel.spend_rate_per_hour,
-          currency
-        )}`
-      : '';
-    if (isNumber(rate)) {
-      parts.push({
-        kind: 'rate',
-        text: `${instance ? `${instance} ` : ''}${formatRate(
-          rate,
-          status.currency || currency
-        )}`,
-        title:
-          `Instance rate${status.market ? ` (${status.market})` : ''}` +
-          kernelRate
-      });
-    } else {
-      parts.push({
-        kind: 'rate',
-        text: instance ? `${instance} unpriced` : 'unpriced',
-        title: `No price known for this instance${
-          status.price_detail ? `: ${status.price_detail}` : ''
-        }`
-      });
-    }
+    parts.push(ratePart(status, kernel, currency));
   }
 
   const lines = parts.map(p => `${p.title}: ${p.text}`);
@@ -411,18 +414,13 @@ export function summarizeWidget(input: ICostWidgetInput): ICostWidgetSummary {
     lines.push(`Alert: ${shownAlert.text}`);
   }
   if (simulated) {
-    lines.push(
-      'Simulated: GPU figures come from a replayed trace, not this machine'
-    );
+    lines.push('Simulated: GPU figures come from a replayed trace, not this machine');
   }
   return {
+    ...common,
     state: 'ok',
     parts,
-    alert: shownAlert,
-    simulated,
     kernelId: kernel.kernel_id,
-    notebook: notebookPath,
-    owner,
     text: parts.map(p => p.text).join(SEPARATOR),
     title: lines.join('\n')
   };

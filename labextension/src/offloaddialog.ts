@@ -21,10 +21,10 @@
 import { Widget } from '@lumino/widgets';
 
 import { el, setText } from './dom';
-import type { ISlice, ISubmitRequest } from './jobsapi';
+import type { ISlice, ISliceCell, ISubmitRequest } from './jobsapi';
 import { formatBytes, formatDuration } from './format';
 import { firstLine, formFromRequest, IOffloadForm } from './offloadmodel';
-import { lastRunTimes, sendOffers } from './sendoffer';
+import { ISendOffer, lastRunTimes, sendOffers } from './sendoffer';
 
 /**
  * The prompt JupyterLab shows left of a code cell: `[3]` after its third run,
@@ -97,6 +97,39 @@ function took(seconds: number): string {
     return `${Math.floor(seconds / 60)} min${s ? ` ${s} s` : ''}`;
   }
   return formatDuration(seconds);
+}
+
+/** What the slicer could not decide, what no cell defines, what the job brings back. */
+function sliceNotes(slice: ISlice): HTMLElement[] {
+  const notes: HTMLElement[] = [];
+  const warnings = Array.isArray(slice.warnings) ? slice.warnings : [];
+  if (warnings.length) {
+    const box = el('div', 'jp-costguard-slice-warnings');
+    box.appendChild(el('p', '', 'The slicer could not decide everything; check these before submitting:'));
+    const ul = el('ul');
+    for (const warning of warnings) {
+      ul.appendChild(el('li', '', warning));
+    }
+    box.appendChild(ul);
+    notes.push(box);
+  }
+  const unresolved = Array.isArray(slice.unresolved) ? slice.unresolved : [];
+  if (unresolved.length) {
+    notes.push(
+      el(
+        'p',
+        'jp-costguard-slice-unresolved',
+        `No cell defines ${unresolved.join(', ')}: send ${
+          unresolved.length === 1 ? 'it' : 'them'
+        } from the kernel below, or the job may fail.`
+      )
+    );
+  }
+  const defines = Array.isArray(slice.defines) ? slice.defines : [];
+  if (defines.length) {
+    notes.push(el('p', 'jp-costguard-slice-defines', `Brings back: ${defines.join(', ')}`));
+  }
+  return notes;
 }
 
 /** The dialog body. */
@@ -188,66 +221,12 @@ export class OffloadDialogBody extends Widget {
     let earlierSeconds = 0;
     let earlierTimed = 0;
     for (const cell of cells) {
-      const item = el('li', 'jp-costguard-slice-cell');
-      item.dataset.cellId = cell.cell_id;
-      item.dataset.selected = cell.selected ? 'true' : 'false';
-      const count = counts.get(cell.cell_id);
-      const prompt = el('span', 'jp-costguard-slice-prompt', cellPrompt(count));
-      prompt.dataset.field = 'prompt';
-      prompt.title =
-        cellPrompt(count) === '[ ]'
-          ? `Not run yet in this kernel (cell ${cell.index + 1} of the notebook)`
-          : `Last run as ${cellPrompt(count)} (cell ${cell.index + 1} of the notebook)`;
-      item.appendChild(prompt);
-      const source = el('code', 'jp-costguard-slice-source', firstLine(cell.source));
-      source.dataset.field = 'source';
-      source.title = cell.source;
-      item.appendChild(source);
-      if (cell.selected) {
-        item.appendChild(el('span', 'jp-costguard-slice-selected', 'selected'));
-      }
-      // A selected cell's reason is "selected": the badge says it already.
-      const reason = el(
-        'span',
-        'jp-costguard-slice-reason',
-        cell.selected && cell.reason === 'selected' ? '' : cell.reason
-      );
-      reason.dataset.field = 'reason';
-      reason.title = cell.reason;
-      item.appendChild(reason);
       const seconds = times.get(cell.cell_id);
-      if (seconds !== undefined) {
-        const last = el('span', 'jp-costguard-slice-last-run', `took ${took(seconds)}`);
-        last.dataset.field = 'last-run';
-        last.title = 'How long the cell took when it last ran (JupyterLab\'s recorded timing)';
-        item.appendChild(last);
-        if (!cell.selected) {
-          earlierSeconds += seconds;
-          earlierTimed++;
-        }
+      list.appendChild(this._sliceItem(cell, counts.get(cell.cell_id), seconds, offers.get(cell.cell_id)));
+      if (seconds !== undefined && !cell.selected) {
+        earlierSeconds += seconds;
+        earlierTimed++;
       }
-      const offer = offers.get(cell.cell_id);
-      if (offer) {
-        const label = el('label', 'jp-costguard-slice-send-offer');
-        const box = el('input', 'jp-costguard-slice-send');
-        box.type = 'checkbox';
-        box.dataset.names = offer.names.join(',');
-        box.addEventListener('change', () => {
-          if (box.checked) {
-            void this.setSent([...this._sent, ...offer.names]);
-          }
-        });
-        label.appendChild(box);
-        label.appendChild(
-          document.createTextNode(
-            ` send ${offer.names.join(', ')} (${formatBytes(offer.bytes)}) from the kernel instead of re-running`
-          )
-        );
-        label.title =
-          'Pickle the value from your kernel into the job, so this cell (and what only it needed) does not run again';
-        item.appendChild(label);
-      }
-      list.appendChild(item);
     }
     node.appendChild(list);
 
@@ -261,62 +240,105 @@ export class OffloadDialogBody extends Widget {
         )
       );
     }
-
     if (this._sent.length) {
-      const sent = el('div', 'jp-costguard-slice-sent');
-      sent.appendChild(
-        el('span', 'jp-costguard-slice-sent-label', `Sent from the kernel (${formatBytes(this._sizeOf(this._sent))}):`)
-      );
-      const ul = el('ul');
-      for (const name of this._sent) {
-        const li = el('li');
-        li.dataset.name = name;
-        li.appendChild(el('code', '', name));
-        const undo = el('button', 'jp-costguard-button jp-costguard-slice-unsend', 're-run instead');
-        undo.type = 'button';
-        undo.addEventListener('click', () => {
-          void this.setSent(this._sent.filter(n => n !== name));
-        });
-        li.appendChild(undo);
-        ul.appendChild(li);
-      }
-      sent.appendChild(ul);
-      node.appendChild(sent);
+      node.appendChild(this._sentList());
     }
-
-    const warnings = Array.isArray(slice.warnings) ? slice.warnings : [];
-    if (warnings.length) {
-      const box = el('div', 'jp-costguard-slice-warnings');
-      box.appendChild(el('p', '', 'The slicer could not decide everything; check these before submitting:'));
-      const ul = el('ul');
-      for (const warning of warnings) {
-        ul.appendChild(el('li', '', warning));
-      }
-      box.appendChild(ul);
-      node.appendChild(box);
-    }
-
-    const unresolved = Array.isArray(slice.unresolved) ? slice.unresolved : [];
-    if (unresolved.length) {
-      node.appendChild(
-        el(
-          'p',
-          'jp-costguard-slice-unresolved',
-          `No cell defines ${unresolved.join(', ')}: send ${
-            unresolved.length === 1 ? 'it' : 'them'
-          } from the kernel below, or the job may fail.`
-        )
-      );
-    }
-    const defines = Array.isArray(slice.defines) ? slice.defines : [];
-    if (defines.length) {
-      node.appendChild(
-        el('p', 'jp-costguard-slice-defines', `Brings back: ${defines.join(', ')}`)
-      );
+    for (const note of sliceNotes(slice)) {
+      node.appendChild(note);
     }
     this._error = el('p', 'jp-costguard-slice-error');
     this._error.hidden = true;
     node.appendChild(this._error);
+  }
+
+  /** One cell of the slice: prompt, first line, why, how long it took, the offer to send. */
+  private _sliceItem(
+    cell: ISliceCell,
+    count: unknown,
+    seconds: number | undefined,
+    offer: ISendOffer | undefined
+  ): HTMLLIElement {
+    const item = el('li', 'jp-costguard-slice-cell');
+    item.dataset.cellId = cell.cell_id;
+    item.dataset.selected = cell.selected ? 'true' : 'false';
+    const prompt = el('span', 'jp-costguard-slice-prompt', cellPrompt(count));
+    prompt.dataset.field = 'prompt';
+    prompt.title =
+      cellPrompt(count) === '[ ]'
+        ? `Not run yet in this kernel (cell ${cell.index + 1} of the notebook)`
+        : `Last run as ${cellPrompt(count)} (cell ${cell.index + 1} of the notebook)`;
+    item.appendChild(prompt);
+    const source = el('code', 'jp-costguard-slice-source', firstLine(cell.source));
+    source.dataset.field = 'source';
+    source.title = cell.source;
+    item.appendChild(source);
+    if (cell.selected) {
+      item.appendChild(el('span', 'jp-costguard-slice-selected', 'selected'));
+    }
+    // A selected cell's reason is "selected": the badge says it already.
+    const reason = el(
+      'span',
+      'jp-costguard-slice-reason',
+      cell.selected && cell.reason === 'selected' ? '' : cell.reason
+    );
+    reason.dataset.field = 'reason';
+    reason.title = cell.reason;
+    item.appendChild(reason);
+    if (seconds !== undefined) {
+      const last = el('span', 'jp-costguard-slice-last-run', `took ${took(seconds)}`);
+      last.dataset.field = 'last-run';
+      last.title = 'How long the cell took when it last ran (JupyterLab\'s recorded timing)';
+      item.appendChild(last);
+    }
+    if (offer) {
+      item.appendChild(this._sendOffer(offer));
+    }
+    return item;
+  }
+
+  /** "send x (1 MiB) from the kernel instead of re-running", a checkbox. */
+  private _sendOffer(offer: ISendOffer): HTMLLabelElement {
+    const label = el('label', 'jp-costguard-slice-send-offer');
+    const box = el('input', 'jp-costguard-slice-send');
+    box.type = 'checkbox';
+    box.dataset.names = offer.names.join(',');
+    box.addEventListener('change', () => {
+      if (box.checked) {
+        void this.setSent([...this._sent, ...offer.names]);
+      }
+    });
+    label.appendChild(box);
+    label.appendChild(
+      document.createTextNode(
+        ` send ${offer.names.join(', ')} (${formatBytes(offer.bytes)}) from the kernel instead of re-running`
+      )
+    );
+    label.title =
+      'Pickle the value from your kernel into the job, so this cell (and what only it needed) does not run again';
+    return label;
+  }
+
+  /** The names sent from the kernel, each with "re-run instead". */
+  private _sentList(): HTMLElement {
+    const sent = el('div', 'jp-costguard-slice-sent');
+    sent.appendChild(
+      el('span', 'jp-costguard-slice-sent-label', `Sent from the kernel (${formatBytes(this._sizeOf(this._sent))}):`)
+    );
+    const ul = el('ul');
+    for (const name of this._sent) {
+      const li = el('li');
+      li.dataset.name = name;
+      li.appendChild(el('code', '', name));
+      const undo = el('button', 'jp-costguard-button jp-costguard-slice-unsend', 're-run instead');
+      undo.type = 'button';
+      undo.addEventListener('click', () => {
+        void this.setSent(this._sent.filter(n => n !== name));
+      });
+      li.appendChild(undo);
+      ul.appendChild(li);
+    }
+    sent.appendChild(ul);
+    return sent;
   }
 
   /** Keep the form's "Send variables" in step with what was ticked. */

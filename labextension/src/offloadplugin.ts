@@ -173,6 +173,52 @@ async function confirmSubmit(
   return applied.request;
 }
 
+/**
+ * The Offloader of this JupyterLab: its confirm dialog reads the sizes of
+ * what `kernel()` holds; submitted jobs show in the Jobs panel.
+ */
+function createOffloader(
+  app: JupyterFrontEnd,
+  jobs: ICostguardJobs | null,
+  kernel: () => Kernel.IKernelConnection | null
+): Offloader {
+  return new Offloader({
+    manager: Notification.manager,
+    serverSettings: app.serviceManager.serverSettings,
+    confirm: (slice, request, context) =>
+      confirmSubmit(slice, request, context, kernel(), app.serviceManager.serverSettings),
+    showJobs: job => {
+      if (jobs) {
+        jobs.open(job.id);
+      } else {
+        void app.commands.execute(CommandIDs.openJobs, { id: job.id });
+      }
+    },
+    submitted: job => jobs?.model.track(job)
+  });
+}
+
+/**
+ * The notebook an alert's "Offload heavy cells" is about: the open one at
+ * `wanted` (activated), else the current one.
+ */
+function alertNotebook(
+  app: JupyterFrontEnd,
+  tracker: INotebookTracker,
+  localPath: (path: string) => string,
+  wanted: string
+): NotebookPanel | null {
+  const panel = tracker.currentWidget;
+  if (wanted && !(panel && samePath(wanted, localPath(panel.context.path)))) {
+    const other = tracker.find(p => samePath(wanted, localPath(p.context.path)));
+    if (other) {
+      app.shell.activateById(other.id);
+      return other;
+    }
+  }
+  return panel;
+}
+
 export const offloadPlugin: JupyterFrontEndPlugin<void> = {
   id: OFFLOAD_PLUGIN_ID,
   description:
@@ -198,26 +244,11 @@ export const offloadPlugin: JupyterFrontEndPlugin<void> = {
     // mousedown (noFocusOnClick), the cell toolbar's on the click after it.
     document.addEventListener('mousedown', event => shiftClicks.handleEvent(event), true);
 
-    const offloader = new Offloader({
-      manager: Notification.manager,
-      serverSettings: app.serviceManager.serverSettings,
-      confirm: (slice, request, context) =>
-        confirmSubmit(
-          slice,
-          request,
-          context,
-          confirming?.sessionContext.session?.kernel ?? null,
-          app.serviceManager.serverSettings
-        ),
-      showJobs: job => {
-        if (jobs) {
-          jobs.open(job.id);
-        } else {
-          void app.commands.execute(CommandIDs.openJobs, { id: job.id });
-        }
-      },
-      submitted: job => jobs?.model.track(job)
-    });
+    const offloader = createOffloader(
+      app,
+      jobs,
+      () => confirming?.sessionContext.session?.kernel ?? null
+    );
 
     const run = async (
       panel: NotebookPanel | null,
@@ -262,15 +293,7 @@ export const offloadPlugin: JupyterFrontEndPlugin<void> = {
       caption: 'Review the selected cells and run them as a batch job',
       execute: args => {
         const wanted = typeof args.notebook === 'string' ? args.notebook : '';
-        let panel = tracker.currentWidget;
-        if (wanted && !(panel && samePath(wanted, localPath(panel.context.path)))) {
-          const other = tracker.find(p => samePath(wanted, localPath(p.context.path)));
-          if (other) {
-            app.shell.activateById(other.id);
-            panel = other;
-          }
-        }
-        return run(panel, true);
+        return run(alertNotebook(app, tracker, localPath, wanted), true);
       }
     });
 
