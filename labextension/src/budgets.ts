@@ -6,6 +6,7 @@
  * `[]` and null.
  */
 import type { ICostStatus, IGpuActivity, IHubBudget } from './api';
+import { finiteOrNull, isRecord } from './values';
 
 /** From this share of a budget used on, it shows as a warning. */
 export const BUDGET_WARNING_FRACTION = 0.8;
@@ -13,21 +14,13 @@ export const BUDGET_WARNING_FRACTION = 0.8;
 /** How close a budget is to being spent: `critical` once it is. */
 export type BudgetLevel = 'ok' | 'warning' | 'critical';
 
-function finite(value: unknown): number | null {
-  return typeof value === 'number' && Number.isFinite(value) ? value : null;
-}
-
-function isObject(value: unknown): value is { [key: string]: unknown } {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
-
 /**
  * One entry of `hub_budgets`, checked; null when it is not a budget. An
  * entry with no budget but what remains of it (a group budget the site shows
  * members only what is left of) keeps `budget`, `spent` and `used` null.
  */
 function budgetOf(raw: unknown): IHubBudget | null {
-  if (!isObject(raw)) {
+  if (!isRecord(raw)) {
     return null;
   }
   const scope = raw.scope;
@@ -38,12 +31,12 @@ function budgetOf(raw: unknown): IHubBudget | null {
     scope,
     name: typeof raw.name === 'string' ? raw.name : '',
     period: typeof raw.period === 'string' ? raw.period : '',
-    period_start: finite(raw.period_start) ?? NaN,
-    period_end: finite(raw.period_end) ?? NaN
+    period_start: finiteOrNull(raw.period_start) ?? NaN,
+    period_end: finiteOrNull(raw.period_end) ?? NaN
   } as const;
-  const budget = finite(raw.budget);
+  const budget = finiteOrNull(raw.budget);
   if (budget === null && raw.budget === null) {
-    const left = finite(raw.remaining);
+    const left = finiteOrNull(raw.remaining);
     return left === null
       ? null
       : { ...common, budget: null, spent: null, used: null, remaining: Math.max(0, left) };
@@ -51,14 +44,14 @@ function budgetOf(raw: unknown): IHubBudget | null {
   if (budget === null || budget <= 0) {
     return null;
   }
-  const spent = Math.max(0, finite(raw.spent) ?? 0);
-  const remaining = finite(raw.remaining) ?? Math.max(0, budget - spent);
+  const spent = Math.max(0, finiteOrNull(raw.spent) ?? 0);
+  const remaining = finiteOrNull(raw.remaining) ?? Math.max(0, budget - spent);
   return {
     ...common,
     budget,
     spent,
     remaining: Math.max(0, remaining),
-    used: Math.max(0, finite(raw.used) ?? spent / budget)
+    used: Math.max(0, finiteOrNull(raw.used) ?? spent / budget)
   };
 }
 
@@ -136,13 +129,13 @@ export function spentUntil(budgets: ReadonlyArray<IHubBudget>): number | null {
  */
 export function gpuActivityOf(status: ICostStatus | null | undefined): IGpuActivity | null {
   const raw = status?.gpu_activity as unknown;
-  if (!isObject(raw)) {
+  if (!isRecord(raw)) {
     return null;
   }
-  const held = finite(raw.gpus_held);
-  const busy = finite(raw.gpus_busy);
+  const held = finiteOrNull(raw.gpus_held);
+  const busy = finiteOrNull(raw.gpus_busy);
   if (held === null || busy === null) {
     return null;
   }
-  return { gpus_held: held, gpus_busy: busy, idle_since: finite(raw.idle_since) };
+  return { gpus_held: held, gpus_busy: busy, idle_since: finiteOrNull(raw.idle_since) };
 }

@@ -28,8 +28,8 @@ import {
   formatUtcDate
 } from './format';
 
-/** A budget's row, empty (`updateRow` fills it). */
-function createRow(): HTMLElement {
+/** A budget's row, empty (`updateBudgetRow` fills it). */
+function createBudgetRow(): HTMLElement {
   const row = el('div', 'jp-costguard-hub-budget');
   const head = el('div', 'jp-costguard-hub-budget-head');
   head.appendChild(el('span', 'jp-costguard-hub-budget-who'));
@@ -70,7 +70,7 @@ function updateBar(row: HTMLElement, b: IHubBudget, who: string, period: string,
 }
 
 /** Fill a budget's row. */
-function updateRow(row: HTMLElement, b: IHubBudget, currency: string): void {
+function updateBudgetRow(row: HTMLElement, b: IHubBudget, currency: string): void {
   const level = budgetLevel(b);
   row.dataset.scope = b.scope;
   row.dataset.name = b.name;
@@ -124,8 +124,8 @@ export class BudgetsSection extends CostPanelSection {
       this._rows,
       budgets,
       b => `${b.scope}\u0000${b.name}\u0000${b.period}`,
-      createRow,
-      (row, b) => updateRow(row, b, currency)
+      createBudgetRow,
+      (row, b) => updateBudgetRow(row, b, currency)
     );
   }
 

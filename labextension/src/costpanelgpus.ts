@@ -40,7 +40,7 @@ function createTable(): HTMLTableElement {
   return table;
 }
 
-function createRow(): HTMLTableRowElement {
+function createGpuRow(): HTMLTableRowElement {
   const tr = el('tr', 'jp-costguard-gpu-row');
   for (const [key] of COLUMNS) {
     const td = el('td', columnClass(key, key !== 'name'));
@@ -50,7 +50,7 @@ function createRow(): HTMLTableRowElement {
   return tr;
 }
 
-function updateRow(tr: HTMLTableRowElement, g: IGpuDoc): void {
+function updateGpuRow(tr: HTMLTableRowElement, g: IGpuDoc): void {
   tr.dataset.gpuUuid = g.uuid;
   tr.dataset.gpuIndex = String(g.index);
   tr.classList.toggle('jp-costguard-faulty', !!g.faulty);
@@ -86,8 +86,8 @@ export class GpusSection extends CostPanelSection {
       this._rows,
       gpus,
       g => g.uuid || String(g.index),
-      createRow,
-      updateRow
+      createGpuRow,
+      updateGpuRow
     );
   }
 

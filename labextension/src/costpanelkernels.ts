@@ -49,7 +49,7 @@ function actionsCell(): HTMLTableCellElement {
   return td;
 }
 
-function createRow(): HTMLTableRowElement {
+function createKernelRow(): HTMLTableRowElement {
   const tr = tableRow('jp-costguard-kernel-row', KERNEL_COLUMNS, '', (td, key) => {
     if (key === 'notebook') {
       td.appendChild(el('span', 'jp-costguard-kernel-notebook'));
@@ -60,7 +60,7 @@ function createRow(): HTMLTableRowElement {
   return tr;
 }
 
-function updateRow(tr: HTMLTableRowElement, k: IKernelDoc, currency: string): void {
+function updateKernelRow(tr: HTMLTableRowElement, k: IKernelDoc, currency: string): void {
   tr.dataset.kernelId = k.kernel_id;
   tr.dataset.executionState = k.execution_state;
   const cells = tr.children;
@@ -105,8 +105,8 @@ export class KernelsSection extends CostPanelSection {
       this._rows,
       rows,
       k => k.kernel_id,
-      createRow,
-      (tr, k) => updateRow(tr, k, currency)
+      createKernelRow,
+      (tr, k) => updateKernelRow(tr, k, currency)
     );
     if (rows.length === 0) {
       emptyRow(body, KERNEL_COLUMNS.length + 1, emptyText(model.state, 'No running kernels.'));

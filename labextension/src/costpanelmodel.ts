@@ -20,6 +20,7 @@ import { hubBudgetsOf } from './budgets';
 import { formatOwner, ownerOf } from './format';
 import { ISortState, SortDirection, sortRows, toggleSort } from './sort';
 import type { CostStatusModel } from './statusmodel';
+import { finiteOrNull } from './values';
 
 /** A sortable column of one of the panel's tables. */
 export interface IColumn<T> {
@@ -59,10 +60,6 @@ export function rowDetail<T>(
     .join(' · ');
 }
 
-function num(value: unknown): number | null {
-  return typeof value === 'number' && Number.isFinite(value) ? value : null;
-}
-
 /** Columns of the notebooks table (the sparkline column is not sortable). */
 export const NOTEBOOK_COLUMNS: ReadonlyArray<IColumn<INotebookDoc>> = [
   {
@@ -75,7 +72,7 @@ export const NOTEBOOK_COLUMNS: ReadonlyArray<IColumn<INotebookDoc>> = [
   {
     key: 'spend',
     label: 'Spend',
-    value: n => num(n.spend),
+    value: n => finiteOrNull(n.spend),
     defaultDirection: 'descending',
     numeric: true,
     caption: 'Spent so far, over every kernel that served the notebook'
@@ -83,7 +80,7 @@ export const NOTEBOOK_COLUMNS: ReadonlyArray<IColumn<INotebookDoc>> = [
   {
     key: 'waste',
     label: 'Waste',
-    value: n => num(n.waste),
+    value: n => finiteOrNull(n.waste),
     defaultDirection: 'descending',
     numeric: true,
     caption: 'Spent while holding an idle GPU',
@@ -92,7 +89,7 @@ export const NOTEBOOK_COLUMNS: ReadonlyArray<IColumn<INotebookDoc>> = [
   {
     key: 'spend_rate_per_hour',
     label: 'Rate',
-    value: n => num(n.spend_rate_per_hour),
+    value: n => finiteOrNull(n.spend_rate_per_hour),
     defaultDirection: 'descending',
     numeric: true,
     caption: 'Current spend rate, per hour'
@@ -100,7 +97,7 @@ export const NOTEBOOK_COLUMNS: ReadonlyArray<IColumn<INotebookDoc>> = [
   {
     key: 'gpu_utilization_percent',
     label: 'GPU',
-    value: n => num(n.gpu_utilization_percent),
+    value: n => finiteOrNull(n.gpu_utilization_percent),
     defaultDirection: 'descending',
     numeric: true,
     caption: 'GPU utilisation of its kernels',
@@ -109,7 +106,7 @@ export const NOTEBOOK_COLUMNS: ReadonlyArray<IColumn<INotebookDoc>> = [
   {
     key: 'gpu_memory_bytes',
     label: 'GPU mem',
-    value: n => num(n.gpu_memory_bytes),
+    value: n => finiteOrNull(n.gpu_memory_bytes),
     defaultDirection: 'descending',
     numeric: true,
     caption: 'GPU memory held by its kernels',
@@ -118,7 +115,7 @@ export const NOTEBOOK_COLUMNS: ReadonlyArray<IColumn<INotebookDoc>> = [
   {
     key: 'idle_seconds',
     label: 'Idle',
-    value: n => num(n.idle_seconds),
+    value: n => finiteOrNull(n.idle_seconds),
     defaultDirection: 'descending',
     numeric: true,
     caption: 'Time since its kernels were last busy',
@@ -154,14 +151,14 @@ export const KERNEL_COLUMNS: ReadonlyArray<IColumn<IKernelDoc>> = [
   {
     key: 'spend',
     label: 'Spend',
-    value: k => num(k.spend),
+    value: k => finiteOrNull(k.spend),
     defaultDirection: 'descending',
     numeric: true
   },
   {
     key: 'waste',
     label: 'Waste',
-    value: k => num(k.waste),
+    value: k => finiteOrNull(k.waste),
     defaultDirection: 'descending',
     numeric: true,
     secondary: true
@@ -169,7 +166,7 @@ export const KERNEL_COLUMNS: ReadonlyArray<IColumn<IKernelDoc>> = [
   {
     key: 'spend_rate_per_hour',
     label: 'Rate',
-    value: k => num(k.spend_rate_per_hour),
+    value: k => finiteOrNull(k.spend_rate_per_hour),
     defaultDirection: 'descending',
     numeric: true,
     secondary: true
@@ -177,7 +174,7 @@ export const KERNEL_COLUMNS: ReadonlyArray<IColumn<IKernelDoc>> = [
   {
     key: 'gpu_utilization_percent',
     label: 'GPU',
-    value: k => num(k.gpu_utilization_percent),
+    value: k => finiteOrNull(k.gpu_utilization_percent),
     defaultDirection: 'descending',
     numeric: true,
     secondary: true
@@ -185,7 +182,7 @@ export const KERNEL_COLUMNS: ReadonlyArray<IColumn<IKernelDoc>> = [
   {
     key: 'gpu_memory_bytes',
     label: 'GPU mem',
-    value: k => num(k.gpu_memory_bytes),
+    value: k => finiteOrNull(k.gpu_memory_bytes),
     defaultDirection: 'descending',
     numeric: true,
     secondary: true
@@ -193,7 +190,7 @@ export const KERNEL_COLUMNS: ReadonlyArray<IColumn<IKernelDoc>> = [
   {
     key: 'idle_seconds',
     label: 'Idle',
-    value: k => num(k.idle_seconds),
+    value: k => finiteOrNull(k.idle_seconds),
     defaultDirection: 'descending',
     numeric: true,
     secondary: true

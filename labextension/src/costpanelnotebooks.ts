@@ -53,7 +53,7 @@ function sparklineCell(): HTMLTableCellElement {
   return td;
 }
 
-function createRow(): HTMLTableRowElement {
+function createNotebookRow(): HTMLTableRowElement {
   const tr = tableRow('jp-costguard-notebook-row', NOTEBOOK_COLUMNS, 'jp-costguard-path', (td, key) => {
     if (key === 'path') {
       const a = el('a', 'jp-costguard-open-notebook');
@@ -104,7 +104,7 @@ export class NotebooksSection extends CostPanelSection {
       this._rows,
       rows,
       n => n.path,
-      createRow,
+      createNotebookRow,
       (tr, n) => this._updateRow(tr, n)
     );
     if (rows.length === 0) {

@@ -134,7 +134,7 @@ async function askReplace(plan: ILoadPlan, jobId: number, notebook: string): Pro
  * The job, fetching the list once when this page has not seen it yet, then
  * the job itself (it may be older than the pages loaded).
  */
-async function getJob(ctx: IJobCommandsContext, args: Args): Promise<IJob | null> {
+async function jobOfArgs(ctx: IJobCommandsContext, args: Args): Promise<IJob | null> {
   const id = jobId(args);
   if (!id) {
     return null;
@@ -183,8 +183,8 @@ async function fetchResults(
 }
 
 /** `costguard:cancel-job`: asks first unless `confirm` is false; answers the job's id. */
-async function cancelJob(ctx: IJobCommandsContext, args: Args): Promise<number | null> {
-  const job = await getJob(ctx, args);
+async function cancelCommand(ctx: IJobCommandsContext, args: Args): Promise<number | null> {
+  const job = await jobOfArgs(ctx, args);
   if (!job) {
     return null;
   }
@@ -211,7 +211,7 @@ async function cancelJob(ctx: IJobCommandsContext, args: Args): Promise<number |
 }
 
 /** `costguard:rerun-job`: answers the new job's id. */
-async function rerunJob(ctx: IJobCommandsContext, args: Args): Promise<number | null> {
+async function rerunCommand(ctx: IJobCommandsContext, args: Args): Promise<number | null> {
   const id = jobId(args);
   if (!id) {
     return null;
@@ -229,8 +229,8 @@ async function rerunJob(ctx: IJobCommandsContext, args: Args): Promise<number | 
 }
 
 /** `costguard:insert-job-outputs`: answers how many cells changed. */
-async function insertOutputs(ctx: IJobCommandsContext, args: Args): Promise<number> {
-  const job = await getJob(ctx, args);
+async function insertOutputsCommand(ctx: IJobCommandsContext, args: Args): Promise<number> {
+  const job = await jobOfArgs(ctx, args);
   if (!job) {
     return 0;
   }
@@ -332,8 +332,8 @@ async function runLoad(kernel: Kernel.IKernelConnection, job: IJob, code: string
 }
 
 /** `costguard:load-job-results`: whether anything was loaded. */
-async function loadResults(ctx: IJobCommandsContext, args: Args): Promise<boolean> {
-  const job = await getJob(ctx, args);
+async function loadResultsCommand(ctx: IJobCommandsContext, args: Args): Promise<boolean> {
+  const job = await jobOfArgs(ctx, args);
   const nb = job ? notebookOf(ctx, job, 'load the results of') : null;
   const results = job && nb ? await fetchResults(ctx, job, 'results') : null;
   if (!job || !nb || !results) {
@@ -373,22 +373,22 @@ export function addJobCommands(ctx: IJobCommandsContext): void {
   commands.addCommand(CommandIDs.cancelJob, {
     label: 'Cancel Batch Job',
     caption: 'Stop a queued or running batch job (asks first)',
-    execute: args => cancelJob(ctx, args)
+    execute: args => cancelCommand(ctx, args)
   });
   commands.addCommand(CommandIDs.rerunJob, {
     label: 'Run Batch Job Again',
     caption: 'Submit the same code, resources and variables as a new job',
-    execute: args => rerunJob(ctx, args)
+    execute: args => rerunCommand(ctx, args)
   });
   commands.addCommand(CommandIDs.insertJobOutputs, {
     label: 'Insert Batch Job Outputs',
     caption: "Put a finished job's outputs into its notebook's cells",
-    execute: args => insertOutputs(ctx, args)
+    execute: args => insertOutputsCommand(ctx, args)
   });
   commands.addCommand(CommandIDs.loadJobResults, {
     label: 'Load Batch Job Results',
     caption:
       "Load the names a job brought back into its notebook's kernel (asks before replacing a name the kernel has)",
-    execute: args => loadResults(ctx, args)
+    execute: args => loadResultsCommand(ctx, args)
   });
 }

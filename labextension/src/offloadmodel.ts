@@ -8,6 +8,7 @@ import type { Notification } from '@jupyterlab/apputils';
 import type * as nbformat from '@jupyterlab/nbformat';
 import type { ServerConnection } from '@jupyterlab/services';
 
+import { isNumber } from './format';
 import {
   errorMessage,
   IJobResources,
@@ -66,13 +67,9 @@ export const DEFAULT_OFFLOAD_SETTINGS: IOffloadSettings = {
   notifications: true
 };
 
-function finite(value: unknown): value is number {
-  return typeof value === 'number' && Number.isFinite(value);
-}
-
 /** A positive number up to `max`, or null (also for anything odd). */
 function positiveOrNull(value: unknown, max: number): number | null {
-  return finite(value) && value > 0 && value <= max ? value : null;
+  return isNumber(value) && value > 0 && value <= max ? value : null;
 }
 
 /** Read the offload settings, with defaults for anything missing or odd. */
@@ -82,11 +79,11 @@ export function parseOffloadSettings(
   const raw = composite ?? {};
   const d = DEFAULT_OFFLOAD_SETTINGS;
   const gpus =
-    finite(raw.gpus) && Number.isInteger(raw.gpus) && raw.gpus >= 0 && raw.gpus <= MAX_GPUS
+    isNumber(raw.gpus) && Number.isInteger(raw.gpus) && raw.gpus >= 0 && raw.gpus <= MAX_GPUS
       ? raw.gpus
       : null;
   const retries =
-    finite(raw.retries) && Number.isInteger(raw.retries)
+    isNumber(raw.retries) && Number.isInteger(raw.retries)
       ? Math.min(MAX_RETRIES, Math.max(0, raw.retries))
       : d.retries;
   return {

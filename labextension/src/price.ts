@@ -4,6 +4,7 @@
  * JupyterLab imports, so the formatters can use it.
  */
 import type { ICostPrice, ICostPriceShare, ICostStatus } from './api';
+import { finiteOrNull, isRecord } from './values';
 
 /** Days after which a price is stale when the server does not say. */
 export const DEFAULT_STALE_AFTER_DAYS = 90;
@@ -11,16 +12,8 @@ export const DEFAULT_STALE_AFTER_DAYS = 90;
 /** Command that refreshes the catalog when the server does not say. */
 export const DEFAULT_REFRESH_HINT = 'jupyter costguard catalog update';
 
-function finite(value: unknown): number | null {
-  return typeof value === 'number' && Number.isFinite(value) ? value : null;
-}
-
 function text(value: unknown): string | null {
   return typeof value === 'string' && value.trim().length > 0 ? value : null;
-}
-
-function isObject(value: unknown): value is { [key: string]: unknown } {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
 /**
@@ -31,27 +24,27 @@ function isObject(value: unknown): value is { [key: string]: unknown } {
  */
 export function priceOf(status: ICostStatus | null | undefined): ICostPrice | null {
   const raw = status?.price as unknown;
-  if (!isObject(raw)) {
+  if (!isRecord(raw)) {
     return null;
   }
-  const ageDays = finite(raw.age_days);
-  const staleAfter = finite(raw.stale_after_days) ?? DEFAULT_STALE_AFTER_DAYS;
+  const ageDays = finiteOrNull(raw.age_days);
+  const staleAfter = finiteOrNull(raw.stale_after_days) ?? DEFAULT_STALE_AFTER_DAYS;
   const stale =
     typeof raw.stale === 'boolean'
       ? raw.stale
       : ageDays !== null && ageDays > staleAfter;
   let share: ICostPriceShare | null = null;
   const rawShare = raw.share;
-  if (isObject(rawShare) && finite(rawShare.fraction) !== null) {
-    const cpu = finite(rawShare.cpu_share) ?? NaN;
-    const memory = finite(rawShare.memory_share) ?? NaN;
+  if (isRecord(rawShare) && finiteOrNull(rawShare.fraction) !== null) {
+    const cpu = finiteOrNull(rawShare.cpu_share) ?? NaN;
+    const memory = finiteOrNull(rawShare.memory_share) ?? NaN;
     share = {
-      gpus_held: finite(rawShare.gpus_held) ?? NaN,
-      gpus_instance: finite(rawShare.gpus_instance) ?? NaN,
+      gpus_held: finiteOrNull(rawShare.gpus_held) ?? NaN,
+      gpus_instance: finiteOrNull(rawShare.gpus_instance) ?? NaN,
       cpu_share: cpu,
       memory_share: memory,
       host_share:
-        finite(rawShare.host_share) ??
+        finiteOrNull(rawShare.host_share) ??
         (Number.isFinite(cpu) || Number.isFinite(memory)
           ? Math.max(Number.isFinite(cpu) ? cpu : 0, Number.isFinite(memory) ? memory : 0)
           : NaN),
@@ -72,7 +65,7 @@ export function priceOf(status: ICostStatus | null | undefined): ICostPrice | nu
     stale,
     stale_after_days: staleAfter,
     refresh_hint: text(raw.refresh_hint) ?? DEFAULT_REFRESH_HINT,
-    instance_rate_per_hour: finite(raw.instance_rate_per_hour),
+    instance_rate_per_hour: finiteOrNull(raw.instance_rate_per_hour),
     share,
     tried: Array.isArray(raw.tried)
       ? raw.tried.filter((t): t is string => typeof t === 'string' && t.length > 0)

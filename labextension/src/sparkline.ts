@@ -55,7 +55,8 @@ export function spendRates(
   return out;
 }
 
-function num(value: number): string {
+/** A coordinate for an SVG path: at most two decimals, no trailing zeros, no `-0`. */
+export function svgNumber(value: number): string {
   const text = value.toFixed(2).replace(/\.?0+$/, '');
   return text === '-0' ? '0' : text;
 }
@@ -81,11 +82,11 @@ export function sparklinePath(
   const y = (v: number): number =>
     height - padding - (max > 0 ? (v / max) * usable : 0);
   if (clean.length === 1) {
-    const yy = num(y(clean[0]));
-    return `M0,${yy} L${num(width)},${yy}`;
+    const yy = svgNumber(y(clean[0]));
+    return `M0,${yy} L${svgNumber(width)},${yy}`;
   }
   const step = width / (clean.length - 1);
   return clean
-    .map((v, i) => `${i === 0 ? 'M' : 'L'}${num(i * step)},${num(y(v))}`)
+    .map((v, i) => `${i === 0 ? 'M' : 'L'}${svgNumber(i * step)},${svgNumber(y(v))}`)
     .join(' ');
 }

@@ -15,6 +15,7 @@
 import type { ISpendHistory, ISpendSeries } from './api';
 import { niceTicks } from './chartscale';
 import { formatAmount, formatMoney, isNumber } from './format';
+import { svgNumber } from './sparkline';
 
 /** A window the chart offers. */
 export interface IChartRange {
@@ -214,11 +215,6 @@ export interface IChartGeometry {
   empty: boolean;
 }
 
-function num(value: number): string {
-  const text = value.toFixed(2).replace(/\.?0+$/, '');
-  return text === '-0' ? '0' : text;
-}
-
 /** A closed area between `lower` and `upper` (y per x), left to right. */
 export function areaPath(
   xs: ReadonlyArray<number>,
@@ -232,10 +228,10 @@ export function areaPath(
   const top: string[] = [];
   const bottom: string[] = [];
   for (let i = 0; i < n; i++) {
-    top.push(`${i === 0 ? 'M' : 'L'}${num(xs[i])},${num(upper[i])}`);
+    top.push(`${i === 0 ? 'M' : 'L'}${svgNumber(xs[i])},${svgNumber(upper[i])}`);
   }
   for (let i = n - 1; i >= 0; i--) {
-    bottom.push(`L${num(xs[i])},${num(lower[i])}`);
+    bottom.push(`L${svgNumber(xs[i])},${svgNumber(lower[i])}`);
   }
   return `${top.join(' ')} ${bottom.join(' ')} Z`;
 }
