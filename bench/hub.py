@@ -258,7 +258,7 @@ def floor_main(cfg: dict[str, Any]) -> None:
     what tornado alone costs per report on this machine, which no handler can go below."""
     from tornado import web
 
-    from jupyter_costguard.hub.protocol import REPORT_PATH
+    from jupyter_costguard.common.hubprotocol import REPORT_PATH
 
     @web.stream_request_body
     class Empty(web.RequestHandler):
@@ -284,7 +284,7 @@ def load_main(cfg: dict[str, Any]) -> None:
 
 
 async def _load(cfg: dict[str, Any]) -> None:
-    from jupyter_costguard.hub.protocol import REPORT_PATH, report_doc
+    from jupyter_costguard.common.hubprotocol import REPORT_PATH, report_doc
 
     n, interval, port = cfg["n"], cfg["interval"], cfg["port"]
     t0, end, started = cfg["t0"], cfg["end"], cfg["started"]

@@ -15,6 +15,7 @@ from jupyter_costguard.alerts.store import AlertStore
 from jupyter_costguard.cloud.container import read_cgroup_limits
 from jupyter_costguard.cloud.metadata import lookup
 from jupyter_costguard.cloud.watcher import MetadataWatcher
+from jupyter_costguard.common.owner import owner_from_doc, owner_from_environ
 from jupyter_costguard.cost.config import CostTraits
 from jupyter_costguard.cost.hubreport import HubReporter, HubReportTraits, reporter_from
 from jupyter_costguard.cost.ledger import Ledger
@@ -39,7 +40,6 @@ from jupyter_costguard.offload.service import JobService
 from jupyter_costguard.offload.settings import OffloadTraits, ServerHooks
 from jupyter_costguard.offload.store import JobStore
 from jupyter_costguard.sampling.kernels import gather_kernels
-from jupyter_costguard.sampling.owner import owner_from_doc, owner_from_environ
 from jupyter_costguard.sampling.records import KernelInfo
 from jupyter_costguard.sampling.sources import SamplingTraits
 from jupyter_costguard.sampling.telemetry import Telemetry

@@ -15,8 +15,8 @@ import pytest
 from jupyter_server.auth.authorizer import Authorizer
 from tornado.httpclient import HTTPClientError
 
-from jupyter_costguard.alerts.jsonlimits import JSONLimitError, parse_json
 from jupyter_costguard.alerts.store import AlertStore
+from jupyter_costguard.common.jsonlimits import JSONLimitError, parse_json
 from jupyter_costguard.offload import record
 from tests.support.jobs import post, submit, wait_job
 from tests.support.notebooks import code, write_notebook

@@ -32,8 +32,8 @@ from typing import Any
 
 import pytest
 
+from jupyter_costguard.common.hubprotocol import MAX_BODY_BYTES, report_doc
 from jupyter_costguard.hub.cull import DEFER, cull_arbiter_hook, decide, policies_from, read_row
-from jupyter_costguard.hub.protocol import MAX_BODY_BYTES, report_doc
 from jupyter_costguard.hub.spawn import load_settings, states_for
 from tests.support.hub import BIN, Hub, HubUser, gpu_trace, wait_for
 

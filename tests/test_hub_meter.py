@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 
 from jupyter_costguard.cloud.container import CgroupLimits
+from jupyter_costguard.common.hubprotocol import Report
 from jupyter_costguard.cost.config import PricingConfig
 from jupyter_costguard.cost.pricing import ContainerFacts, resolve_pricing
 from jupyter_costguard.cost.service import decide_pricing, load_catalog
 from jupyter_costguard.hub.budgets import Budgets
 from jupyter_costguard.hub.meter import MeterConfigError, parse_bytes, price_profiles
-from jupyter_costguard.hub.protocol import Report
 from jupyter_costguard.hub.report import Reconcile, flags_of, rows, to_csv
 from jupyter_costguard.hub.store import HubStore
 from jupyter_costguard.sampling.records import GpuReading, GpuSample, HostSample

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from jupyter_costguard.common.hubprotocol import Report
 from jupyter_costguard.hub.cull import (
     ALERT_KIND,
     DEFER,
@@ -27,7 +28,6 @@ from jupyter_costguard.hub.cull import (
     decide,
     policies_from,
 )
-from jupyter_costguard.hub.protocol import Report
 from jupyter_costguard.hub.store import HubStore
 from tests.support.hub import BIN, Hub, HubUser, gpu_trace, wait_for
 

@@ -1,4 +1,4 @@
-"""The server <-> service report contract (hub/protocol.py) and the store's bounds: every
+"""The server <-> service report contract (common/hubprotocol.py) and the store's bounds: every
 check refuses with a reason that names it, a valid report passes unchanged, one report's
 trouble never reaches another's figures."""
 
@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from jupyter_costguard.hub import protocol
+from jupyter_costguard.common import hubprotocol as protocol
+from jupyter_costguard.common.hubprotocol import Limits, ReportError, check_report, parse_body
 from jupyter_costguard.hub.intake import reporter_of
-from jupyter_costguard.hub.protocol import Limits, ReportError, check_report, parse_body
 from jupyter_costguard.hub.store import MAX_SPREAD_HOURS, HubStore, spread
 
 NOW = 1_800_000_000.0

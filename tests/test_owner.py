@@ -10,8 +10,8 @@ from typing import Any
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.parser import text_string_to_metric_families
 
+from jupyter_costguard.common.owner import Owner, owner_doc, owner_from_environ
 from jupyter_costguard.metrics.collector import with_owner
-from jupyter_costguard.sampling.owner import Owner, owner_doc, owner_from_environ
 from tests.support.notebooks import code, write_notebook
 from tests.support.openapi_check import validate
 from tests.support.server_proc import ServerProcess
@@ -118,7 +118,7 @@ def test_outside_a_hub_nothing_is_added(tmp_path):
 
 def test_a_stored_owner_is_read_back_with_care():
     """Job records come back from disk: an old or edited one names no owner, or a wrong one."""
-    from jupyter_costguard.sampling.owner import owner_from_doc
+    from jupyter_costguard.common.owner import owner_from_doc
 
     assert owner_from_doc({"user": "alice", "server": "gpu"}) == Owner("alice", "gpu")
     assert owner_from_doc({"user": "alice"}) == Owner("alice", "")

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from jupyter_costguard.alerts.jsonlimits import check_string, parse_json
+from jupyter_costguard.common.jsonlimits import check_string, parse_json
 
 SEVERITIES = ("info", "warning", "critical")
 SEVERITY_RANK = {s: i for i, s in enumerate(SEVERITIES)}

@@ -26,15 +26,15 @@ from traitlets import Float, HasTraits, Unicode, default
 
 from jupyter_costguard.alerts.requests import parse_raise_request
 from jupyter_costguard.alerts.store import AlertError, AlertStore
-from jupyter_costguard.cost.published import Published
-from jupyter_costguard.hub.protocol import (
+from jupyter_costguard.common.hubprotocol import (
     ENV_HUB_URL,
     REPORT_PATH,
     WARNING_KIND,
     parse_answer,
     report_doc,
 )
-from jupyter_costguard.sampling.owner import Owner
+from jupyter_costguard.common.owner import Owner
+from jupyter_costguard.cost.published import Published
 
 log = logging.getLogger("jupyter_costguard")
 ENV_TOKEN = "JUPYTERHUB_API_TOKEN"

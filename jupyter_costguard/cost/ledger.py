@@ -15,6 +15,7 @@ from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 
+from jupyter_costguard.common.files import data_dir
 from jupyter_costguard.cost.spend import IntervalCost
 
 SCHEMA = """
@@ -307,9 +308,7 @@ class Ledger:
 
 
 def default_db_path() -> str:
-    from jupyter_core.paths import jupyter_data_dir
-
-    return os.path.join(jupyter_data_dir(), "costguard", "ledger.sqlite")
+    return str(data_dir() / "ledger.sqlite")
 
 
 def _private_file(path: Path) -> None:

@@ -56,6 +56,7 @@ from datetime import date, datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from jupyter_costguard.common.files import data_dir
 from jupyter_costguard.cost.catalog import COLUMNS
 
 #: gpuhunt's provider name -> costguard's, where they differ.
@@ -119,9 +120,7 @@ class UpdateResult:
 
 def user_catalog_path() -> Path:
     """Where the refreshed catalog lives: ``<jupyter data dir>/costguard/catalog.csv``."""
-    from jupyter_core.paths import jupyter_data_dir
-
-    return Path(jupyter_data_dir()) / "costguard" / "catalog.csv"
+    return data_dir() / "catalog.csv"
 
 
 def user_catalog_files() -> tuple[str, ...]:

@@ -20,6 +20,7 @@ from typing import Any
 from jupyter_costguard.alerts.store import AlertStore
 from jupyter_costguard.cloud.metadata import MetadataResult
 from jupyter_costguard.cloud.watcher import MetadataWatcher
+from jupyter_costguard.common.owner import owner_from_environ
 from jupyter_costguard.cost import timeline
 from jupyter_costguard.cost.catalog import Catalog
 from jupyter_costguard.cost.hubbudget import budgets_doc, budgets_from_environ
@@ -34,7 +35,6 @@ from jupyter_costguard.cost.pricing import (
 from jupyter_costguard.cost.published import Published
 from jupyter_costguard.cost.spend import split_interval
 from jupyter_costguard.cost.views import build_views, gpu_busy, history_doc
-from jupyter_costguard.sampling.owner import owner_from_environ
 from jupyter_costguard.sampling.records import KernelInfo, Sample
 from jupyter_costguard.sampling.telemetry import Telemetry
 

@@ -12,10 +12,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from jupyter_costguard.common.owner import Owner, owner_doc
 from jupyter_costguard.cost.ledger import HISTORY_BUCKET_SECONDS, HistoryPoint, Ledger
 from jupyter_costguard.cost.pricing import Pricing
 from jupyter_costguard.cost.spend import IntervalCost, kernel_gpu_utilization
-from jupyter_costguard.sampling.owner import Owner, owner_doc
 from jupyter_costguard.sampling.records import GpuSample, KernelSample, Sample
 
 #: Minute points included with each notebook in list responses (sparklines).

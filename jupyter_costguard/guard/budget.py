@@ -31,9 +31,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from jupyter_costguard.common.periods import period_start
 from jupyter_costguard.guard.base import Act, Finding, GuardContext, RuleResult
 from jupyter_costguard.guard.config import GuardConfig
-from jupyter_costguard.periods import period_start
 from jupyter_costguard.sampling.records import KernelSample
 
 log = logging.getLogger("jupyter_costguard")

@@ -32,6 +32,8 @@ from tornado.httpserver import HTTPServer
 from traitlets import Bool, Dict, Enum, Float, Integer, List, Set, Unicode, default
 from traitlets.config import Application
 
+from jupyter_costguard.common.hubprotocol import CLOCK_SKEW_SECONDS, REPORT_PATH
+from jupyter_costguard.common.periods import PERIODS
 from jupyter_costguard.hub import handlers
 from jupyter_costguard.hub.budgethold import MODES as BUDGET_STOP_MODES
 from jupyter_costguard.hub.budgethold import BudgetHold
@@ -42,10 +44,8 @@ from jupyter_costguard.hub.intake import Intake, ReportHandler
 from jupyter_costguard.hub.meter import MeterConfigError, ProfilePrice, price_profiles
 from jupyter_costguard.hub.metrics import HubCollector
 from jupyter_costguard.hub.nodegpu import NodeGpu, NodeGpuError, pod_name
-from jupyter_costguard.hub.protocol import CLOCK_SKEW_SECONDS, REPORT_PATH
 from jupyter_costguard.hub.report import BY, Reconcile, rows_json, series
 from jupyter_costguard.hub.store import COUNTS, HubStore, with_node_activity
-from jupyter_costguard.periods import PERIODS
 
 T = TypeVar("T")
 ENV_CONFIG = "COSTGUARD_HUB_CONFIG"

@@ -18,8 +18,8 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from jupyter_costguard.common.hubprotocol import warning_doc
 from jupyter_costguard.hub.budgets import BudgetState
-from jupyter_costguard.hub.protocol import warning_doc
 from jupyter_costguard.hub.spawn import ADJECTIVE
 from jupyter_costguard.hub.store import OK, ServerRow
 

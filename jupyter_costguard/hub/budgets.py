@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from jupyter_costguard.periods import PERIODS, period_end, period_start
+from jupyter_costguard.common.periods import PERIODS, period_end, period_start
 
 #: what a member (not a costguard admin) sees of a group's budget: what is left of it (not what
 #: the group spent, which would tell each member what the others spend), everything, or nothing

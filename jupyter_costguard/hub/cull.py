@@ -29,7 +29,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from jupyter_costguard.hub.protocol import WARNING_KIND, warning_doc
+from jupyter_costguard.common.hubprotocol import WARNING_KIND, warning_doc
 from jupyter_costguard.hub.store import (
     OK,
     SERVER_COLUMNS,

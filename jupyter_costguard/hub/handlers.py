@@ -22,10 +22,10 @@ from jupyterhub.services.auth import (
 )
 from tornado import web
 
+from jupyter_costguard.common.periods import parse_time
 from jupyter_costguard.hub import report
 from jupyter_costguard.hub.budgets import budget_states, shown_to_member
 from jupyter_costguard.hub.metrics import exposition
-from jupyter_costguard.periods import parse_time
 
 ADMIN_SCOPE = "custom:costguard:admin"
 PAGE = Path(__file__).with_name("page.html")

@@ -3,7 +3,7 @@ profile), each user's groups, who a token belongs to, and stopping a server.
 
 The service's own token goes to the Hub and nowhere else: never to a user's server, which is
 the user's own process. What servers spend reaches the service in their own reports
-(hub/protocol.py), pushed with their own tokens.
+(common/hubprotocol.py), pushed with their own tokens.
 """
 
 from __future__ import annotations

@@ -20,10 +20,10 @@ from typing import Any
 
 from tornado import web
 
-from jupyter_costguard.hub import protocol
+from jupyter_costguard.common import hubprotocol as protocol
+from jupyter_costguard.common.hubprotocol import Limits, Report, ReportError
 from jupyter_costguard.hub.handlers import error_message, no_framing
 from jupyter_costguard.hub.hubapi import RunningServer
-from jupyter_costguard.hub.protocol import Limits, Report, ReportError
 
 #: how long a report waits for others to share its trip to the worker and its commit
 BATCH_SECONDS = 0.05

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import json
 import sqlite3
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -24,6 +23,8 @@ from typing import Any, NoReturn
 from tornado import web
 from traitlets.config import Config, PyFileConfigLoader
 
+from jupyter_costguard.common import hubbudget
+from jupyter_costguard.common.periods import period_start
 from jupyter_costguard.hub.budgets import Budgets, BudgetState, budget_states, shown_to_member
 from jupyter_costguard.hub.profiles import (
     RESOURCE_ATTRS,
@@ -32,10 +33,7 @@ from jupyter_costguard.hub.profiles import (
     profile_slug,
 )
 from jupyter_costguard.hub.store import counted_sql, hour_bounds
-from jupyter_costguard.periods import period_start
 
-#: what the user's server reads to show the budget in JupyterLab
-ENV_BUDGET = "COSTGUARD_HUB_BUDGET"
 ADJECTIVE = {"month": "monthly", "week": "weekly", "day": "daily"}
 
 
@@ -218,7 +216,7 @@ async def check_budget(spawner: Any, settings: dict[str, Any]) -> list[BudgetSta
         _refuse(403, why)
     view = settings.get("member_group_view", "remaining")
     spawner.environment = {**(spawner.environment or {}),
-                           ENV_BUDGET: json.dumps(shown_to_member(states, view))}
+                           **hubbudget.encode(shown_to_member(states, view))}
     return states
 
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from jupyter_costguard.hub.protocol import Report
+from jupyter_costguard.common.hubprotocol import Report
 
 HOUR = 3600
 

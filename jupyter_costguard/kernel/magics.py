@@ -18,6 +18,7 @@ from typing import Any
 
 from traitlets import TraitError
 
+from jupyter_costguard.common.files import data_dir
 from jupyter_costguard.kernel.widget import widget
 from jupyter_costguard.offload.jobdir import ENV_JOBS_DIR, JOBS_DB, RESULTS, unsafe_location
 
@@ -49,12 +50,9 @@ def fetch_results(job: str, jobs_dir: str | None = None) -> dict[str, Any]:
     if the server recorded that the job produced them, from a directory and file of the
     user's that group and others cannot write, and if the file's sha256 is the recorded
     one (ValueError otherwise)."""
-    from jupyter_core.paths import jupyter_data_dir
-
     if not job.isdigit():
         raise ValueError(f"a job id is a number, not {job!r}")
-    base = jobs_dir or os.environ.get(ENV_JOBS_DIR) or os.path.join(
-        jupyter_data_dir(), "costguard", "jobs")
+    base = jobs_dir or os.environ.get(ENV_JOBS_DIR) or str(data_dir() / "jobs")
     path = os.path.join(base, job, RESULTS)
     digest = _recorded_digest(base, job)
     if digest is None:

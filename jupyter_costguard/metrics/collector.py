@@ -15,8 +15,8 @@ from prometheus_client import REGISTRY
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from jupyter_costguard.common.owner import Owner
 from jupyter_costguard.cost.published import Published
-from jupyter_costguard.sampling.owner import Owner
 
 
 def build_metrics(p: Published) -> list[Metric]:

@@ -11,13 +11,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from jupyter_costguard.common.owner import owner_doc, owner_from_doc
 from jupyter_costguard.offload import jobdir
 from jupyter_costguard.offload.accounting import Accounting
 from jupyter_costguard.offload.backends.base import Backend
 from jupyter_costguard.offload.errors import JobError
 from jupyter_costguard.offload.spec import Job, label
 from jupyter_costguard.offload.state import load_code
-from jupyter_costguard.sampling.owner import owner_doc, owner_from_doc
 
 log = logging.getLogger("jupyter_costguard")
 

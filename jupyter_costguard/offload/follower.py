@@ -14,8 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import psutil
-
+from jupyter_costguard.common.proc import descends_from
 from jupyter_costguard.offload import jobdir
 from jupyter_costguard.offload.accounting import Accounting
 from jupyter_costguard.offload.backends.base import Backend
@@ -133,11 +132,7 @@ class Follower:
             return pid if checked[1] else None
         ref = job.backend_ref
         runner = int(ref) if ref is not None and ref.isdigit() else None
-        try:
-            ok = runner is not None and pid != runner and any(
-                p.pid == runner for p in psutil.Process(pid).parents())
-        except psutil.Error:
-            ok = False
+        ok = runner is not None and descends_from(pid, runner)
         self._kernel_checked[job.id] = (pid, ok)
         if not ok:
             log.warning("costguard: job %d reports kernel pid %d, which is not a process of "

@@ -6,8 +6,8 @@ wherever a backend starts it, reads those and writes its status, log, outputs an
 the server only ever reads what the runner wrote. Everything that crosses that line is named
 here, and nowhere else: the file names, the environment variables a job's processes see, the
 command that starts the runner, the runner's status record and the atomic JSON helpers both
-sides use. Standard library only: the runner and the kernel-side helpers import it inside
-jobs, where nothing else of the server is needed.
+sides use. Standard library only (and `common.files`): the runner and the kernel-side
+helpers import it inside jobs, where nothing else of the server is needed.
 """
 
 from __future__ import annotations
@@ -24,6 +24,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from jupyter_costguard.common.files import PRIVATE_DIR as PRIVATE_DIR
+from jupyter_costguard.common.files import PRIVATE_FILE as PRIVATE_FILE
+from jupyter_costguard.common.files import open_private as open_private
+from jupyter_costguard.common.files import write_bytes as write_bytes
 
 # --- files in a job directory ----------------------------------------------------------------
 #: the server's jobs database, in the jobs directory beside the job directories
@@ -111,9 +116,8 @@ def slurm_output(ref: str) -> str:
 # --- files, written atomically -----------------------------------------------------------------
 
 
-#: every file costguard writes into a job directory, and every directory it makes there
-PRIVATE_FILE = 0o600
-PRIVATE_DIR = 0o700
+# every file costguard writes into a job directory, and every directory it makes there, is
+# private (`common.files`: PRIVATE_FILE, PRIVATE_DIR, open_private, write_bytes)
 
 
 def private_dir(path: Path) -> Path:
@@ -122,29 +126,6 @@ def private_dir(path: Path) -> Path:
     path.mkdir(mode=PRIVATE_DIR, parents=True, exist_ok=True)
     os.chmod(path, PRIVATE_DIR)
     return path
-
-
-def open_private(path: Path | str, flags: int = os.O_WRONLY | os.O_CREAT | os.O_APPEND) -> int:
-    """A file descriptor of `path`, created 0600 (umask or not; an existing file is made
-    0600 too). A link in its place is not followed: a job cannot point costguard's writes
-    (or that chmod) at a file elsewhere."""
-    fd = os.open(path, flags | getattr(os, "O_NOFOLLOW", 0), PRIVATE_FILE)
-    try:
-        os.fchmod(fd, PRIVATE_FILE)
-    except OSError:
-        os.close(fd)
-        raise
-    return fd
-
-
-def write_bytes(path: Path, data: bytes) -> None:
-    """Write `data` so a reader sees the old file or the new one, never half of one; the file
-    is 0600."""
-    tmp = path.with_name(f"{path.name}.tmp-{os.getpid()}")
-    fd = open_private(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
-    with os.fdopen(fd, "wb") as f:
-        f.write(data)
-    os.replace(tmp, path)
 
 
 def sha256_file(path: Path | str) -> str:
@@ -247,10 +228,14 @@ def _is_number(value: Any) -> bool:
         and math.isfinite(value)
 
 
-#: the states and phases a status may name (`spec.STATES`, `spec.PHASES`; this module
-#: imports nothing of costguard)
-_STATES = ("queued", "running", "succeeded", "failed", "cancelled", "lost")
-_PHASES = ("queued", "starting", "running", "finishing", "done")
+#: Job states. `queued` until a backend starts it; `lost` when its runner vanished without
+#: saying how it ended and no retry was left. The runner's status names them too, so they
+#: are defined here, on the job directory's side of the line (`spec` re-exports them).
+STATES = ("queued", "running", "succeeded", "failed", "cancelled", "lost")
+TERMINAL = frozenset({"succeeded", "failed", "cancelled", "lost"})
+#: Timeline phases: queued (waiting for a backend), starting (runner and kernel coming up),
+#: running (cells executing), finishing (results and outputs being written), done.
+PHASES = ("queued", "starting", "running", "finishing", "done")
 #: the longest exit reason a status may give
 MAX_REASON_CHARS = 4096
 
@@ -265,12 +250,12 @@ def _is_str_dict(value: Any) -> bool:
 
 #: what each field of `STATUS` must hold; a file where one does not is not read at all
 _CHECKS: dict[str, Callable[[Any], bool]] = {
-    "state": lambda v: v in _STATES,
-    "phase": lambda v: v in _PHASES,
+    "state": lambda v: v in STATES,
+    "phase": lambda v: v in PHASES,
     "attempt": _is_int,
     "attempts": lambda v: isinstance(v, list) and all(_is_str_dict(a) for a in v),
     "phase_times": lambda v: isinstance(v, dict) and all(
-        k in _PHASES and _is_number(t) for k, t in v.items()),
+        k in PHASES and _is_number(t) for k, t in v.items()),
     "exit_reason": _optional(lambda v: isinstance(v, str) and len(v) <= MAX_REASON_CHARS),
     "kernel_pid": _optional(_is_int),
     "runner_pid": _optional(_is_int),
@@ -280,7 +265,7 @@ _CHECKS: dict[str, Callable[[Any], bool]] = {
 }
 #: what a field must be, in a malformed status's reason
 _EXPECTED = {
-    "state": f"one of {', '.join(_STATES)}", "phase": f"one of {', '.join(_PHASES)}",
+    "state": f"one of {', '.join(STATES)}", "phase": f"one of {', '.join(PHASES)}",
     "attempt": "an integer", "attempts": "a list of objects",
     "phase_times": "an object of phases to finite numbers",
     "exit_reason": f"a string of at most {MAX_REASON_CHARS} characters or null",

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from jupyter_costguard.alerts.jsonlimits import JSONLimitError, check_string
+from jupyter_costguard.common.jsonlimits import JSONLimitError, check_string
 from jupyter_costguard.offload.errors import JobError
 from jupyter_costguard.offload.settings import JobSettings
 from jupyter_costguard.offload.slicing import Slice, SliceError, slice_cells

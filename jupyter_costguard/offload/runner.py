@@ -44,6 +44,7 @@ from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any
 
+from jupyter_costguard.common.proc import descends_from
 from jupyter_costguard.offload import jobdir
 from jupyter_costguard.offload.jobclient import job_client
 from jupyter_costguard.offload.jobdir import RunnerStatus
@@ -305,7 +306,8 @@ class Runner:
             pid = int((self.dir / jobdir.SIGNAL_OK).read_text().strip())
         except (OSError, ValueError):
             pid = None
-        if pid is not None and isinstance(kernel, int) and _in_tree(pid, kernel):
+        if (pid is not None and isinstance(kernel, int)
+                and (pid == kernel or descends_from(pid, kernel))):
             try:
                 os.kill(pid, signal.SIGUSR1)
             except OSError as e:
@@ -494,21 +496,6 @@ async def _run(runner: Runner, run: Coroutine[Any, Any, int]) -> int:
         runner.say("runner error:\n" + traceback.format_exc())
         runner.finish("failed", "the job runner itself failed; see the log")
         return 1
-
-
-def _in_tree(pid: int, root: int) -> bool:
-    """Whether `pid` is `root` or one of its descendants (by /proc parent links)."""
-    for _ in range(64):
-        if pid == root:
-            return True
-        try:
-            stat = Path(f"/proc/{pid}/stat").read_text()
-            pid = int(stat.rsplit(")", 1)[1].split()[1])
-        except (OSError, ValueError, IndexError):
-            return False
-        if pid <= 1:
-            return False
-    return False
 
 
 def main(argv: list[str] | None = None) -> int:

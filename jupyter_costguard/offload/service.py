@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 
 from prometheus_client.core import GaugeMetricFamily, Metric
 
+from jupyter_costguard.common.owner import Owner, owner_doc
 from jupyter_costguard.metrics.pushgateway import delete_job_metrics
 from jupyter_costguard.offload import jobdir
 from jupyter_costguard.offload.accounting import Accounting
@@ -45,7 +46,6 @@ from jupyter_costguard.offload.slicing import Slice
 from jupyter_costguard.offload.spec import STATES, Job, JobSpec
 from jupyter_costguard.offload.state import SendError, send_variables
 from jupyter_costguard.offload.store import PAGE_DEFAULT, JobStore
-from jupyter_costguard.sampling.owner import Owner, owner_doc
 from jupyter_costguard.sampling.records import KernelInfo
 
 log = logging.getLogger("jupyter_costguard")

@@ -13,14 +13,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from jupyter_costguard.offload.errors import JobError
-
-#: Job states. `queued` until a backend starts it; `lost` when its runner vanished without
-#: saying how it ended and no retry was left.
-STATES = ("queued", "running", "succeeded", "failed", "cancelled", "lost")
-TERMINAL = frozenset({"succeeded", "failed", "cancelled", "lost"})
-#: Timeline phases: queued (waiting for a backend), starting (runner and kernel coming up),
-#: running (cells executing), finishing (results and outputs being written), done.
-PHASES = ("queued", "starting", "running", "finishing", "done")
+from jupyter_costguard.offload.jobdir import PHASES as PHASES
+from jupyter_costguard.offload.jobdir import STATES as STATES
+from jupyter_costguard.offload.jobdir import TERMINAL as TERMINAL
 
 MAX_RETRIES = 10
 MAX_TIME_LIMIT_SECONDS = 30 * 86400.0

@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from jupyter_costguard._proc import pid_exists
+from jupyter_costguard.common.proc import pid_exists
 from jupyter_costguard.offload import jobdir
 from jupyter_costguard.offload.jobclient import job_client
 

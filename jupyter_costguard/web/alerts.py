@@ -12,7 +12,7 @@ from tornado import web
 
 from jupyter_costguard.alerts.requests import parse_raise_request, parse_snooze_request
 from jupyter_costguard.alerts.store import AlertError, AlertLimitError
-from jupyter_costguard.sampling.owner import owner_doc
+from jupyter_costguard.common.owner import owner_doc
 from jupyter_costguard.web.base import CostguardHandler
 
 

@@ -12,13 +12,13 @@ from jupyter_server.base.handlers import APIHandler
 from jupyter_server.utils import ensure_async
 from tornado import web
 
-from jupyter_costguard.alerts.jsonlimits import (
+from jupyter_costguard.alerts.store import MAX_BODY_BYTES, AlertStore
+from jupyter_costguard.common.jsonlimits import (
     MAX_DEPTH,
     JSONLimitError,
     check_string,
     parse_json,
 )
-from jupyter_costguard.alerts.store import MAX_BODY_BYTES, AlertStore
 from jupyter_costguard.cost.service import CostService
 
 AUTH_RESOURCE = "costguard"

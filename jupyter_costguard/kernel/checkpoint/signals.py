@@ -13,6 +13,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
+from jupyter_costguard.common.files import write_bytes
 from jupyter_costguard.kernel.checkpoint.settings import ENV_JOB_DIR, SIGNAL_OK
 from jupyter_costguard.kernel.checkpoint.upload import persist, wait
 
@@ -109,13 +110,8 @@ def _write_signal_ok() -> None:
     if not job_dir:
         return
     path = os.path.join(job_dir, SIGNAL_OK)
-    tmp = f"{path}.tmp-{os.getpid()}"
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        os.fchmod(fd, 0o600)
-        with os.fdopen(fd, "w") as f:
-            f.write(f"{os.getpid()}\n")
-        os.replace(tmp, path)
+        write_bytes(path, f"{os.getpid()}\n".encode())
     except OSError as e:
         _log.warning("could not write %s: %s", path, e)
 

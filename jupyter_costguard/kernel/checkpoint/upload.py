@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from jupyter_costguard._proc import pid_exists
+from jupyter_costguard.common.proc import pid_exists
 from jupyter_costguard.kernel.checkpoint.records import Checkpoint
 from jupyter_costguard.kernel.checkpoint.settings import ENV_JOB_DIR, ENV_STAGING, resolve
 from jupyter_costguard.kernel.checkpoint.steps import (
