@@ -43,4 +43,7 @@ rm -rf "$ext" && ln -s "$PWD/jupyter_costguard/labextension" "$ext"
 .venv/bin/mypy
 .venv/bin/lint-imports --no-cache  # the layering (pyproject.toml [tool.importlinter])
 (cd labextension && npm test --silent)
-exec .venv/bin/pytest "$@"
+# two workers (COSTGUARD_TEST_WORKERS=0 runs in one process): each test file stays on one
+# worker, and the tests that run a JupyterHub or a browser share one worker between them
+# (tests/conftest.py groups them), so they never compete with each other for the CPU
+exec .venv/bin/pytest -n "${COSTGUARD_TEST_WORKERS:-2}" --dist loadgroup "$@"

@@ -88,3 +88,21 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     in the captured log; pytest-xdist's workers send reports as UTF-8 and stop at one, so the
     captured sections are escaped before any other hook reads them."""
     report.sections = [(title, _utf8(body)) for title, body in report.sections]
+
+
+#: test files that run a real JupyterHub (single-user servers, the proxy, the service) or a
+#: real browser: they share one pytest-xdist worker, one file after another
+_HEAVY = ("tests/browser/", "tests/test_hub.py", "tests/test_hub_abuse.py",
+          "tests/test_hub_budgethold.py", "tests/test_hub_example.py",
+          "tests/test_hub_meter_hostile.py", "tests/test_hub_nodegpu_cull.py",
+          "tests/test_hub_policy.py")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """With `--dist loadgroup`, every file is one group (its module fixtures start once), and
+    the hub and browser files are one group between them."""
+    for item in items:
+        path = item.nodeid.split("::", 1)[0]
+        heavy = path.startswith(_HEAVY) or path in _HEAVY
+        item.add_marker(pytest.mark.xdist_group("heavy" if heavy else path))

@@ -278,7 +278,7 @@ class Hub:
     def start_server(self, user: str, options: dict[str, Any] | None = None) -> None:
         self.api("POST", f"/users/{user}/server", options or {})
 
-    def wait_ready(self, user: str, timeout: float = 120.0) -> None:
+    def wait_ready(self, user: str, timeout: float = 240.0) -> None:
         def ready() -> bool:
             model = self.api("GET", f"/users/{user}")
             server = (model.get("servers") or {}).get("")
