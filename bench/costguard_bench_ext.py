@@ -64,7 +64,7 @@ def _costguard_app(serverapp: Any) -> Any:
 
 
 def _install(serverapp: Any) -> None:
-    """Wrap the service's tick (instance attribute; `_run` looks it up every time)."""
+    """Wrap the service's tick (instance attribute; `_sample_loop` looks it up every time)."""
     if STATE.installed:
         return
     service = serverapp.web_app.settings["costguard_service"]

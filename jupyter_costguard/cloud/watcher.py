@@ -30,14 +30,16 @@ class MetadataWatcher:
 
     def start(self) -> None:
         if self._thread is None:
-            self._thread = threading.Thread(target=self._run, name="costguard-metadata",
+            self._thread = threading.Thread(target=self._watch, name="costguard-metadata",
                                             daemon=True)
             self._thread.start()
 
     def stop(self) -> None:
         self._stop.set()
 
-    def _run(self) -> None:
+    def _watch(self) -> None:
+        """The thread's loop: look up, keep a changed answer, wait; stops when lookups are off
+        (or the first one raised, which `lookup` never should)."""
         while not self._stop.is_set():
             try:
                 result = self._lookup()

@@ -181,9 +181,10 @@ class HubReporter:
         return self._task is not None and not self._task.done()
 
     def start(self) -> None:
-        self._task = asyncio.ensure_future(self._run())
+        self._task = asyncio.ensure_future(self._report_loop())
 
-    async def _run(self) -> None:
+    async def _report_loop(self) -> None:
+        """Report every `interval`, and at once when the user keeps a warned server running."""
         await asyncio.sleep(1.0)  # the first sample
         while True:
             try:

@@ -278,9 +278,11 @@ class CostService:
     def start(self, gather: Callable[[], Awaitable[list[KernelInfo]]]) -> None:
         """Start ticking on the running loop; `gather` collects kernel facts on the loop."""
         self._stopping = False
-        self._task = asyncio.ensure_future(self._run(gather))
+        self._task = asyncio.ensure_future(self._sample_loop(gather))
 
-    async def _run(self, gather: Callable[[], Awaitable[list[KernelInfo]]]) -> None:
+    async def _sample_loop(self, gather: Callable[[], Awaitable[list[KernelInfo]]]) -> None:
+        """A tick every `sample_interval` on the worker thread until `stop`; a failed tick is
+        logged, and a late one is not caught up."""
         loop = asyncio.get_running_loop()
         next_at = time.monotonic()
         while not self._stopping:

@@ -485,10 +485,10 @@ async def run_assigned(job_dir: Path, client: Any) -> int:
     runner = Runner(job_dir)
     runner.warm = client
     client.runner = runner
-    return await _run(runner, runner.run())
+    return await _exit_code(runner, runner.run())
 
 
-async def _run(runner: Runner, run: Coroutine[Any, Any, int]) -> int:
+async def _exit_code(runner: Runner, run: Coroutine[Any, Any, int]) -> int:
     """The run's exit code; a failure of the runner itself still ends the job, with why."""
     try:
         return await run
@@ -513,7 +513,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception:
         traceback.print_exc()
         return 2
-    return asyncio.run(_run(runner, runner.run()))
+    return asyncio.run(_exit_code(runner, runner.run()))
 
 
 if __name__ == "__main__":

@@ -110,7 +110,8 @@ class JobService:
         self._metrics_dirty = True
         jobdir.private_dir(self.jobs_dir)
 
-    async def _run(self, fn: Callable[..., T], *args: Any) -> T:
+    async def _on_worker(self, fn: Callable[..., T], *args: Any) -> T:
+        """`fn(*args)` on the one job worker thread, where the store and backends are used."""
         return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
 
     async def _prep(self, fn: Callable[..., T], *args: Any) -> T:
@@ -136,7 +137,7 @@ class JobService:
             self.follow()  # what a client reads is as fresh as the runners' files
             return self.store.list_jobs(notebook)
 
-        return await self._run(work)
+        return await self._on_worker(work)
 
     async def list_page(self, notebook: str | None = None, limit: int = PAGE_DEFAULT,
                         before: int | None = None) -> tuple[list[Job], int | None]:
@@ -148,7 +149,7 @@ class JobService:
             full = [self.store.get(j.id) if not j.terminal else j for j in jobs]
             return [f if f is not None else j for f, j in zip(full, jobs)], next_before
 
-        return await self._run(work)
+        return await self._on_worker(work)
 
     async def get(self, job_id: int) -> Job:
         def work() -> Job | None:
@@ -156,22 +157,22 @@ class JobService:
                 self.follow(only=job_id)
             return self.store.get(job_id)
 
-        job = await self._run(work)
+        job = await self._on_worker(work)
         if job is None:
             raise JobError(f"no job {job_id}", 404)
         return job
 
     async def docs(self, jobs: list[Job], detail: bool = False) -> list[dict[str, Any]]:
-        return await self._run(lambda: [self.documents.doc(j, detail) for j in jobs])
+        return await self._on_worker(lambda: [self.documents.doc(j, detail) for j in jobs])
 
     async def log(self, job_id: int, offset: int, limit: int) -> dict[str, Any]:
         job = await self.get(job_id)
-        return await self._run(self.documents.log, job, offset, limit)
+        return await self._on_worker(self.documents.log, job, offset, limit)
 
     async def results(self, job_id: int, names: list[str] | None = None) -> dict[str, Any]:
         """`names`: what `load_code` loads (a subset of the results); None: all of them."""
         job = await self.get(job_id)
-        return await self._run(self.documents.results, job, names)
+        return await self._on_worker(self.documents.results, job, names)
 
     async def delete_metrics(self, job_id: int) -> bool:
         """Delete the job's group from the Pushgateway."""
@@ -179,7 +180,7 @@ class JobService:
         url = self.settings.pushgateway_url
         if not url:
             raise JobError("no Pushgateway is configured (c.CostGuard.pushgateway_url)", 409)
-        return await self._run(lambda: delete_job_metrics(url, job_id))
+        return await self._on_worker(lambda: delete_job_metrics(url, job_id))
 
     def running_kernels(self) -> list[KernelInfo]:
         """Each running job's kernel, as the sampler sees kernels: its spend goes to the
@@ -225,7 +226,7 @@ class JobService:
         kernel = await self._prep(kernel_name, body, file, self.hooks.kernel_manager,
                                  self.hooks.kernel_spec_names)
         staging = self.jobs_dir / f"staging-{uuid.uuid4().hex}"
-        await self._run(jobdir.private_dir, staging)
+        await self._on_worker(jobdir.private_dir, staging)
         try:
             if options.send:
                 assert options.kernel_id is not None
@@ -240,9 +241,9 @@ class JobService:
             record = await self._prep(make_record, self.root, self.root / spec.notebook,
                                       Path(spec.cwd), spec.code, cells, spec.inputs, user)
             record = {**record, "bring_back_from": why}
-            job = await self._run(self._create, spec, sl, record, staging)
+            job = await self._on_worker(self._create, spec, sl, record, staging)
         except BaseException:
-            await self._run(shutil.rmtree, staging, True)
+            await self._on_worker(shutil.rmtree, staging, True)
             raise
         self._wake_follower(job)
         self._log_submit(job, "submitted")
@@ -288,8 +289,8 @@ class JobService:
         job = await self.get(job_id)
         if job.terminal:
             raise JobError(f"job {job_id} has already ended ({job.state})", 409)
-        if await self._run(self.launcher.launched, job):
-            await self._run(self.backends[job.spec.backend].cancel, job, self.job_dir(job_id))
+        if await self._on_worker(self.launcher.launched, job):
+            await self._on_worker(self.backends[job.spec.backend].cancel, job, self.job_dir(job_id))
         self.follower.cancel_at.setdefault(job_id, self.clock())
         self.follower.active.setdefault(job_id, job)
         self._wake.set()
@@ -320,7 +321,7 @@ class JobService:
             os.replace(staging, self.job_dir(job.id))
             return self.launcher.launch_or_wait(job, self.follower.active)
 
-        job = await self._run(work)
+        job = await self._on_worker(work)
         self._wake_follower(job)
         self._log_submit(job, f"submitted again (a rerun of job {job_id})")
         return job
@@ -340,21 +341,21 @@ class JobService:
                 pass
             self._task = None
         for backend in self.backends.values():
-            await self._run(backend.close)
+            await self._on_worker(backend.close)
         self._executor.shutdown(wait=True)
         self._prepare.shutdown(wait=True)
 
     async def _follow_forever(self) -> None:
-        await self._run(self._load_active)
+        await self._on_worker(self._load_active)
         for name, backend in self.backends.items():
             try:
-                await self._run(backend.start)
+                await self._on_worker(backend.start)
             except Exception:
                 log.exception("costguard: the %s backend could not start (e.g. a warm kernel "
                               "for jobs)", name)
         while True:
             try:
-                await self._run(self.follow)
+                await self._on_worker(self.follow)
             except Exception:
                 log.exception("costguard: following jobs failed")
             wait = self.settings.poll_interval if self.follower.active else 5.0

@@ -174,7 +174,7 @@ class _Uploader:
         self.queue: dict[str, Upload] = {}  # location -> the newest waiting upload
         self.current: Upload | None = None
         self.errors: dict[str, str] = {}  # location -> why its newest upload failed
-        self.thread = threading.Thread(target=self._run, name="costguard-checkpoint-upload",
+        self.thread = threading.Thread(target=self._drain_queue, name="costguard-checkpoint-upload",
                                        daemon=True)
         self.thread.start()
 
@@ -209,7 +209,8 @@ class _Uploader:
         with self.cond:
             return task.location in self.queue
 
-    def _run(self) -> None:
+    def _drain_queue(self) -> None:
+        """The thread's loop: upload what waits, one at a time, for the life of the kernel."""
         while True:
             with self.cond:
                 while not self.queue:
