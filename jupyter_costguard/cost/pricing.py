@@ -34,7 +34,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from jupyter_costguard.cloud.container import CgroupLimits, ContainerShare, container_share
-from jupyter_costguard.cloud.metadata import MetadataResult
+from jupyter_costguard.cloud.metadata import CloudIdentity, MetadataResult
 from jupyter_costguard.cost.catalog import (
     GIB_BYTES,
     MARKET_ON_DEMAND,
@@ -191,90 +191,141 @@ def resolve_pricing(
     identity = metadata.identity if metadata is not None else None
     tried: list[str] = list(metadata.tried) if metadata is not None else [
         "cloud metadata: not asked (yet)"]
-    market_value, market_source = _pick(market, environ, ENV_MARKET,
-                                        identity.market if identity else None)
-    market_value = (market_value or MARKET_ON_DEMAND).lower()
-    if market_value not in (MARKET_ON_DEMAND, MARKET_SPOT):
-        tried.append(f"market {market_value!r} ({market_source}) is not on-demand or spot; "
-                     f"on-demand used")
-        market_value, market_source = MARKET_ON_DEMAND, SOURCE_DEFAULT
-    if market_source == SOURCE_DEFAULT:
-        market_source = SOURCE_CONFIG  # the documented default, on-demand
-    check_market(market_value)
+    market_value, market_source = _market(market, environ, identity, tried)
     where, region_source = _pick(region, environ, ENV_REGION,
                                  identity.region if identity else None)
-    if identity is not None:
-        provider = identity.provider
-    if gpu_share is not None and not (0.0 <= gpu_share <= 1.0):
-        raise ValueError(f"gpu_share must be between 0 and 1, got {gpu_share!r}")
-    if hourly_rate is not None and not (math.isfinite(hourly_rate) and hourly_rate >= 0):
-        raise ValueError(f"hourly_rate must be a non-negative number, got {hourly_rate!r}")
+    _check_numbers(gpu_share, hourly_rate)
+    r = _Resolution(catalog, environ, gpu, host, container, currency, gpu_share, market_value,
+                    market_source, where, region_source,
+                    identity.provider if identity is not None else provider, tried)
 
-    def done(p: Pricing) -> Pricing:
-        return replace(p, tried=tuple(tried), region=where, region_source=region_source,
-                       market_source=market_source, provider=provider)
-
-    def unpriced(detail: str) -> Pricing:
-        return done(Pricing(None, None, currency, market_value, SOURCE_UNPRICED, detail,
-                            gpu_share if gpu_share is not None else 0.0))
-
-    def priced(row: InstanceType, source: str, what: str) -> Pricing:
-        regional, note = catalog.in_region(row, where)
-        if note:
-            tried.append(note)
-        p = _priced(regional, source, what, market_value, gpu_share)
-        p = replace(p, region_note=note, instance_rate_per_hour=p.rate_per_hour,
-                    gpu_count=regional.gpu_count)
-        if note:
-            p = replace(p, detail=f"{p.detail}; {note}")
-        return done(_with_share(p, container, environ, gpu, host, tried))
-
-    def named(name: str, source: str, said: str, fix: str) -> Pricing:
-        tried.append(said)
-        row, why = _from_name(catalog, name, provider)
-        if row is not None:
-            return priced(row, source, f"{said}: {row.describe()}")
-        if why:  # ambiguous: the sentence says how to choose
-            return unpriced(f"{said} {why}")
-        return unpriced(f"{said} is not in the price catalog; {fix}, add the type with an "
-                        f"extra catalog file, or set c.CostGuard.hourly_rate; running unpriced")
-
-    configured = (instance_type or "").strip()
-    if configured:
-        return named(configured, SOURCE_CONFIG, f"c.CostGuard.instance_type = {configured!r}",
-                     "fix c.CostGuard.instance_type")
-    from_env = environ.get(ENV_INSTANCE_TYPE, "").strip()
-    if from_env:
-        return named(from_env, SOURCE_ENVIRONMENT, f"{ENV_INSTANCE_TYPE}={from_env!r}",
-                     f"fix {ENV_INSTANCE_TYPE}")
+    by_name = r.from_name(instance_type)
+    if by_name is not None:
+        return by_name
     if identity is not None:
         row = catalog.get(identity.instance_type, identity.provider)
         if row is not None:
-            return priced(row, SOURCE_METADATA, f"{identity.detail}: {row.describe()}")
+            return r.priced(row, SOURCE_METADATA, f"{identity.detail}: {row.describe()}")
         tried.append(f"the metadata's {identity.provider}/{identity.instance_type} is not in "
                      f"the price catalog")
 
-    found, said = _detect(catalog, gpu, host, provider)
+    found, said = _detect(catalog, gpu, host, r.provider)
     tried.append(f"shape: {said}")
     if found is not None:
-        return priced(found, SOURCE_DETECTED, f"detected {said}")
+        return r.priced(found, SOURCE_DETECTED, f"detected {said}")
 
     why_not = "" if identity is None else (
         f"metadata named {identity.provider}/{identity.instance_type}, not in the catalog, ")
     tried_text = f"no instance_type configured, {ENV_INSTANCE_TYPE} unset, {why_not}{said}"
     if hourly_rate is not None:
-        has_gpus = bool(_physical_gpus(gpu))
-        if gpu_share is not None:
-            share, share_why = gpu_share, "as configured"
-        elif has_gpus:
+        return r.from_hourly_rate(hourly_rate, tried_text)
+    return r.unpriced(f"{tried_text}; set c.CostGuard.instance_type or c.CostGuard.hourly_rate")
+
+
+def _market(configured: str | None, environ: Mapping[str, str],
+            identity: CloudIdentity | None, tried: list[str]) -> tuple[str, str]:
+    """(market, source): on-demand or spot, in the order config > environment > metadata;
+    anything else is noted in `tried` and priced on-demand."""
+    value, source = _pick(configured, environ, ENV_MARKET,
+                          identity.market if identity else None)
+    value = (value or MARKET_ON_DEMAND).lower()
+    if value not in (MARKET_ON_DEMAND, MARKET_SPOT):
+        tried.append(f"market {value!r} ({source}) is not on-demand or spot; on-demand used")
+        value, source = MARKET_ON_DEMAND, SOURCE_DEFAULT
+    if source == SOURCE_DEFAULT:
+        source = SOURCE_CONFIG  # the documented default, on-demand
+    check_market(value)
+    return value, source
+
+
+def _check_numbers(gpu_share: float | None, hourly_rate: float | None) -> None:
+    """A configured share or rate outside its range is the operator's error: raise."""
+    if gpu_share is not None and not (0.0 <= gpu_share <= 1.0):
+        raise ValueError(f"gpu_share must be between 0 and 1, got {gpu_share!r}")
+    if hourly_rate is not None and not (math.isfinite(hourly_rate) and hourly_rate >= 0):
+        raise ValueError(f"hourly_rate must be a non-negative number, got {hourly_rate!r}")
+
+
+@dataclass
+class _Resolution:
+    """One `resolve_pricing` call: what it has settled (market, region, provider), what it
+    has tried, and the ways it can end, each answer stamped with all of that."""
+
+    catalog: Catalog
+    environ: Mapping[str, str]
+    gpu: GpuReading | None
+    host: HostSample | None
+    container: ContainerFacts | None
+    currency: str  # of a configured hourly_rate
+    gpu_share: float | None  # configured
+    market: str
+    market_source: str
+    region: str | None
+    region_source: str
+    provider: str | None
+    tried: list[str]
+
+    def done(self, p: Pricing) -> Pricing:
+        return replace(p, tried=tuple(self.tried), region=self.region,
+                       region_source=self.region_source, market_source=self.market_source,
+                       provider=self.provider)
+
+    def unpriced(self, detail: str) -> Pricing:
+        share = self.gpu_share if self.gpu_share is not None else 0.0
+        return self.done(Pricing(None, None, self.currency, self.market, SOURCE_UNPRICED,
+                                 detail, share))
+
+    def priced(self, row: InstanceType, source: str, what: str) -> Pricing:
+        """A catalog row's price in the region, then the container's share of it."""
+        regional, note = self.catalog.in_region(row, self.region)
+        if note:
+            self.tried.append(note)
+        p = _priced(regional, source, what, self.market, self.gpu_share)
+        p = replace(p, region_note=note, instance_rate_per_hour=p.rate_per_hour,
+                    gpu_count=regional.gpu_count)
+        if note:
+            p = replace(p, detail=f"{p.detail}; {note}")
+        return self.done(_with_share(p, self.container, self.environ, self.gpu, self.host,
+                                     self.tried))
+
+    def from_name(self, instance_type: str | None) -> Pricing | None:
+        """The configured type, else the environment's; None when neither names one."""
+        configured = (instance_type or "").strip()
+        if configured:
+            return self.named(configured, SOURCE_CONFIG,
+                              f"c.CostGuard.instance_type = {configured!r}",
+                              "fix c.CostGuard.instance_type")
+        from_env = self.environ.get(ENV_INSTANCE_TYPE, "").strip()
+        if from_env:
+            return self.named(from_env, SOURCE_ENVIRONMENT, f"{ENV_INSTANCE_TYPE}={from_env!r}",
+                              f"fix {ENV_INSTANCE_TYPE}")
+        return None
+
+    def named(self, name: str, source: str, said: str, fix: str) -> Pricing:
+        """A named type: priced from its row, or unpriced with what to fix."""
+        self.tried.append(said)
+        row, why = _from_name(self.catalog, name, self.provider)
+        if row is not None:
+            return self.priced(row, source, f"{said}: {row.describe()}")
+        if why:  # ambiguous: the sentence says how to choose
+            return self.unpriced(f"{said} {why}")
+        return self.unpriced(f"{said} is not in the price catalog; {fix}, add the type with "
+                             f"an extra catalog file, or set c.CostGuard.hourly_rate; running "
+                             f"unpriced")
+
+    def from_hourly_rate(self, hourly_rate: float, tried_text: str) -> Pricing:
+        """No instance known: the configured rate, with a GPU share if GPUs are here."""
+        if self.gpu_share is not None:
+            share, share_why = self.gpu_share, "as configured"
+        elif _physical_gpus(self.gpu):
             share, share_why = HOURLY_RATE_GPU_SHARE, "default with GPUs present"
         else:
             share, share_why = 0.0, "no GPUs seen"
-        detail = (f"c.CostGuard.hourly_rate = {_money(hourly_rate)} {currency}/h "
-                  f"{market_value} (GPU share {share:.2f}, {share_why}); {tried_text}")
-        return done(Pricing(None, hourly_rate, currency, market_value, SOURCE_HOURLY_RATE,
-                            detail, share, instance_rate_per_hour=hourly_rate))
-    return unpriced(f"{tried_text}; set c.CostGuard.instance_type or c.CostGuard.hourly_rate")
+        detail = (f"c.CostGuard.hourly_rate = {_rate_text(hourly_rate)} {self.currency}/h "
+                  f"{self.market} (GPU share {share:.2f}, {share_why}); {tried_text}")
+        return self.done(Pricing(None, hourly_rate, self.currency, self.market,
+                                 SOURCE_HOURLY_RATE, detail, share,
+                                 instance_rate_per_hour=hourly_rate))
 
 
 def _with_share(p: Pricing, container: ContainerFacts | None, environ: Mapping[str, str],
@@ -300,7 +351,7 @@ def _with_share(p: Pricing, container: ContainerFacts | None, environ: Mapping[s
         share=share, gpu_count=share.gpus_held,
         cpu_capacity=container.limits.cpus if share.cpu_share < 1.0 else None,
         detail=(f"{p.detail}; container share {rate / p.rate_per_hour:.1%} of the instance "
-                f"({_money(rate)} {p.currency}/h): {said}"))
+                f"({_rate_text(rate)} {p.currency}/h): {said}"))
 
 
 def _from_name(catalog: Catalog, name: str, provider: str | None
@@ -333,7 +384,7 @@ def _priced(row: InstanceType, source: str, what: str, market: str,
     share_why = ("as configured" if gpu_share is not None
                  else "from catalog" if row.catalog_gpu_share is not None else "default rule")
     dated = f"list price of {row.retrieved}" if row.retrieved else "user-supplied price"
-    detail = (f"{what}; {_money(rate)} {row.currency}/h {used_market} ({dated}, "
+    detail = (f"{what}; {_rate_text(rate)} {row.currency}/h {used_market} ({dated}, "
               f"{row.source_url or row.origin}), GPU share {share:.2f} ({share_why}){note}")
     return Pricing(row, rate, row.currency, used_market, source, detail, share)
 
@@ -382,5 +433,6 @@ def _detect(catalog: Catalog, gpu: GpuReading | None, host: HostSample | None,
     return None, f"no catalog match for {facts}"
 
 
-def _money(x: float) -> str:
+def _rate_text(x: float) -> str:
+    """A rate for the pricing detail line: four significant figures, whole units from 1,000."""
     return f"{x:.4g}" if x < 1000 else f"{x:,.0f}"
