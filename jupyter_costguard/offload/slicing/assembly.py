@@ -9,7 +9,7 @@ from typing import Any
 
 from jupyter_costguard.offload.slicing.analysis import CellAnalyser, CellNames
 from jupyter_costguard.offload.slicing.ipython import transformer
-from jupyter_costguard.offload.slicing.notebook import NotebookCell, read_cells
+from jupyter_costguard.offload.slicing.notebook import NotebookCell, check_cells
 from jupyter_costguard.offload.slicing.notices import slice_warnings
 from jupyter_costguard.offload.slicing.result import Slice, SlicedCell, SliceError
 from jupyter_costguard.offload.slicing.state import NotebookState, is_pseudo, setup_of, shown
@@ -67,7 +67,7 @@ def slice_cells(
     wanted = list(dict.fromkeys(selected))
     if not wanted:
         raise SliceError("no cells selected")
-    entries = read_cells(cells)
+    entries = check_cells(cells)
     by_id = {e.cell_id: e for e in entries}
     for cell_id in wanted:
         entry = by_id.get(cell_id)

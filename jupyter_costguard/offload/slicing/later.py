@@ -27,7 +27,7 @@ from typing import Any
 
 from jupyter_costguard.offload.slicing.analysis import CellAnalyser, CellNames, Effects
 from jupyter_costguard.offload.slicing.ipython import transformer
-from jupyter_costguard.offload.slicing.notebook import NotebookCell, read_cells
+from jupyter_costguard.offload.slicing.notebook import NotebookCell, check_cells
 from jupyter_costguard.offload.slicing.result import SliceError
 from jupyter_costguard.offload.slicing.state import NotebookState
 
@@ -58,7 +58,7 @@ def _is_code(e: NotebookCell, transform: Any) -> bool:
 
 def follows(cells: Sequence[Mapping[str, Any]], selected: Iterable[str]) -> bool:
     """Whether a non-empty code cell comes after the last selected one."""
-    entries = read_cells(cells)
+    entries = check_cells(cells)
     chosen = set(selected)
     last = max((e.index for e in entries if e.cell_id in chosen), default=-1)
     transform = transformer()
@@ -69,7 +69,7 @@ def used_later(cells: Sequence[Mapping[str, Any]], selected: Iterable[str],
                names: Iterable[str]) -> tuple[str, ...]:
     """Those of `names` (what the selected cells define) that a cell after the first
     selected one, not itself selected, reads (see the module's docstring), sorted."""
-    entries = read_cells(cells)
+    entries = check_cells(cells)
     chosen = set(selected)
     first = min((e.index for e in entries if e.cell_id in chosen), default=len(entries))
     pending, used = set(names), set()

@@ -19,8 +19,9 @@ class NotebookCell:
     source: str
 
 
-def read_cells(cells: Sequence[Mapping[str, Any]]) -> list[NotebookCell]:
-    """Check and normalise the frontend's cells; a missing id becomes `#<index>`."""
+def check_cells(cells: Sequence[Mapping[str, Any]]) -> list[NotebookCell]:
+    """The frontend's cells, checked and normalised into what the slicer reads; a missing id
+    becomes `#<index>`. Raises `SliceError` naming the first bad cell."""
     out: list[NotebookCell] = []
     seen: set[str] = set()
     for index, cell in enumerate(cells):
