@@ -21,7 +21,7 @@ from tornado.httpclient import HTTPClientError
 from jupyter_costguard.offload.requests import default_bring_back
 from jupyter_costguard.offload.slicing import slice_cells
 from jupyter_costguard.offload.slicing.later import follows, used_later
-from jupyter_costguard.offload.state import load_code
+from jupyter_costguard.offload.variables import load_code
 from tests.support.jobs import submit, wait_job
 from tests.support.notebooks import code, markdown, write_notebook
 from tests.support.openapi_check import validate

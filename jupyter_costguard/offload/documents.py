@@ -17,7 +17,7 @@ from jupyter_costguard.offload.accounting import Accounting
 from jupyter_costguard.offload.backends.base import Backend
 from jupyter_costguard.offload.errors import JobError
 from jupyter_costguard.offload.spec import Job, label
-from jupyter_costguard.offload.state import load_code
+from jupyter_costguard.offload.variables import load_code
 
 log = logging.getLogger("jupyter_costguard")
 

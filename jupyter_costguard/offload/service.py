@@ -44,8 +44,8 @@ from jupyter_costguard.offload.requests import (
 from jupyter_costguard.offload.settings import JobSettings, ServerHooks
 from jupyter_costguard.offload.slicing import Slice
 from jupyter_costguard.offload.spec import STATES, Job, JobSpec
-from jupyter_costguard.offload.state import SendError, send_variables
 from jupyter_costguard.offload.store import PAGE_DEFAULT, JobStore
+from jupyter_costguard.offload.variables import SendError, send_variables
 from jupyter_costguard.sampling.records import KernelInfo
 
 log = logging.getLogger("jupyter_costguard")
