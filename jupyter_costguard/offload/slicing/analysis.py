@@ -307,23 +307,7 @@ class CellAnalyser(CallRules):
 
     def _stmt(self, s: ast.stmt, known: set[str]) -> None:
         if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            a = s.args
-            for expr in [*s.decorator_list, *a.defaults, *a.kw_defaults, s.returns]:
-                self._expr(expr, known)
-            for arg in [*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg]:
-                self._expr(arg.annotation if arg else None, known)
-            scope = self._nested(s, known)
-            self._bind(s.name, known)
-            stores, changes = set(scope.global_stores), scope.changes()
-            changes |= {
-                r for r, chain, change in scope.free_method_calls()
-                if self._chain_changes(r, chain, change)
-            }
-            for callee in scope.free_calls() - {s.name}:  # what the functions it calls do
-                callee_stores, callee_changes = self.writers.get(callee, (frozenset(), frozenset()))
-                stores |= callee_stores
-                changes |= callee_changes
-            self.writers[s.name] = (frozenset(stores), frozenset(changes))
+            self._function_def(s, known)
         elif isinstance(s, ast.ClassDef):
             for expr in [*s.decorator_list, *s.bases, *(k.value for k in s.keywords)]:
                 self._expr(expr, known)
@@ -348,21 +332,8 @@ class CellAnalyser(CallRules):
         elif isinstance(s, ast.Delete):
             for target in s.targets:
                 self._delete(target, known)
-        elif isinstance(s, ast.Import):
-            for alias in s.names:
-                self._import_needs(alias.name, 0, known)
-                name = alias.asname or alias.name.split(".")[0]
-                self._import(name, known, alias.name if alias.asname else name, True)
-        elif isinstance(s, ast.ImportFrom):
-            self._import_needs(s.module or "", s.level, known)
-            for alias in s.names:
-                if alias.name == "*":
-                    self.out.stars.append("." * s.level + (s.module or ""))
-                    self.caveats.append("star-import")
-                else:
-                    dotted = "." * s.level + f"{s.module or ''}.{alias.name}".lstrip(".")
-                    sub = alias.name[:1].islower() and libraries.import_is_fixed(dotted)
-                    self._import(alias.asname or alias.name, known, dotted, sub)
+        elif isinstance(s, (ast.Import, ast.ImportFrom)):
+            self._import_stmt(s, known)
         elif isinstance(s, (ast.For, ast.AsyncFor, ast.While)):
             self._loop(s, known)
         elif isinstance(s, ast.If):
@@ -377,39 +348,87 @@ class CellAnalyser(CallRules):
         elif isinstance(s, ast.Try) or (sys.version_info >= (3, 11) and isinstance(s, ast.TryStar)):
             self._try(s, known)
         elif sys.version_info >= (3, 10) and isinstance(s, ast.Match):
-            self._expr(s.subject, known)
-            for case in s.cases:
-                inner = set(known)
-                for node in ast.walk(case.pattern):
-                    if isinstance(node, ast.Name):
-                        self._load(node.id, inner)
-                    elif isinstance(node, (ast.MatchAs, ast.MatchStar)) and node.name:
-                        self._bind(node.name, inner)
-                    elif isinstance(node, ast.MatchMapping) and node.rest:
-                        self._bind(node.rest, inner)
-                self._expr(case.guard, inner)
-                self._stmts(case.body, inner)
+            self._match(s, known)
         elif isinstance(s, ast.Expr):
-            self._expr(s.value, known)
-            call = s.value.value if isinstance(s.value, ast.Await) else s.value
-            module = root_name(call.func.value) if (
-                isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)
-            ) else None
-            if module is not None and self._is_module(module):  # the table decides
-                if isinstance(call, ast.Call) and self._module_call_changes(call):
-                    self._mutate(module, known)
-            else:
-                root = changed_by_call(s.value)
-                if root is None and isinstance(call, ast.Call):
-                    root = self._figure_drawn(call)
-                if root is not None:
-                    self._mutate(root, known)
+            self._expr_stmt(s, known)
         elif not isinstance(s, (ast.Global, ast.Nonlocal)):
             for child in ast.iter_child_nodes(s):
                 if isinstance(child, ast.stmt):
                     self._stmt(child, known)
                 else:
                     self._expr(child, known)
+
+    def _function_def(self, s: ast.FunctionDef | ast.AsyncFunctionDef, known: set[str]) -> None:
+        """What the signature reads now, and what a call will do later (`writers`): the
+        globals the body assigns and the names it changes, with those of what it calls."""
+        a = s.args
+        for expr in [*s.decorator_list, *a.defaults, *a.kw_defaults, s.returns]:
+            self._expr(expr, known)
+        for arg in [*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg]:
+            self._expr(arg.annotation if arg else None, known)
+        scope = self._nested(s, known)
+        self._bind(s.name, known)
+        stores, changes = set(scope.global_stores), scope.changes()
+        changes |= {
+            r for r, chain, change in scope.free_method_calls()
+            if self._chain_changes(r, chain, change)
+        }
+        for callee in scope.free_calls() - {s.name}:  # what the functions it calls do
+            callee_stores, callee_changes = self.writers.get(callee, (frozenset(), frozenset()))
+            stores |= callee_stores
+            changes |= callee_changes
+        self.writers[s.name] = (frozenset(stores), frozenset(changes))
+
+    def _import_stmt(self, s: ast.Import | ast.ImportFrom, known: set[str]) -> None:
+        """Each imported name bound, with what it stands for; a star import noted."""
+        if isinstance(s, ast.Import):
+            for alias in s.names:
+                self._import_needs(alias.name, 0, known)
+                name = alias.asname or alias.name.split(".")[0]
+                self._import(name, known, alias.name if alias.asname else name, True)
+            return
+        self._import_needs(s.module or "", s.level, known)
+        for alias in s.names:
+            if alias.name == "*":
+                self.out.stars.append("." * s.level + (s.module or ""))
+                self.caveats.append("star-import")
+            else:
+                dotted = "." * s.level + f"{s.module or ''}.{alias.name}".lstrip(".")
+                sub = alias.name[:1].islower() and libraries.import_is_fixed(dotted)
+                self._import(alias.asname or alias.name, known, dotted, sub)
+
+    def _match(self, s: ast.Match, known: set[str]) -> None:
+        """Each case a branch of its own: its pattern's captures bound only inside it."""
+        self._expr(s.subject, known)
+        for case in s.cases:
+            inner = set(known)
+            for node in ast.walk(case.pattern):
+                if isinstance(node, ast.Name):
+                    self._load(node.id, inner)
+                elif isinstance(node, (ast.MatchAs, ast.MatchStar)) and node.name:
+                    self._bind(node.name, inner)
+                elif isinstance(node, ast.MatchMapping) and node.rest:
+                    self._bind(node.rest, inner)
+            self._expr(case.guard, inner)
+            self._stmts(case.body, inner)
+
+    def _expr_stmt(self, s: ast.Expr, known: set[str]) -> None:
+        """A bare call may change what it is called on: a module's by the library table, else
+        the object's (`x.append`, an in-place method, drawing on a figure)."""
+        self._expr(s.value, known)
+        call = s.value.value if isinstance(s.value, ast.Await) else s.value
+        module = root_name(call.func.value) if (
+            isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)
+        ) else None
+        if module is not None and self._is_module(module):  # the table decides
+            if isinstance(call, ast.Call) and self._module_call_changes(call):
+                self._mutate(module, known)
+        else:
+            root = changed_by_call(s.value)
+            if root is None and isinstance(call, ast.Call):
+                root = self._figure_drawn(call)
+            if root is not None:
+                self._mutate(root, known)
 
     def _import(self, name: str, known: set[str], dotted: str, module: bool) -> None:
         self.out.imports.add(name)
