@@ -13,6 +13,7 @@ import json
 import re
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from jupyter_costguard.offload.backends.kubernetes import manifest
@@ -200,107 +201,137 @@ def pod_summary(pod: Mapping[str, Any]) -> dict[str, Any]:
             "reason": term.get("reason") if term else (pod.get("status") or {}).get("reason")}
 
 
+@dataclass
+class _Reading:
+    """What `derive` has read so far from the pods and the Job, and what the log should say."""
+
+    said: dict[str, Any]  # the backend's notes: what the log already said, by pod and "waiting"
+    base: int  # attempts made by Jobs before this one (a retry after disruption)
+    max_attempts: int
+    now: float
+    attempts: list[dict[str, Any]]
+    times: dict[str, float] = field(default_factory=dict)
+    lines: list[str] = field(default_factory=list)
+    counted: int = 0  # this Job's pods that count as attempts (not disrupted)
+
+
 def derive(job: Job, obj: Mapping[str, Any], pods: list[dict[str, Any]],
            events: list[dict[str, Any]], state: dict[str, Any],
            now: float) -> tuple[dict[str, Any], list[str]]:
     """The job's status as the runner would write it (`RunnerStatus.to_json`) from the Job
     and its pods, and the lines to add to the log about what changed (updates `state`, the
     backend's notes: what was already said)."""
-    lines: list[str] = []
-    said = state.setdefault("said", {})
-    max_attempts = job.spec.retries + 1
-    base = int(state.get("attempt_base", 0))
-    attempts = list(state.get("attempts_before", []))
-    times: dict[str, float] = {}
-    counted = 0
+    r = _Reading(said=state.setdefault("said", {}), base=int(state.get("attempt_base", 0)),
+                 max_attempts=job.spec.retries + 1, now=now,
+                 attempts=list(state.get("attempts_before", [])))
     for pod in pods:
-        pod_name = pod["metadata"]["name"]
-        scheduled = _scheduled(pod)
-        c = container(pod) or {}
-        run_state = (c.get("state") or {}).get("running") or {}
-        term = _terminated(pod)
-        disrupted = _disrupted(pod)
-        if disrupted is None:
-            counted += 1
-        if scheduled is not None:
-            times.setdefault("starting", parse_time(scheduled.get("lastTransitionTime")) or now)
-            if said.get(pod_name) is None:
-                said[pod_name] = "scheduled"
-                node = (pod.get("spec") or {}).get("nodeName")
-                lines.append(f"attempt {base + max(counted, 1)} of {max_attempts}: pod "
-                             f"{pod_name}" + (f" on node {node}" if node else ""))
-        started = run_state.get("startedAt") or (term or {}).get("startedAt")
-        if started:
-            times.setdefault("running", parse_time(started) or now)
-        outcome = "running"
-        reason = None
-        if term is not None or pod_phase(pod) in ("Succeeded", "Failed"):
-            if pod_phase(pod) == "Succeeded" or (term or {}).get("exitCode") == 0:
-                outcome = "succeeded"
-            elif disrupted is not None:
-                outcome = "disrupted"
-                reason = f"{disrupted.get('reason')}: {disrupted.get('message') or ''}" \
-                    .rstrip(": ")
-            else:
-                outcome = "failed"
-                reason = _runner_reason(pod) or _pod_failure(pod)
-            if said.get(pod_name) != "ended":
-                said[pod_name] = "ended"
-                if outcome == "disrupted":
-                    lines.append(f"pod {pod_name} was disrupted ({reason}); "
-                                 "this does not count against the job's retries")
-                elif outcome == "failed":
-                    lines.append(f"pod {pod_name} failed: {reason}")
-        message = _termination_message(pod)
-        if isinstance(message, dict):
-            for phase, when in (message.get("phase_times") or {}).items():
-                if phase == "finishing" and isinstance(when, (int, float)):
-                    times.setdefault(phase, float(when))
-        attempts.append({
-            "attempt": base + max(counted, 1), "pod": pod_name,
-            "node": (pod.get("spec") or {}).get("nodeName"),
-            "start": parse_time(started) if started else None,
-            "end": parse_time((term or {}).get("finishedAt")) if term else None,
-            "outcome": outcome, "reason": reason})
-
-    conds = _conditions(obj)
-    exit_reason: str | None = None
-    waiting: str | None = None
-    if "Complete" in conds:
-        st, phase = "succeeded", "done"
-        times["done"] = parse_time(conds["Complete"].get("lastTransitionTime")) \
-            or parse_time((obj.get("status") or {}).get("completionTime")) or now
-    elif "Failed" in conds:
-        st, phase = "failed", "done"
-        times["done"] = parse_time(conds["Failed"].get("lastTransitionTime")) or now
-        exit_reason = _job_failure(job, conds["Failed"], pods)
-    else:
-        active = [p for p in pods if pod_phase(p) in ("Pending", "Running")]
-        current = active[-1] if active else None
-        if current is not None and running(current):
-            st, phase = "running", "running"
-        elif current is not None:
-            waiting = _waiting_reason(current) or _event_reason(events)
-            st, phase = ("running", "starting") if times.get("starting") or \
-                _scheduled(current) else ("queued", "queued")
-        else:
-            waiting = _event_reason(events)
-            if pods:
-                st, phase = "running", "starting"
-                waiting = waiting or "waiting for Kubernetes to start another pod"
-            else:
-                st, phase = "queued", "queued"
-        if waiting and said.get("waiting") != waiting:
-            lines.append(f"waiting: {waiting}")
-        said["waiting"] = waiting
+        _read_pod(r, pod)
+    st, phase, exit_reason, waiting = _job_state(job, obj, pods, events, r)
     if st in ("succeeded", "failed"):
-        times.setdefault("finishing", times["done"])
+        r.times.setdefault("finishing", r.times["done"])
     status = RunnerStatus(
-        state=st, phase=phase, attempt=base + counted, attempts=attempts, phase_times=times,
-        exit_reason=exit_reason, kernel_pid=None, runner_pid=None, updated=now,
+        state=st, phase=phase, attempt=r.base + r.counted, attempts=r.attempts,
+        phase_times=r.times, exit_reason=exit_reason, kernel_pid=None, runner_pid=None,
+        updated=now,
         kubernetes={"job": obj.get("metadata", {}).get("name"), "waiting": waiting,
                     "pods": [p["metadata"]["name"] for p in pods]})
-    return status.to_json(), lines
+    return status.to_json(), r.lines
+
+
+def _read_pod(r: _Reading, pod: dict[str, Any]) -> None:
+    """One pod as an attempt: when it was scheduled, started and ended, how, and the log
+    lines for what is new (scheduled, ended) since the last reading."""
+    pod_name = pod["metadata"]["name"]
+    scheduled = _scheduled(pod)
+    c = container(pod) or {}
+    run_state = (c.get("state") or {}).get("running") or {}
+    term = _terminated(pod)
+    disrupted = _disrupted(pod)
+    if disrupted is None:
+        r.counted += 1
+    attempt = r.base + max(r.counted, 1)
+    if scheduled is not None:
+        r.times.setdefault("starting", parse_time(scheduled.get("lastTransitionTime")) or r.now)
+        if r.said.get(pod_name) is None:
+            r.said[pod_name] = "scheduled"
+            node = (pod.get("spec") or {}).get("nodeName")
+            r.lines.append(f"attempt {attempt} of {r.max_attempts}: pod "
+                           f"{pod_name}" + (f" on node {node}" if node else ""))
+    started = run_state.get("startedAt") or (term or {}).get("startedAt")
+    if started:
+        r.times.setdefault("running", parse_time(started) or r.now)
+    outcome, reason = _pod_outcome(pod, term, disrupted)
+    if outcome != "running" and r.said.get(pod_name) != "ended":
+        r.said[pod_name] = "ended"
+        if outcome == "disrupted":
+            r.lines.append(f"pod {pod_name} was disrupted ({reason}); "
+                           "this does not count against the job's retries")
+        elif outcome == "failed":
+            r.lines.append(f"pod {pod_name} failed: {reason}")
+    message = _termination_message(pod)
+    if isinstance(message, dict):
+        for phase, when in (message.get("phase_times") or {}).items():
+            if phase == "finishing" and isinstance(when, (int, float)):
+                r.times.setdefault(phase, float(when))
+    r.attempts.append({
+        "attempt": attempt, "pod": pod_name,
+        "node": (pod.get("spec") or {}).get("nodeName"),
+        "start": parse_time(started) if started else None,
+        "end": parse_time((term or {}).get("finishedAt")) if term else None,
+        "outcome": outcome, "reason": reason})
+
+
+def _pod_outcome(pod: Mapping[str, Any], term: Mapping[str, Any] | None,
+                 disrupted: Mapping[str, Any] | None) -> tuple[str, str | None]:
+    """(outcome, reason): running until the pod ends; then succeeded, disrupted (not the
+    job's fault: it does not count against retries) or failed, with why."""
+    if term is None and pod_phase(pod) not in ("Succeeded", "Failed"):
+        return "running", None
+    if pod_phase(pod) == "Succeeded" or (term or {}).get("exitCode") == 0:
+        return "succeeded", None
+    if disrupted is not None:
+        return "disrupted", f"{disrupted.get('reason')}: {disrupted.get('message') or ''}" \
+            .rstrip(": ")
+    return "failed", _runner_reason(pod) or _pod_failure(pod)
+
+
+def _job_state(job: Job, obj: Mapping[str, Any], pods: list[dict[str, Any]],
+               events: list[dict[str, Any]], r: _Reading
+               ) -> tuple[str, str, str | None, str | None]:
+    """(state, phase, exit reason, why it waits) from the Job's conditions, else from its
+    newest active pod; a new reason to wait is said in the log once."""
+    conds = _conditions(obj)
+    if "Complete" in conds:
+        r.times["done"] = parse_time(conds["Complete"].get("lastTransitionTime")) \
+            or parse_time((obj.get("status") or {}).get("completionTime")) or r.now
+        return "succeeded", "done", None, None
+    if "Failed" in conds:
+        r.times["done"] = parse_time(conds["Failed"].get("lastTransitionTime")) or r.now
+        return "failed", "done", _job_failure(job, conds["Failed"], pods), None
+    st, phase, waiting = _not_ended_state(pods, events, r.times)
+    if waiting and r.said.get("waiting") != waiting:
+        r.lines.append(f"waiting: {waiting}")
+    r.said["waiting"] = waiting
+    return st, phase, None, waiting
+
+
+def _not_ended_state(pods: list[dict[str, Any]], events: list[dict[str, Any]],
+                     times: Mapping[str, float]) -> tuple[str, str, str | None]:
+    """(state, phase, why it waits) of a Job that has not ended: running, starting (a pod
+    was scheduled) or queued."""
+    active = [p for p in pods if pod_phase(p) in ("Pending", "Running")]
+    current = active[-1] if active else None
+    if current is not None and running(current):
+        return "running", "running", None
+    if current is not None:
+        waiting = _waiting_reason(current) or _event_reason(events)
+        if times.get("starting") or _scheduled(current):
+            return "running", "starting", waiting
+        return "queued", "queued", waiting
+    waiting = _event_reason(events)
+    if pods:
+        return "running", "starting", waiting or "waiting for Kubernetes to start another pod"
+    return "queued", "queued", waiting
 
 
 def _job_failure(job: Job, cond: Mapping[str, Any], pods: list[dict[str, Any]]) -> str:
