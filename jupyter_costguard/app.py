@@ -187,6 +187,7 @@ class CostGuard(ExtensionApp, CostTraits, SamplingTraits, GuardTraits, OffloadTr
         self.server.stop(from_signal=True)
 
     def _ensure_started(self) -> None:
+        # `enabled` switches the sampler and the hub reports; the job service runs either way
         if self.service is not None and self.enabled and not self.service.running:
             self.service.start(self._gather)
         if self.jobs is not None:

@@ -64,7 +64,12 @@ class SamplingTraits(HasTraits):
         ["fallback", "always"], default_value="fallback", config=True,
         help="'fallback': play replay_trace only when no NVIDIA driver answers; 'always': play it.",
     )
-    enabled = Bool(True, config=True, help="Turn sampling off entirely.")
+    enabled = Bool(True, config=True, help=(
+        "Run the sampler: every sample_interval, read the GPUs and kernels, price them, write "
+        "the ledger and run the guard's rules. False stops all of that and, under JupyterHub, "
+        "the reports to the costguard hub service; the REST API, the panel and batch jobs "
+        "stay on, without sampled figures (and no GPUs picked for local jobs). "
+        "guard_enabled and offload_enabled turn off one part each."))
 
     def gpu_source(self) -> GpuSource:
         if self.replay_trace:
