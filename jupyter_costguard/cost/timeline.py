@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from jupyter_costguard.cost.ledger import HISTORY_BUCKET_SECONDS
+from jupyter_costguard.cost.money import round_money
 
 #: The longest window (the ledger keeps 7 days by default).
 MAX_MINUTES = 7 * 1440
@@ -62,19 +63,15 @@ def window(now: float, minutes: int) -> Window:
     return Window(minutes=minutes, step=step, first=first, last=last)
 
 
-def _money(x: float) -> float:
-    return round(max(0.0, x), 6) + 0.0  # + 0.0: never -0.0
-
-
 def _series(kind: str, path: str | None, spend: list[float],
             waste: list[float]) -> dict[str, Any]:
     return {
         "kind": kind,
         "path": path,
-        "spend": [_money(v) for v in spend],
-        "waste": [_money(v) for v in waste],
-        "total_spend": _money(sum(spend)),
-        "total_waste": _money(sum(waste)),
+        "spend": [round_money(v) for v in spend],
+        "waste": [round_money(v) for v in waste],
+        "total_spend": round_money(sum(spend)),
+        "total_waste": round_money(sum(waste)),
     }
 
 

@@ -1,37 +1,87 @@
-"""JSON documents the REST API serves, built once per sample on the sampler thread.
+"""What the REST API and /metrics say about one sample: typed views, and their JSON.
 
-Handlers only pick a prebuilt document, so a request never waits for NVML, /proc or SQLite.
-The shapes are described in `openapi.yaml`, which the tests hold these documents to.
+The sampler thread builds the kernel, notebook and status views (frozen dataclasses) once per
+sample from the sample, the interval's cost and the ledger's totals, so a request never waits
+for NVML, /proc or SQLite. The metrics read the views' fields, so renaming one is a type
+error rather than a silently empty series. A document is turned into JSON at most once per
+sample, when it is first asked for, and the bytes are kept. The shapes are described in
+`openapi.yaml`, which the tests hold these documents to.
+
+A kernel's `idle_seconds` has one meaning everywhere (the API, the metric, the idle rule):
+see `idle_seconds`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 import time
+import weakref
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from jupyter_costguard.common.owner import Owner, owner_doc
-from jupyter_costguard.cost.ledger import HISTORY_BUCKET_SECONDS, HistoryPoint, Ledger
+from jupyter_costguard.common.owner import Owner
+from jupyter_costguard.cost.ledger import (
+    HISTORY_BUCKET_SECONDS,
+    HistoryPoint,
+    Ledger,
+    ServerTotals,
+    Totals,
+)
+from jupyter_costguard.cost.money import round_money
 from jupyter_costguard.cost.pricing import Pricing
 from jupyter_costguard.cost.spend import IntervalCost, kernel_gpu_utilization
-from jupyter_costguard.sampling.records import GpuSample, KernelSample, Sample
+from jupyter_costguard.sampling.records import GpuSample, KernelInfo, KernelSample, Sample
 
 #: Minute points included with each notebook in list responses (sparklines).
 SPARKLINE_POINTS = 30
 
 
-def _money(x: float) -> float:
-    return round(x, 6)
+def point_doc(p: HistoryPoint) -> dict[str, float]:
+    return {"time": float(p.bucket * HISTORY_BUCKET_SECONDS), "spend": round_money(p.spend),
+            "waste": round_money(p.waste)}
 
 
 def history_doc(points: list[HistoryPoint], limit: int) -> list[dict[str, float]]:
-    return [
-        {"time": float(p.bucket * HISTORY_BUCKET_SECONDS), "spend": _money(p.spend),
-         "waste": _money(p.waste)}
-        for p in points[-limit:]
-    ]
+    return [point_doc(p) for p in points[-limit:]]
+
+
+class Sparklines:
+    """The sparkline points of each notebook, rendered once: the ledger only ever adds to
+    the newest minute, so each sample renders that one point again and reuses the rest."""
+
+    def __init__(self) -> None:
+        #: path -> (bucket of the first and of the last reused point, their documents)
+        self._done: dict[str, tuple[int, int, list[dict[str, float]]]] = {}
+
+    def doc(self, path: str, points: list[HistoryPoint]) -> list[dict[str, float]]:
+        tail = points[-SPARKLINE_POINTS:]
+        if len(tail) < 2:
+            return [point_doc(p) for p in tail]
+        first, last = tail[0].bucket, tail[-2].bucket
+        done = self._done.get(path)
+        if done is None or done[0] != first or done[1] != last:
+            done = self._done[path] = (first, last, [point_doc(p) for p in tail[:-1]])
+        return [*done[2], point_doc(tail[-1])]
+
+    def keep_only(self, paths: Mapping[str, object]) -> None:
+        """Forget notebooks the ledger no longer holds."""
+        if len(self._done) > len(paths):
+            for path in [p for p in self._done if p not in paths]:
+                del self._done[path]
+
+
+#: the rendered sparklines of each ledger, for as long as it lives
+_SPARKLINES: weakref.WeakKeyDictionary[Ledger, Sparklines] = weakref.WeakKeyDictionary()
+
+
+def sparklines_of(ledger: Ledger) -> Sparklines:
+    found = _SPARKLINES.get(ledger)
+    if found is None:
+        found = _SPARKLINES[ledger] = Sparklines()
+    return found
 
 
 def instance_doc(pricing: Pricing) -> dict[str, Any] | None:
@@ -144,33 +194,341 @@ def alerts_doc(summary: dict[str, dict[str, Any]] | None, path: str) -> dict[str
     return {"ids": list(entry["ids"]), "highest_severity": entry["highest_severity"]}
 
 
-@dataclass
+
+
+def idle_seconds(info: KernelInfo, now: float) -> float:
+    """How long a kernel has done nothing: `now - last_activity` in any state but busy, 0
+    while busy.
+
+    The one meaning the API, the `costguard_kernel_idle_seconds` metric and the idle rule
+    share. A kernel started without a client stays "starting" and one being restarted is
+    not running anything either: to a user that is idle time, since the last thing it did.
+    """
+    if info.execution_state == "busy":
+        return 0.0
+    return max(0.0, now - info.last_activity)
+
+
+@dataclass(frozen=True)
+class Header:
+    """What every document starts with: whether the figures are simulated, the currency,
+    the sample's time, and whose server this is (null outside a hub)."""
+
+    simulated: bool
+    currency: str
+    time: float | None
+    user: str | None = None
+    server: str | None = None
+
+    def doc(self) -> dict[str, Any]:
+        return {"simulated": self.simulated, "currency": self.currency, "time": self.time,
+                "user": self.user, "server": self.server}
+
+
+@dataclass(frozen=True)
+class KernelView:
+    """One live kernel as `GET kernels` lists it (amounts rounded as served)."""
+
+    kernel_id: str
+    name: str
+    notebook: str | None
+    execution_state: str
+    last_activity: float
+    idle_seconds: float
+    connections: int
+    pids: list[int]
+    cpu_percent: float
+    rss_bytes: int
+    gpus: list[str]
+    gpu_memory_bytes: int
+    gpu_utilization_percent: float | None
+    attribution: str
+    spend: float
+    waste: float
+    spend_rate_per_hour: float
+
+    def doc(self) -> dict[str, Any]:
+        return {
+            "kernel_id": self.kernel_id, "name": self.name, "notebook": self.notebook,
+            "execution_state": self.execution_state, "last_activity": self.last_activity,
+            "idle_seconds": self.idle_seconds, "connections": self.connections,
+            "pids": self.pids, "cpu_percent": self.cpu_percent, "rss_bytes": self.rss_bytes,
+            "gpus": self.gpus, "gpu_memory_bytes": self.gpu_memory_bytes,
+            "gpu_utilization_percent": self.gpu_utilization_percent,
+            "attribution": self.attribution, "spend": self.spend, "waste": self.waste,
+            "spend_rate_per_hour": self.spend_rate_per_hour,
+        }
+
+
+@dataclass(frozen=True)
+class NotebookView:
+    """One notebook the ledger knows, with its live kernels' figures (`GET notebooks`)."""
+
+    path: str
+    spend: float
+    waste: float
+    gpu_spend: float
+    host_spend: float
+    first_seen: float
+    last_seen: float
+    kernel_ids: list[str]
+    kernels_seen: int
+    gpu_utilization_percent: float | None
+    gpu_memory_bytes: int
+    idle_seconds: float | None
+    spend_rate_per_hour: float
+    history: list[dict[str, float]]
+    alerts: dict[str, Any]
+
+    def doc(self) -> dict[str, Any]:
+        return {
+            "path": self.path, "spend": self.spend, "waste": self.waste,
+            "gpu_spend": self.gpu_spend, "host_spend": self.host_spend,
+            "first_seen": self.first_seen, "last_seen": self.last_seen,
+            "kernel_ids": self.kernel_ids, "kernels_seen": self.kernels_seen,
+            "gpu_utilization_percent": self.gpu_utilization_percent,
+            "gpu_memory_bytes": self.gpu_memory_bytes, "idle_seconds": self.idle_seconds,
+            "spend_rate_per_hour": self.spend_rate_per_hour, "history": self.history,
+            "alerts": self.alerts,
+        }
+
+
+@dataclass(frozen=True)
+class ServerTotalsView:
+    """The server's running totals as the status document serves them."""
+
+    since: float
+    seconds: float
+    spend: float
+    waste: float
+    unattributed: float
+    unattributed_gpu: float
+
+    def doc(self) -> dict[str, Any]:
+        return {"since": self.since, "seconds": self.seconds, "spend": self.spend,
+                "waste": self.waste, "unattributed": self.unattributed,
+                "unattributed_gpu": self.unattributed_gpu}
+
+
+@dataclass(frozen=True)
+class StatusView:
+    """`GET status`: the price, the GPUs' state, the counts and the server's totals."""
+
+    header: Header
+    instance: dict[str, Any] | None
+    rate_per_hour: float | None
+    market: str
+    price_source: str
+    price_detail: str
+    gpu_share: float | None
+    price: dict[str, Any]
+    gpu_status: str
+    gpu_detail: str
+    gpu_count: int
+    kernel_count: int
+    notebook_count: int
+    idle_threshold_percent: float
+    sample_interval_seconds: float
+    sample_duration_seconds: float | None
+    last_sample_time: float | None
+    totals: ServerTotalsView
+    history: list[dict[str, float]]
+    gpu_activity: dict[str, Any]
+    hub_budgets: list[dict[str, Any]]
+
+    def doc(self) -> dict[str, Any]:
+        return {
+            **self.header.doc(),
+            "instance": self.instance, "rate_per_hour": self.rate_per_hour,
+            "market": self.market, "price_source": self.price_source,
+            "price_detail": self.price_detail, "gpu_share": self.gpu_share,
+            "price": self.price, "gpu_status": self.gpu_status, "gpu_detail": self.gpu_detail,
+            "gpu_count": self.gpu_count, "kernel_count": self.kernel_count,
+            "notebook_count": self.notebook_count,
+            "idle_threshold_percent": self.idle_threshold_percent,
+            "sample_interval_seconds": self.sample_interval_seconds,
+            "sample_duration_seconds": self.sample_duration_seconds,
+            "last_sample_time": self.last_sample_time, "totals": self.totals.doc(),
+            "history": self.history, "gpu_activity": self.gpu_activity,
+            "hub_budgets": self.hub_budgets,
+        }
+
+
+@dataclass(frozen=True)
 class Views:
-    """Everything the API can answer, as of one sample."""
+    """Everything the API and the metrics can say, as of one sample; never mutated.
+
+    `Views(time=...)` alone is the empty view (no document), as before the first build.
+    """
 
     time: float | None
-    documents: dict[str, bytes] = field(default_factory=dict)  # endpoint -> JSON body
-    data: dict[str, dict[str, Any]] = field(default_factory=dict)  # endpoint -> the same, parsed
-    notebooks: dict[str, dict[str, Any]] = field(default_factory=dict)  # path -> detail doc
-    kernel_rates: dict[str, float] = field(default_factory=dict)
+    header: Header | None = None
+    status: StatusView | None = None
+    gpus: dict[str, Any] | None = None  # the GET gpus document
+    kernels: tuple[KernelView, ...] = ()
+    notebooks: Mapping[str, NotebookView] = field(default_factory=dict)
+    #: kernel id -> spend per hour over the last interval, unrounded
+    kernel_rates: Mapping[str, float] = field(default_factory=dict)
+    #: the documents and their JSON, made on first read (equal for every reader)
+    _made: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def data(self) -> dict[str, dict[str, Any]]:
+        """Endpoint -> its document (built once, on first read)."""
+        made = self._made.get("data")
+        if made is None:
+            made = self._made["data"] = self._documents()
+        return made
+
+    def document(self, name: str) -> bytes:
+        """The JSON body of endpoint `name` (encoded once, on first read)."""
+        key = "json:" + name
+        body = self._made.get(key)
+        if body is None:
+            body = self._made[key] = json.dumps(self.data[name]).encode()
+        return body
+
+    @property
+    def documents(self) -> dict[str, bytes]:
+        """Endpoint -> JSON body, every document."""
+        return {name: self.document(name) for name in self.data}
+
+    def notebook_doc(self, path: str) -> dict[str, Any] | None:
+        """`GET notebooks/{path}`: the notebook with its live kernels, or None."""
+        nb = self.notebooks.get(path)
+        if nb is None or self.header is None:
+            return None
+        by_id = {k.kernel_id: k for k in self.kernels}
+        return {**self.header.doc(), **nb.doc(),
+                "kernels": [by_id[kid].doc() for kid in nb.kernel_ids]}
 
     def with_alerts(self, summary: dict[str, dict[str, Any]]) -> Views:
-        """A copy whose notebook documents carry `summary` (alerts changed between samples).
-
-        Only the notebook documents are rebuilt; this object is left as it was, since
-        readers may still hold it.
-        """
-        listing = self.data.get("notebooks")
-        if listing is None:
+        """A copy whose notebooks carry `summary` (alerts changed between samples); this
+        object is left as it was, since readers may still hold it."""
+        if self.status is None:
             return self
-        new_listing = {**listing, "notebooks": [
-            {**n, "alerts": alerts_doc(summary, n["path"])} for n in listing["notebooks"]]}
-        data = {**self.data, "notebooks": new_listing}
-        documents = {**self.documents, "notebooks": json.dumps(new_listing).encode()}
-        notebooks = {p: {**doc, "alerts": alerts_doc(summary, p)}
-                     for p, doc in self.notebooks.items()}
-        return Views(time=self.time, documents=documents, data=data, notebooks=notebooks,
-                     kernel_rates=self.kernel_rates)
+        notebooks = {p: dataclasses.replace(nb, alerts=alerts_doc(summary, p))
+                     for p, nb in self.notebooks.items()}
+        return dataclasses.replace(self, notebooks=notebooks, _made={})
+
+    def _documents(self) -> dict[str, dict[str, Any]]:
+        if self.header is None or self.status is None or self.gpus is None:
+            return {}
+        common = self.header.doc()
+        listing = sorted(self.notebooks.values(), key=lambda n: -n.spend)
+        return {
+            "status": self.status.doc(),
+            "gpus": self.gpus,
+            "kernels": {**common, "kernels": [k.doc() for k in self.kernels]},
+            "notebooks": {**common, "notebooks": [n.doc() for n in listing]},
+        }
+
+
+def kernel_view(k: KernelSample, sample: Sample, totals: Totals | None,
+                rate: float) -> KernelView:
+    """One kernel of `sample`, with the ledger's totals for it and its current rate."""
+    info = k.info
+    interval = sample.interval
+    return KernelView(
+        kernel_id=info.kernel_id, name=info.name, notebook=info.path,
+        execution_state=info.execution_state, last_activity=info.last_activity,
+        idle_seconds=round(idle_seconds(info, sample.time), 3),
+        connections=info.connections, pids=list(k.pids),
+        cpu_percent=round(100.0 * k.cpu_seconds / interval, 2) if interval else 0.0,
+        rss_bytes=k.rss_bytes, gpus=sorted(k.gpu_memory_bytes),
+        gpu_memory_bytes=sum(k.gpu_memory_bytes.values()),
+        gpu_utilization_percent=kernel_gpu_utilization(k, sample.gpu.gpus),
+        attribution=k.attribution,
+        spend=round_money(totals.spend if totals else 0.0),
+        waste=round_money(totals.waste if totals else 0.0),
+        spend_rate_per_hour=round_money(rate),
+    )
+
+
+def kernel_rates(sample: Sample, cost: IntervalCost | None) -> dict[str, float]:
+    """Kernel id -> what it cost per hour over the last interval."""
+    rates: dict[str, float] = {}
+    for k in sample.kernels:
+        share = cost.shares.get(k.info.kernel_id) if cost else None
+        rates[k.info.kernel_id] = (share.spend * 3600.0 / sample.interval
+                                   if share and sample.interval else 0.0)
+    return rates
+
+
+def notebook_view(path: str, totals: Totals, live: list[KernelView], rates: Mapping[str, float],
+                  ledger: Ledger, alerts: dict[str, dict[str, Any]] | None,
+                  sparklines: Sparklines | None = None) -> NotebookView:
+    """One notebook from the ledger's totals and the views of its live kernels."""
+    utils = [k.gpu_utilization_percent for k in live if k.gpu_utilization_percent is not None]
+    return NotebookView(
+        path=path, spend=round_money(totals.spend), waste=round_money(totals.waste),
+        gpu_spend=round_money(totals.gpu_spend), host_spend=round_money(totals.host_spend),
+        first_seen=totals.first_seen, last_seen=totals.last_seen,
+        kernel_ids=[k.kernel_id for k in live],
+        kernels_seen=len(ledger.notebook_kernel_ids(path)),
+        gpu_utilization_percent=sum(utils) / len(utils) if utils else None,
+        gpu_memory_bytes=sum(k.gpu_memory_bytes for k in live),
+        idle_seconds=min((k.idle_seconds for k in live), default=None),
+        spend_rate_per_hour=round_money(sum(rates.get(k.kernel_id, 0.0) for k in live)),
+        history=(sparklines.doc(path, ledger.recent_history(path)) if sparklines is not None
+                 else history_doc(ledger.recent_history(path), SPARKLINE_POINTS)),
+        alerts=alerts_doc(alerts, path),
+    )
+
+
+def totals_view(server: ServerTotals) -> ServerTotalsView:
+    return ServerTotalsView(
+        since=server.since, seconds=round(server.seconds, 3), spend=round_money(server.spend),
+        waste=round_money(server.waste), unattributed=round_money(server.unattributed),
+        unattributed_gpu=round_money(server.unattributed_gpu))
+
+
+@dataclass(frozen=True)
+class StatusInputs:
+    """What the status document says beyond the sample and the price: the service's
+    settings and what it tracks across samples."""
+
+    sample_interval: float
+    idle_threshold_percent: float
+    stale_after_days: int = 90
+    gpu_busy_time: float | None = None
+    hub_budgets: list[dict[str, Any]] = field(default_factory=list)
+
+
+def status_view(header: Header, sample: Sample | None, pricing: Pricing, ledger: Ledger,
+                counts: tuple[int, int, int], inputs: StatusInputs) -> StatusView:
+    """`GET status`; `counts` is (GPUs, live kernels, notebooks with a live kernel)."""
+    now = header.time
+    return StatusView(
+        header=header, instance=instance_doc(pricing), rate_per_hour=pricing.rate_per_hour,
+        market=pricing.market, price_source=pricing.source, price_detail=pricing.detail,
+        gpu_share=pricing.gpu_share,
+        price=price_doc(pricing, now if now is not None else time.time(),
+                        inputs.stale_after_days),
+        gpu_status=sample.gpu.status if sample else "starting",
+        gpu_detail=sample.gpu.detail if sample else "",
+        gpu_count=counts[0], kernel_count=counts[1], notebook_count=counts[2],
+        idle_threshold_percent=inputs.idle_threshold_percent,
+        sample_interval_seconds=inputs.sample_interval,
+        sample_duration_seconds=sample.duration_seconds if sample else None,
+        last_sample_time=ledger.server.last_sample,
+        totals=totals_view(ledger.server),
+        history=history_doc(ledger.recent_history(""), SPARKLINE_POINTS),
+        gpu_activity=gpu_activity_doc(sample, inputs.idle_threshold_percent,
+                                      inputs.gpu_busy_time),
+        hub_budgets=inputs.hub_budgets,
+    )
+
+
+def gpus_doc(header: Header, sample: Sample | None) -> dict[str, Any]:
+    """`GET gpus`: every GPU with the processes on it, each named by its kernel."""
+    gpus: list[dict[str, Any]] = []
+    if sample is not None:
+        owners = {pid: k.info.kernel_id for k in sample.kernels for pid in k.pids}
+        gpus = [gpu_doc(g, owners) for g in sample.gpu.gpus]
+    return {**header.doc(), "status": sample.gpu.status if sample else "starting",
+            "detail": sample.gpu.detail if sample else "",
+            "driver_version": sample.gpu.driver_version if sample else None, "gpus": gpus}
 
 
 def build_views(
@@ -187,128 +545,39 @@ def build_views(
     gpu_busy_time: float | None = None,
     hub_budgets: list[dict[str, Any]] | None = None,
 ) -> Views:
-    """Render every document from the latest sample and the ledger's totals.
+    """Every view of the latest sample and the ledger's totals.
 
     `alerts` maps a notebook path to its active alerts (`AlertStore.summary`);
     `gpu_busy_time` is when a GPU was last at or above the idle threshold (the service
     tracks it across samples), for the status document's `gpu_activity`.
     """
-    now = sample.time if sample else None
-    simulated = sample.simulated if sample is not None else simulated
-    currency = pricing.currency
-    server = ledger.server
-    kernels: list[dict[str, Any]] = []
-    gpus: list[dict[str, Any]] = []
-    by_path: dict[str, list[KernelSample]] = {}
+    header = Header(simulated=sample.simulated if sample is not None else simulated,
+                    currency=pricing.currency, time=sample.time if sample else None,
+                    user=owner.user if owner else None, server=owner.server if owner else None)
+    kernels: list[KernelView] = []
     rates: dict[str, float] = {}
+    by_path: dict[str, list[KernelView]] = {}
     if sample is not None:
-        owners = {pid: k.info.kernel_id for k in sample.kernels for pid in k.pids}
-        gpus = [gpu_doc(g, owners) for g in sample.gpu.gpus]
+        rates = kernel_rates(sample, cost)
+        ledger_kernels = ledger.kernels
         for k in sample.kernels:
             info = k.info
-            path = info.path or ""
-            totals = ledger.kernels.get((info.kernel_id, path))
-            share = cost.shares.get(info.kernel_id) if cost else None
-            rate = share.spend * 3600.0 / sample.interval if share and sample.interval else 0.0
-            rates[info.kernel_id] = rate
-            # as the idle rule counts it: anything but busy (a kernel nobody connected to
-            # stays "starting")
-            idle = max(0.0, sample.time - info.last_activity) \
-                if info.execution_state != "busy" else 0.0
-            kernels.append({
-                "kernel_id": info.kernel_id,
-                "name": info.name,
-                "notebook": info.path,
-                "execution_state": info.execution_state,
-                "last_activity": info.last_activity,
-                "idle_seconds": round(idle, 3),
-                "connections": info.connections,
-                "pids": list(k.pids),
-                "cpu_percent": round(100.0 * k.cpu_seconds / sample.interval, 2)
-                if sample.interval else 0.0,
-                "rss_bytes": k.rss_bytes,
-                "gpus": sorted(k.gpu_memory_bytes),
-                "gpu_memory_bytes": sum(k.gpu_memory_bytes.values()),
-                "gpu_utilization_percent": kernel_gpu_utilization(k, sample.gpu.gpus),
-                "attribution": k.attribution,
-                "spend": _money(totals.spend if totals else 0.0),
-                "waste": _money(totals.waste if totals else 0.0),
-                "spend_rate_per_hour": _money(rate),
-            })
+            view = kernel_view(k, sample, ledger_kernels.get((info.kernel_id, info.path or "")),
+                               rates[info.kernel_id])
+            kernels.append(view)
             if info.path:
-                by_path.setdefault(info.path, []).append(k)
-
-    live_by_id = {k["kernel_id"]: k for k in kernels}
-    notebooks: dict[str, dict[str, Any]] = {}
-    for path, totals in ledger.notebooks.items():
-        live = by_path.get(path, [])
-        live_docs = [live_by_id[k.info.kernel_id] for k in live]
-        utils = [d["gpu_utilization_percent"] for d in live_docs
-                 if d["gpu_utilization_percent"] is not None]
-        notebooks[path] = {
-            "path": path,
-            "spend": _money(totals.spend),
-            "waste": _money(totals.waste),
-            "gpu_spend": _money(totals.gpu_spend),
-            "host_spend": _money(totals.host_spend),
-            "first_seen": totals.first_seen,
-            "last_seen": totals.last_seen,
-            "kernel_ids": [d["kernel_id"] for d in live_docs],
-            "kernels_seen": len(ledger.notebook_kernel_ids(path)),
-            "gpu_utilization_percent": sum(utils) / len(utils) if utils else None,
-            "gpu_memory_bytes": sum(d["gpu_memory_bytes"] for d in live_docs),
-            "idle_seconds": min((d["idle_seconds"] for d in live_docs), default=None),
-            "spend_rate_per_hour": _money(sum(rates.get(d["kernel_id"], 0.0) for d in live_docs)),
-            "history": history_doc(ledger.recent_history(path), SPARKLINE_POINTS),
-            "alerts": alerts_doc(alerts, path),
-        }
-
-    common = {"simulated": simulated, "currency": currency, "time": now, **owner_doc(owner)}
-    status = {
-        **common,
-        "instance": instance_doc(pricing),
-        "rate_per_hour": pricing.rate_per_hour,
-        "market": pricing.market,
-        "price_source": pricing.source,
-        "price_detail": pricing.detail,
-        "gpu_share": pricing.gpu_share,
-        "price": price_doc(pricing, now if now is not None else time.time(),
-                           stale_after_days),
-        "gpu_status": sample.gpu.status if sample else "starting",
-        "gpu_detail": sample.gpu.detail if sample else "",
-        "gpu_count": len(gpus),
-        "kernel_count": len(kernels),
-        "notebook_count": len(by_path),
-        "idle_threshold_percent": idle_threshold_percent,
-        "sample_interval_seconds": sample_interval,
-        "sample_duration_seconds": sample.duration_seconds if sample else None,
-        "last_sample_time": server.last_sample,
-        "totals": {
-            "since": server.since,
-            "seconds": round(server.seconds, 3),
-            "spend": _money(server.spend),
-            "waste": _money(server.waste),
-            "unattributed": _money(server.unattributed),
-            "unattributed_gpu": _money(server.unattributed_gpu),
-        },
-        "history": history_doc(ledger.recent_history(""), SPARKLINE_POINTS),
-        "gpu_activity": gpu_activity_doc(sample, idle_threshold_percent, gpu_busy_time),
-        "hub_budgets": hub_budgets or [],
-    }
-    gpu_list = {**common, "status": status["gpu_status"], "detail": status["gpu_detail"],
-                "driver_version": sample.gpu.driver_version if sample else None, "gpus": gpus}
-    listing = sorted(notebooks.values(), key=lambda n: -n["spend"])
-    data = {
-        "status": status,
-        "gpus": gpu_list,
-        "kernels": {**common, "kernels": kernels},
-        "notebooks": {**common, "notebooks": listing},
-    }
-    return Views(
-        time=now,
-        documents={name: json.dumps(doc).encode() for name, doc in data.items()},
-        data=data,
-        notebooks={p: {**common, **doc, "kernels": [live_by_id[k] for k in doc["kernel_ids"]]}
-                   for p, doc in notebooks.items()},
-        kernel_rates=rates,
-    )
+                by_path.setdefault(info.path, []).append(view)
+    sparklines = sparklines_of(ledger)
+    sparklines.keep_only(ledger.notebooks)
+    notebooks = {path: notebook_view(path, totals, by_path.get(path, []), rates, ledger, alerts,
+                                     sparklines)
+                 for path, totals in ledger.notebooks.items()}
+    inputs = StatusInputs(sample_interval=sample_interval,
+                          idle_threshold_percent=idle_threshold_percent,
+                          stale_after_days=stale_after_days, gpu_busy_time=gpu_busy_time,
+                          hub_budgets=hub_budgets or [])
+    gpu_count = len(sample.gpu.gpus) if sample is not None else 0
+    status = status_view(header, sample, pricing, ledger,
+                         (gpu_count, len(kernels), len(by_path)), inputs)
+    return Views(time=header.time, header=header, status=status, gpus=gpus_doc(header, sample),
+                 kernels=tuple(kernels), notebooks=notebooks, kernel_rates=rates)

@@ -9,7 +9,7 @@ loading the extension repeatedly (tests, restarts in one process) never double-r
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 from prometheus_client import REGISTRY
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -17,113 +17,132 @@ from prometheus_client.registry import Collector
 
 from jupyter_costguard.common.owner import Owner
 from jupyter_costguard.cost.published import Published
+from jupyter_costguard.cost.views import KernelView, NotebookView, StatusView
+from jupyter_costguard.sampling.records import Sample
 
 
 def build_metrics(p: Published) -> list[Metric]:
     """All costguard families for one published sample."""
     cur = p.pricing.currency
-    sample = p.sample
-    sim = "true" if sample is not None and sample.simulated else "false"
-    out: list[Metric] = []
+    views = p.views
+    return [
+        *price_families(p),
+        *gpu_families(p.sample),
+        *kernel_families(views.kernels, cur),
+        *notebook_families(views.notebooks.values(), cur),
+        *server_families(views.status, cur),
+        CounterMetricFamily("costguard_samples", "Samples taken.",
+                            value=float(p.samples_total)),
+        GaugeMetricFamily("costguard_sample_duration_seconds", "How long the last sample took.",
+                          value=p.sample.duration_seconds if p.sample else 0.0),
+        *alert_families(p.alert_counts, p.alerts_raised),
+    ]
 
+
+def price_families(p: Published) -> list[Metric]:
+    """The instance's hourly price, and whether the GPU figures are simulated."""
+    pricing = p.pricing
     rate = GaugeMetricFamily(
         "costguard_instance_price_per_hour",
         "Hourly price of this instance in the configured currency.",
         labels=["currency", "provider", "instance_type", "market", "source"],
     )
-    if p.pricing.rate_per_hour is not None:
-        inst = p.pricing.instance
-        rate.add_metric([cur, inst.provider if inst else "", inst.instance_type if inst else "",
-                         p.pricing.market, p.pricing.source], p.pricing.rate_per_hour)
-    out.append(rate)
-    out.append(GaugeMetricFamily(
+    if pricing.rate_per_hour is not None:
+        inst = pricing.instance
+        rate.add_metric([pricing.currency, inst.provider if inst else "",
+                         inst.instance_type if inst else "", pricing.market, pricing.source],
+                        pricing.rate_per_hour)
+    simulated = p.sample is not None and p.sample.simulated
+    return [rate, GaugeMetricFamily(
         "costguard_simulated", "1 when GPU figures come from a replayed trace, not a real GPU.",
-        value=1.0 if sim == "true" else 0.0))
+        value=1.0 if simulated else 0.0)]
 
+
+def gpu_families(sample: Sample | None) -> list[Metric]:
+    """Each GPU's utilisation, memory and power."""
+    labels = ["gpu", "uuid", "name"]
     util = GaugeMetricFamily("costguard_gpu_utilization_ratio",
-                             "GPU utilisation (0-1) over the last sample.",
-                             labels=["gpu", "uuid", "name"])
+                             "GPU utilisation (0-1) over the last sample.", labels=labels)
     mem_used = GaugeMetricFamily("costguard_gpu_memory_used_bytes", "GPU memory in use.",
-                                 labels=["gpu", "uuid", "name"])
+                                 labels=labels)
     mem_total = GaugeMetricFamily("costguard_gpu_memory_total_bytes", "GPU memory in total.",
-                                  labels=["gpu", "uuid", "name"])
-    power = GaugeMetricFamily("costguard_gpu_power_watts", "GPU power draw.",
-                              labels=["gpu", "uuid", "name"])
+                                  labels=labels)
+    power = GaugeMetricFamily("costguard_gpu_power_watts", "GPU power draw.", labels=labels)
+    for g in sample.gpu.gpus if sample is not None else ():
+        values = [str(g.index), g.uuid, g.name]
+        if g.utilization_percent is not None:
+            util.add_metric(values, g.utilization_percent / 100.0)
+        mem_used.add_metric(values, float(g.memory_used_bytes))
+        mem_total.add_metric(values, float(g.memory_total_bytes))
+        if g.power_watts is not None:
+            power.add_metric(values, g.power_watts)
+    return [util, mem_used, mem_total, power]
+
+
+def kernel_families(kernels: Iterable[KernelView], currency: str) -> list[Metric]:
+    """Each live kernel's idle time, GPU memory, spend and waste, from its view."""
+    labels = ["kernel_id", "notebook"]
     idle = GaugeMetricFamily("costguard_kernel_idle_seconds",
                              "Seconds since the kernel was last busy (0 while busy).",
-                             labels=["kernel_id", "notebook"])
+                             labels=labels)
     kmem = GaugeMetricFamily("costguard_kernel_gpu_memory_bytes",
-                             "GPU memory held by the kernel's processes.",
-                             labels=["kernel_id", "notebook"])
-    if sample is not None:
-        for g in sample.gpu.gpus:
-            labels = [str(g.index), g.uuid, g.name]
-            if g.utilization_percent is not None:
-                util.add_metric(labels, g.utilization_percent / 100.0)
-            mem_used.add_metric(labels, float(g.memory_used_bytes))
-            mem_total.add_metric(labels, float(g.memory_total_bytes))
-            if g.power_watts is not None:
-                power.add_metric(labels, g.power_watts)
-        for k in sample.kernels:
-            info = k.info
-            labels = [info.kernel_id, info.path or ""]
-            idle_s = max(0.0, sample.time - info.last_activity) \
-                if info.execution_state == "idle" else 0.0
-            idle.add_metric(labels, idle_s)
-            kmem.add_metric(labels, float(sum(k.gpu_memory_bytes.values())))
-    out += [util, mem_used, mem_total, power, idle, kmem]
+                             "GPU memory held by the kernel's processes.", labels=labels)
+    spend = CounterMetricFamily("costguard_kernel_spend",
+                                "Money a kernel has cost, in the labelled currency.",
+                                labels=[*labels, "currency"])
+    waste = CounterMetricFamily("costguard_kernel_waste",
+                                "Money a kernel has cost while holding an idle GPU.",
+                                labels=[*labels, "currency"])
+    for k in kernels:
+        values = [k.kernel_id, k.notebook or ""]
+        idle.add_metric(values, k.idle_seconds)
+        kmem.add_metric(values, float(k.gpu_memory_bytes))
+        priced = [*values, currency]
+        spend.add_metric(priced, k.spend)
+        waste.add_metric(priced, k.waste)
+    return [idle, kmem, spend, waste]
 
-    k_spend = CounterMetricFamily("costguard_kernel_spend",
-                                  "Money a kernel has cost, in the labelled currency.",
-                                  labels=["kernel_id", "notebook", "currency"])
-    k_waste = CounterMetricFamily("costguard_kernel_waste",
-                                  "Money a kernel has cost while holding an idle GPU.",
-                                  labels=["kernel_id", "notebook", "currency"])
-    for doc in p.views.data["kernels"]["kernels"]:
-        labels = [doc["kernel_id"], doc["notebook"] or "", cur]
-        k_spend.add_metric(labels, doc["spend"])
-        k_waste.add_metric(labels, doc["waste"])
-    out += [k_spend, k_waste]
 
-    n_spend = CounterMetricFamily("costguard_notebook_spend",
-                                  "Money a notebook has cost across all its kernels.",
-                                  labels=["notebook", "currency"])
-    n_waste = CounterMetricFamily("costguard_notebook_waste",
-                                  "Money a notebook's kernels cost while holding idle GPUs.",
-                                  labels=["notebook", "currency"])
-    for path, doc in p.views.notebooks.items():
-        n_spend.add_metric([path, cur], doc["spend"])
-        n_waste.add_metric([path, cur], doc["waste"])
-    out += [n_spend, n_waste]
+def notebook_families(notebooks: Iterable[NotebookView], currency: str) -> list[Metric]:
+    """Each notebook's spend and waste over all its kernels."""
+    spend = CounterMetricFamily("costguard_notebook_spend",
+                                "Money a notebook has cost across all its kernels.",
+                                labels=["notebook", "currency"])
+    waste = CounterMetricFamily("costguard_notebook_waste",
+                                "Money a notebook's kernels cost while holding idle GPUs.",
+                                labels=["notebook", "currency"])
+    for n in notebooks:
+        spend.add_metric([n.path, currency], n.spend)
+        waste.add_metric([n.path, currency], n.waste)
+    return [spend, waste]
 
-    totals = p.views.data["status"]["totals"]
+
+def server_families(status: StatusView | None, currency: str) -> list[Metric]:
+    """The server's spend, and the part of it no kernel or job used."""
     server = CounterMetricFamily("costguard_server_spend",
                                  "Money the instance has cost while this server sampled it.",
                                  labels=["currency"])
-    server.add_metric([cur], totals["spend"])
     unattributed = CounterMetricFamily("costguard_unattributed_spend",
                                        "Instance cost that no kernel or job used.",
                                        labels=["currency"])
-    unattributed.add_metric([cur], totals["unattributed"])
-    out += [server, unattributed]
-    out.append(CounterMetricFamily("costguard_samples", "Samples taken.",
-                                   value=float(p.samples_total)))
-    out.append(GaugeMetricFamily("costguard_sample_duration_seconds",
-                                 "How long the last sample took.",
-                                 value=sample.duration_seconds if sample else 0.0))
+    if status is not None:
+        server.add_metric([currency], status.totals.spend)
+        unattributed.add_metric([currency], status.totals.unattributed)
+    return [server, unattributed]
 
-    alerts = GaugeMetricFamily("costguard_alerts",
+
+def alert_families(counts: dict[tuple[str, str], int], raised: dict[str, int]) -> list[Metric]:
+    """Active alerts by kind and severity, and alerts raised since the server started."""
+    active = GaugeMetricFamily("costguard_alerts",
                                "Active alerts (not dismissed, snoozed or resolved).",
                                labels=["kind", "severity"])
-    for (kind, severity), n in sorted(p.alert_counts.items()):
-        alerts.add_metric([kind, severity], float(n))
-    raised = CounterMetricFamily("costguard_alerts_raised",
-                                 "New alerts raised since the server started.",
-                                 labels=["kind"])
-    for kind, n in sorted(p.alerts_raised.items()):
-        raised.add_metric([kind], float(n))
-    out += [alerts, raised]
-    return out
+    for (kind, severity), n in sorted(counts.items()):
+        active.add_metric([kind, severity], float(n))
+    total = CounterMetricFamily("costguard_alerts_raised",
+                                "New alerts raised since the server started.", labels=["kind"])
+    for kind, n in sorted(raised.items()):
+        total.add_metric([kind], float(n))
+    return [active, total]
 
 
 def with_owner(families: list[Metric], owner: Owner | None) -> list[Metric]:

@@ -28,7 +28,7 @@ class DocumentHandler(CostguardHandler):
     @authorized
     def get(self) -> None:
         self._check_params()
-        self.write_json_bytes(self.service.published.views.documents[self.document])
+        self.write_json_bytes(self.service.published.views.document(self.document))
 
 
 class NotebookHandler(CostguardHandler):
@@ -52,8 +52,7 @@ class NotebookHandler(CostguardHandler):
                 raise web.HTTPError(
                     400, "history_minutes must be between 1 and %d", MAX_HISTORY_MINUTES
                 )
-        published = self.service.published
-        doc = published.views.notebooks.get(path)
+        doc = self.service.published.views.notebook_doc(path)
         if doc is None:
             raise web.HTTPError(404, "no costs recorded for notebook %r", path)
         if minutes is not None:

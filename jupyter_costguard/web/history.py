@@ -43,8 +43,8 @@ class HistoryHandler(CostguardHandler):
                 raise web.HTTPError(400, "notebook must be a notebook's server-relative path")
             if notebook not in published.views.notebooks:
                 raise web.HTTPError(404, "no costs recorded for notebook %r", notebook)
-        status = published.views.data.get("status", {})
-        common = {key: status.get(key) for key in ("simulated", "currency", "time", "user",
-                                                   "server")}
+        header = published.views.header
+        common = header.doc() if header is not None else dict.fromkeys(
+            ("simulated", "currency", "time", "user", "server"))
         doc = await self.service.spend_history(minutes, notebook)
         self.write_json_bytes(json.dumps({**common, **doc}).encode())
