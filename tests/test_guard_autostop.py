@@ -17,7 +17,8 @@ from typing import Any
 import pytest
 
 from jupyter_costguard.guard import Act
-from jupyter_costguard.guard.autostop import AutoStopRule, span, terminal_activity
+from jupyter_costguard.guard.autostop import AutoStopRule, terminal_activity
+from jupyter_costguard.guard.wording import duration as span
 from tests.support.guard_harness import ActivityHarness
 from tests.support.server_proc import ServerProcess
 from tests.support.traces import write_trace

@@ -59,7 +59,7 @@ def test_busy_kernel_on_an_idle_gpu_is_starved(tmp_path: Path):
                   "pin_memory", "prefetch", "remote reads"):
         assert words in alert.message
     # the GPU's part of the rate for the 160 s it waited, as the message rounds it
-    assert f"USD {d['waiting_cost']:.2f}" in alert.message
+    assert f"{d['waiting_cost']:.2f} USD" in alert.message
 
 
 def test_busy_gpu_is_not_starved(tmp_path: Path):

@@ -151,7 +151,7 @@ def test_exploration_on_p4d_warns_with_the_cheapest_fitting_instance(tmp_path: P
     # the pop-up shows 140 characters of "title (simulated)\nmessage": the point comes first
     shown = f"{alert.title} (simulated)\n{alert.message}"[:140]
     assert "g4dn.xlarge" in shown and "99% idle" in shown
-    assert f"USD {d['waste_per_hour']:.2f}/h" in shown
+    assert f"{d['waste_per_hour']:.2f} USD/h" in shown
     assert "p4d.24xlarge" in alert.message and "6.0 GiB" in alert.message
 
 

@@ -26,13 +26,13 @@ new idle period. Activity during the countdown cancels it and resolves the alert
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
 from jupyter_costguard.guard.base import Act, Finding, GuardContext, RuleResult
 from jupyter_costguard.guard.config import GuardConfig
+from jupyter_costguard.guard.wording import duration
 from jupyter_costguard.sampling.records import Sample
 
 log = logging.getLogger("jupyter_costguard")
@@ -50,18 +50,6 @@ _ACTIONS: tuple[dict[str, Any], ...] = (
     {"id": "dismiss", "label": "Cancel auto-stop"},
     {"id": "open-panel", "label": "Details"},
 )
-
-
-def span(seconds: float, round_up: bool = False) -> str:
-    """A short human duration: "45 s", "12 min", "2 h 5 min"."""
-    seconds = max(0.0, seconds)
-    rnd = math.ceil if round_up else math.floor
-    if seconds < 120:
-        return f"{rnd(seconds)} s"
-    minutes = rnd(seconds / 60)
-    if minutes < 120:
-        return f"{minutes} min"
-    return f"{minutes // 60} h {minutes % 60} min" if minutes % 60 else f"{minutes // 60} h"
 
 
 def terminal_activity(serverapp: Any) -> Callable[[], float | None]:
@@ -148,7 +136,7 @@ class AutoStopRule:
             if last > self._countdown_start:
                 log.info("costguard: auto-stop: re-armed by new activity (%s); it counts down "
                          "again after %s with nothing running", self.last_reason,
-                         span(idle_after))
+                         duration(idle_after))
                 self.phase = "watching"
                 return RuleResult()  # resolves the dismissed alert
             return RuleResult(findings=[self._cancelled_finding()])
@@ -178,17 +166,17 @@ class AutoStopRule:
         self._countdown_start = now
         self._deadline = now + countdown
         log.warning("costguard: auto-stop: nothing has run for %s (last: %s); stopping %s in "
-                    "%s unless cancelled or something runs", span(idle_for), self.last_reason,
-                    self._target, span(countdown, round_up=True))
+                    "%s unless cancelled or something runs", duration(idle_for), self.last_reason,
+                    self._target, duration(countdown, round_up=True))
         if now >= self._deadline:  # no countdown configured
             return self._act(idle_for)
         return RuleResult(findings=[self._countdown_finding(now, idle_for)])
 
     def _act(self, idle_for: float) -> RuleResult:
         self.phase = "done"  # never again in this process, whatever the act does
-        reason = (f"auto-stop: nothing has run for {span(idle_for)} "
-                  f"(idle limit {span(float(self.config.auto_stop_idle_seconds or 0))}, "
-                  f"countdown {span(self.config.auto_stop_countdown_seconds, round_up=True)})")
+        reason = (f"auto-stop: nothing has run for {duration(idle_for)} "
+                  f"(idle limit {duration(float(self.config.auto_stop_idle_seconds or 0))}, "
+                  f"countdown {duration(self.config.auto_stop_countdown_seconds, round_up=True)})")
         if self.config.shutdown_command:
             act = Act("run-command", reason, command=tuple(self.config.shutdown_command))
             log.warning("costguard: auto-stop: countdown ended; running the shutdown command")
@@ -254,8 +242,8 @@ class AutoStopRule:
         }
 
     def _countdown_finding(self, now: float, idle_for: float) -> Finding:
-        remaining = span(self._deadline - now, round_up=True)
-        idle = span(idle_for)
+        remaining = duration(self._deadline - now, round_up=True)
+        idle = duration(idle_for)
         what = ("run the configured shutdown command" if self.config.shutdown_command
                 else "stop this Jupyter server")
         return Finding(
@@ -271,9 +259,9 @@ class AutoStopRule:
         return Finding(
             kind=self.kind, key=KEY, severity="info",
             title="Auto-stop cancelled",
-            message=(f"Auto-stop was cancelled after {span(self._cancelled_idle)} with nothing "
+            message=(f"Auto-stop was cancelled after {duration(self._cancelled_idle)} with nothing "
                      f"running. It re-arms after new activity followed by another "
-                     f"{span(float(self.config.auto_stop_idle_seconds or 0))} with nothing "
+                     f"{duration(float(self.config.auto_stop_idle_seconds or 0))} with nothing "
                      "running."),
             actions=({"id": "open-panel", "label": "Details"},),
             details=self._details("cancelled"))

@@ -34,6 +34,7 @@ from typing import Any
 from jupyter_costguard.common.periods import period_start
 from jupyter_costguard.guard.base import Act, Finding, GuardContext, RuleResult
 from jupyter_costguard.guard.config import GuardConfig
+from jupyter_costguard.guard.wording import money
 from jupyter_costguard.sampling.records import KernelSample
 
 log = logging.getLogger("jupyter_costguard")
@@ -104,9 +105,10 @@ class BudgetRule:
             self._judge(ctx, result, refusals, SERVER_KEY, None, spend, server_budget,
                         source, list(sample.kernels), currency)
 
+        configured = _positive(cfg.notebook_budget)
         for path, kernels in sorted(live.items()):
             key = notebook_key(path)
-            budget, source = self._budget_for(ctx, path)
+            budget, source = self._budget_for(ctx, path, configured)
             if budget is None:
                 self._forget(key, refusals)
                 continue
@@ -126,7 +128,10 @@ class BudgetRule:
         since = time.strftime("%Y-%m-%d", time.gmtime(start))
         return ctx.ledger.period_spend(start), f"config, per {period} since {since} UTC"
 
-    def _budget_for(self, ctx: GuardContext, path: str) -> tuple[float | None, str]:
+    @staticmethod
+    def _budget_for(ctx: GuardContext, path: str,
+                    configured: float | None) -> tuple[float | None, str]:
+        """The notebook's budget, and where it comes from: its metadata, else the config."""
         try:
             override = ctx.notebook_budgets.get(path)
         except Exception:  # a broken reader must not take the config budget away
@@ -136,7 +141,7 @@ class BudgetRule:
             value = _positive(override)
             if value is not None:
                 return value, "notebook metadata"
-        return _positive(self.config.notebook_budget), "config"
+        return configured, "config"
 
     def _forget(self, key: str, refusals: dict[str, str]) -> None:
         self._crossed.discard(key)
@@ -162,13 +167,13 @@ class BudgetRule:
                 for k in busy:
                     result.acts.append(Act(
                         action="interrupt-kernel", kernel_id=k.info.kernel_id,
-                        reason=f"{self._whose(path)} budget of {budget:.2f} {currency} "
-                        f"is spent ({spend:.2f} {currency}; c.CostGuard.budget_enforce)"))
+                        reason=f"{self._whose(path)} budget of {money(budget, currency)} "
+                        f"is spent ({money(spend, currency)}; c.CostGuard.budget_enforce)"))
                     interrupted += 1
             self._interrupted[key] = interrupted
         if over and cfg.budget_enforce:
             refusals[key] = (
-                f"{self._whose(path)} budget is spent: {spend:.2f} of {budget:.2f} {currency} "
+                f"{self._whose(path)} budget is spent: {spend:,.2f} of {money(budget, currency)} "
                 f"(budget from {source}). New batch jobs are refused while "
                 f"c.CostGuard.budget_enforce is on; raise the budget to continue.")
         result.findings.append(self._finding(key, path, spend, budget, source, fraction,
@@ -191,8 +196,8 @@ class BudgetRule:
         if over:
             severity = "critical"
             title = f"Over budget: {name}"
-            message = (f"{who} has spent {spend:.2f} {currency}, over its budget of "
-                       f"{budget:.2f} {currency} ({pct}%).")
+            message = (f"{who} has spent {money(spend, currency)}, over its budget of "
+                       f"{money(budget, currency)} ({pct}%).")
             if cfg.budget_enforce:
                 n = self._interrupted.get(key, 0)
                 if n:
@@ -207,7 +212,7 @@ class BudgetRule:
         else:
             severity = "warning"
             title = f"{math.floor(cfg.budget_warn_fraction * 100)}% of budget spent: {name}"
-            message = (f"{who} has spent {spend:.2f} of its {budget:.2f} {currency} budget "
+            message = (f"{who} has spent {spend:,.2f} of its {money(budget, currency)} budget "
                        f"({pct}%).")
             if cfg.budget_enforce:
                 message += " At 100% its running kernels are interrupted and new batch " \
@@ -249,6 +254,15 @@ class _Cached:
     budget: float | None
 
 
+@dataclass(frozen=True)
+class _Where:
+    """Where a notebook path as asked for lives: its key in the cache and its file (None:
+    no notebook inside the root), worked out once per path."""
+
+    key: str
+    file: str | None
+
+
 class NotebookBudgets:
     """Budget overrides from notebook metadata, `{"costguard": {"budget": 12.5}}`.
 
@@ -257,7 +271,9 @@ class NotebookBudgets:
     it does for notebooks with live kernels only, on the sampler thread (never the IO
     loop). Files are looked up relative to `root_dir`, re-read only when their mtime or
     size changes, and scanned for the word "costguard" before being parsed. A malformed
-    value is logged once (per notebook and value) and ignored.
+    value is logged once (per notebook and value) and ignored. Each sample costs one
+    `stat` per live notebook: where a path's file is, and its budget while the file is
+    unchanged, are remembered.
     """
 
     def __init__(self, root_dir: str | os.PathLike[str],
@@ -265,6 +281,7 @@ class NotebookBudgets:
         self.root = Path(root_dir).expanduser().resolve()
         self.log = logger or log
         self._cache: dict[str, _Cached] = {}
+        self._where: dict[str, _Where] = {}
         self._logged: set[tuple[str, str]] = set()
         self._lock = threading.Lock()
 
@@ -281,24 +298,35 @@ class NotebookBudgets:
             return None
         return self.root.joinpath(*parts)
 
+    def _locate(self, path: str) -> _Where:
+        where = self._where.get(path)
+        if where is None:
+            key = path.strip("/")
+            file = self.file_for(key)
+            where = _Where(key, None if file is None else str(file))
+            if len(self._where) >= MAX_CACHED:
+                self._where.clear()
+            self._where[path] = where
+        return where
+
     def get(self, path: str) -> float | None:
         """The notebook's budget override, or None."""
-        path = path.strip("/")
-        file = self.file_for(path)
-        if file is None:
+        where = self._locate(path)
+        if where.file is None:
             return None
+        path = where.key
         try:
-            st = file.stat()
+            st = os.stat(where.file)
         except OSError:
-            with self._lock:
-                self._cache.pop(path, None)
+            if path in self._cache:
+                with self._lock:
+                    self._cache.pop(path, None)
             return None
         stamp = (st.st_mtime_ns, st.st_size)
-        with self._lock:
-            cached = self._cache.get(path)
+        cached = self._cache.get(path)  # a dict read needs no lock; writes take it
         if cached is not None and cached.stamp == stamp:
             return cached.budget
-        budget = self._read(path, file, st.st_size, cached)
+        budget = self._read(path, Path(where.file), st.st_size, cached)
         with self._lock:
             if len(self._cache) >= MAX_CACHED and path not in self._cache:
                 self._cache.pop(next(iter(self._cache)))
@@ -367,6 +395,11 @@ class _Overrides(Mapping[str, float]):
         if value is None:
             raise KeyError(path)
         return value
+
+    def get(self, path: str, default: Any = None) -> Any:
+        """What `__getitem__` finds, without raising and catching a KeyError per miss."""
+        value = self._reader.get(path)
+        return default if value is None else value
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._reader.cached())

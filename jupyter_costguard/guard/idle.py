@@ -1,7 +1,8 @@
 """Guard rule `idle-gpu-kernel`: a kernel that holds a GPU and has done nothing for a while.
 
 A kernel is idle when its execution state is anything but "busy" (a kernel started without
-a client stays "starting" indefinitely); its idle time is `now - last_activity`. A kernel
+a client stays "starting" indefinitely); its idle time is `now - last_activity`, the
+`cost.views.idle_seconds` the API and the metric report too. A kernel
 holds a GPU when telemetry puts one of its processes on it (`KernelSample.gpu_memory_bytes`
 has an entry for that GPU, even where the driver cannot say how much memory).
 
@@ -24,18 +25,17 @@ cancel a cull: using the kernel does.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from typing import Any
 
+from jupyter_costguard.cost.views import idle_seconds
 from jupyter_costguard.guard.base import Act, Finding, GuardContext, RuleResult
 from jupyter_costguard.guard.config import GuardConfig
+from jupyter_costguard.guard.wording import clock_time, duration, gib, money
 from jupyter_costguard.sampling.records import KernelSample
 
 #: States in which the kernel manager is busy with the kernel itself: no cull then.
 _NO_CULL_STATES = frozenset({"restarting", "autorestarting", "terminating", "dead"})
-
-GiB = float(1 << 30)
 
 
 @dataclass
@@ -50,26 +50,6 @@ class _IdlePeriod:
     warned_at: float | None = None
     #: when the shutdown was requested
     culled_at: float | None = None
-
-
-def duration(seconds: float) -> str:
-    """Human-readable length of time: "45 s", "12 min", "2 h 05 min"."""
-    seconds = max(0.0, seconds)
-    if seconds < 60:
-        return f"{seconds:.0f} s"
-    minutes = int(seconds // 60)
-    if minutes < 60:
-        return f"{minutes} min"
-    return f"{minutes // 60} h {minutes % 60:02d} min"
-
-
-def clock_time(epoch: float) -> str:
-    """HH:MM in the server's local time."""
-    return time.strftime("%H:%M", time.localtime(epoch))
-
-
-def _memory(nbytes: int) -> str:
-    return f"{nbytes / GiB:.1f} GiB"
 
 
 class IdleKernelRule:
@@ -108,7 +88,7 @@ class IdleKernelRule:
                result: RuleResult) -> None:
         cfg = self.config
         now = ctx.now
-        idle = max(0.0, now - k.info.last_activity)
+        idle = idle_seconds(k.info, now)
         cull = cfg.cull_idle_kernels
         warn_from = max(0.0, cfg.cull_after_seconds - cfg.cull_warning_seconds)
         cull_warning = cull and idle >= warn_from
@@ -157,7 +137,7 @@ class IdleKernelRule:
             where = f"GPU {d['index']}" if d["index"] is not None else d["uuid"]
             if d["name"]:
                 where += f" ({d['name']})"
-            parts.append(f"{_memory(d['memory_bytes'])} on {where}" if d["memory_bytes"]
+            parts.append(f"{gib(d['memory_bytes'])} on {where}" if d["memory_bytes"]
                          else where)
         return ", ".join(parts)
 
@@ -167,7 +147,7 @@ class IdleKernelRule:
         currency = ctx.published.pricing.currency
         who = self._who(k)
         partial = period.since > period.last_activity + 1.0
-        wasted = (f"it has wasted {period.waste:.2f} {currency} "
+        wasted = (f"it has wasted {money(period.waste, currency)} "
                   + ("since the server started watching it" if partial else "while idle"))
         message = (f"{who} has been idle for {duration(idle)} holding "
                    f"{self._gpus_text(ctx, k)}; {wasted}.")

@@ -28,6 +28,7 @@ from typing import Any
 from jupyter_costguard.guard.base import Finding, GuardContext, RuleResult
 from jupyter_costguard.guard.config import GuardConfig
 from jupyter_costguard.guard.window import Rolling
+from jupyter_costguard.guard.wording import duration, money
 from jupyter_costguard.sampling.records import Sample
 
 TITLE = "GPU starved of data"
@@ -59,12 +60,6 @@ class KernelStarvation:
     @property
     def waiting_utilization(self) -> float:
         return self.utilization_time / self.waiting_seconds if self.waiting_seconds > 0 else 0.0
-
-
-def _duration(seconds: float) -> str:
-    if seconds >= 120:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds:.0f} s"
 
 
 class StarvedGpuRule:
@@ -162,14 +157,14 @@ class StarvedGpuRule:
         per_hour = (round(st.waiting_cost / st.waiting_seconds * 3600.0, 2)
                     if priced and st.waiting_seconds > 0 else None)
         message = (
-            f"{whose} was busy {_duration(st.busy_seconds)} of the last "
-            f"{_duration(cfg.starved_window_seconds)}, but its {gpu_word} sat below "
+            f"{whose} was busy {duration(st.busy_seconds)} of the last "
+            f"{duration(cfg.starved_window_seconds)}, but its {gpu_word} sat below "
             f"{cfg.starved_max_utilization_percent:.0f}% for {share * 100:.0f}% of that "
             f"(averaging {st.waiting_utilization:.0f}%): it is probably waiting on data."
         )
         if cost is not None and per_hour is not None:
-            message += (f" That waiting cost ~{cur} {cost:,.2f} of GPU time "
-                        f"({cur} {per_hour:,.2f}/h).")
+            message += (f" That waiting cost ~{money(cost, cur)} of GPU time "
+                        f"({money(per_hour, cur)}/h).")
         message += f" {FIXES}"
         details: dict[str, Any] = {
             "kernel_id": st.kernel_id,

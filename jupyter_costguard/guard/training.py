@@ -41,9 +41,9 @@ from jupyter_costguard.cost.pricing import Pricing
 from jupyter_costguard.guard.base import Finding, GuardContext, RuleResult
 from jupyter_costguard.guard.config import GuardConfig
 from jupyter_costguard.guard.window import Rolling
+from jupyter_costguard.guard.wording import GiB, duration, gib, money
 from jupyter_costguard.sampling.records import Sample
 
-GiB = 1 << 30
 #: Memory figures (GPU and host) are scaled by this before looking for an instance that fits:
 #: catalog sizes are nominal, and a workload at exactly its peak has no room to grow.
 HEADROOM = 1.1
@@ -191,22 +191,6 @@ def suggest(catalog: Catalog, pricing: Pricing, usage: Usage, same_provider: boo
     return candidate, rate
 
 
-def _money(currency: str, x: float) -> str:
-    return f"{currency} {x:,.2f}"
-
-
-def _duration(seconds: float) -> str:
-    if seconds >= 7200:
-        return f"{seconds / 3600:.1f} h"
-    if seconds >= 120:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds:.0f} s"
-
-
-def _gib(n: float) -> str:
-    return f"{n / GiB:.1f} GiB"
-
-
 class TrainingSizedRule:
     kind = "training-sized-interactive"
 
@@ -262,14 +246,14 @@ class TrainingSizedRule:
         # the first sentence is what a pop-up shows (JupyterLab cuts at 140 characters)
         idle_pct = f"{idle_share * 100:.0f}%"
         if waste is not None:
-            lead = f"GPUs {idle_pct} idle, wasting ~{_money(cur, waste)}/h"
+            lead = f"GPUs {idle_pct} idle, wasting ~{money(waste, cur)}/h"
         else:
             lead = f"GPUs {idle_pct} idle (this server is unpriced)"
         if found is not None:
             row, row_rate = found
-            fits = f"{row.instance_type} fits your use for {_money(cur, row_rate)}/h"
+            fits = f"{row.instance_type} fits your use for {money(row_rate, cur)}/h"
             if saving is not None:
-                fits += f" (saves {_money(cur, saving)}/h)"
+                fits += f" (saves {money(saving, cur)}/h)"
             first = f"{lead}; {fits}."
         else:
             where = f"{instance.provider} " if instance and cfg.suggest_same_provider else ""
@@ -279,16 +263,16 @@ class TrainingSizedRule:
                     if instance.is_gpu else f"{instance.instance_type} (")
         else:
             what = f"This server ({gpu_count} GPU{'s' if gpu_count != 1 else ''}"
-        what += f", {_money(cur, rate)}/h)" if rate is not None else ", unpriced)"
+        what += f", {money(rate, cur)}/h)" if rate is not None else ", unpriced)"
         util = usage.held_utilization or 0.0
         held = max(1, usage.gpus_held)
         message = (
             f"{first} {what} is sized for training, but over the last "
-            f"{_duration(min(usage.covered, cfg.interactive_window_seconds))} the GPUs its "
+            f"{duration(min(usage.covered, cfg.interactive_window_seconds))} the GPUs its "
             f"notebooks held averaged {util:.0f}% utilisation. Peak use: "
-            f"{_gib(usage.peak_gpu_memory_bytes)} GPU memory on {held} "
+            f"{gib(usage.peak_gpu_memory_bytes)} GPU memory on {held} "
             f"GPU{'s' if held != 1 else ''}, {usage.peak_cpu_cores:.1f} CPU cores, "
-            f"{_gib(usage.peak_memory_bytes)} RAM. Explore on a smaller instance and offload "
+            f"{gib(usage.peak_memory_bytes)} RAM. Explore on a smaller instance and offload "
             f"the heavy cells to a batch job."
         )
         details: dict[str, Any] = {
