@@ -1,6 +1,7 @@
 """A submit (or slice preview) request, checked and read: which notebook, which cells, which
-kernel, and the options a job is asked for. Every refusal is a `JobError` that says what to
-change."""
+kernel, and the options a job is asked for. The fields, their types and limits are the API
+document's (`SubmitRequest`, through `common/apischema`); only rules that span fields or reach
+the disk are written here. Every refusal is a `JobError` that says what to change."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from jupyter_costguard.common.apischema import RequestSchema, SchemaError
 from jupyter_costguard.common.jsonlimits import JSONLimitError, check_string
 from jupyter_costguard.offload.errors import JobError
 from jupyter_costguard.offload.settings import JobSettings
@@ -24,8 +26,10 @@ from jupyter_costguard.offload.spec import (
     parse_retries,
 )
 
-REQUEST_FIELDS = frozenset({"notebook", "cells", "selected", "kernel_id", "kernel_name",
-                            "resources", "retries", "send", "bring_back", "inputs", "backend"})
+SUBMIT_REQUEST = RequestSchema("SubmitRequest")
+#: names a job brings back (a limit the spec parser applies too, so read from the document)
+MAX_BRING_BACK: int = SUBMIT_REQUEST.limit(["bring_back"], "maxItems")
+#: cells sent or saved (the saved notebook's too, which no request schema sees)
 MAX_CELLS = 5000
 #: the code a slice or a submit may carry: the sum of the code cells' sources (UTF-8)
 MAX_CODE_BYTES = 1 << 20
@@ -53,13 +57,14 @@ def code_bytes(cells: list[Any]) -> int:
 
 
 def check_request(body: Any) -> dict[str, Any]:
-    """The body as a request object: a JSON object of known fields only."""
-    if not isinstance(body, dict):
-        raise JobError("the request body must be a JSON object")
-    unknown = sorted(set(body) - REQUEST_FIELDS)
-    if unknown:
-        raise JobError(f"unknown field(s): {', '.join(unknown)}")
-    return body
+    """The body as a request the document accepts (`SubmitRequest`), or a JobError naming
+    the field."""
+    try:
+        SUBMIT_REQUEST.check(body)
+    except SchemaError as e:
+        raise JobError(str(e)) from None
+    checked: dict[str, Any] = body
+    return checked
 
 
 @dataclass(frozen=True)
@@ -85,25 +90,18 @@ def parse_options(body: Mapping[str, Any], settings: JobSettings,
             resources = settings.resources
         retries = parse_retries(body.get("retries", settings.retries))
         send = parse_names(body.get("send"), "send")
-        bring_back = parse_names(body.get("bring_back"), "bring_back", 200) \
+        bring_back = parse_names(body.get("bring_back"), "bring_back", MAX_BRING_BACK) \
             if body.get("bring_back") is not None else None
-        inputs = body.get("inputs") or []
-        if not isinstance(inputs, list) or not all(isinstance(i, str) for i in inputs) \
-                or len(inputs) > 100:
-            raise SpecError("inputs must be a list of at most 100 file paths")
     except SpecError as e:
         raise JobError(str(e)) from None
+    inputs: list[str] = body.get("inputs") or []
     for i in inputs:
         _plain(i, "inputs")
     backend = body.get("backend") or settings.backend
-    if not isinstance(backend, str):
-        raise JobError("backend must be a string naming a configured backend")
     if backend not in backends:
         raise JobError(f"unknown backend {backend!r}; configured: "
                        f"{', '.join(sorted(backends))}")
     kernel_id = body.get("kernel_id")
-    if kernel_id is not None and not isinstance(kernel_id, str):
-        raise JobError("kernel_id must be a string")
     if send and kernel_id is None:
         raise JobError("send needs kernel_id: the kernel the variables live in")
     return SubmitOptions(resources, retries, send, bring_back, tuple(inputs), backend,
@@ -149,9 +147,7 @@ def read_cells(body: Mapping[str, Any], file: Path) -> list[Any]:
 def slice_request(body: Mapping[str, Any], file: Path) -> tuple[list[Any], Slice]:
     """The notebook's cells, and the slice the selected ones need."""
     cells = read_cells(body, file)
-    selected = body.get("selected")
-    if not isinstance(selected, list) or not all(isinstance(s, str) for s in selected):
-        raise JobError("selected must be a list of cell ids")
+    selected: list[str] = body["selected"]
     given = parse_names(body.get("send"), "send")
     try:
         return cells, slice_cells(cells, selected, given=given)

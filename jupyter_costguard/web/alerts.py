@@ -10,7 +10,12 @@ from typing import Any
 from jupyter_server.auth.decorator import authorized
 from tornado import web
 
-from jupyter_costguard.alerts.requests import parse_raise_request, parse_snooze_request
+from jupyter_costguard.alerts.requests import (
+    DISMISS_REQUEST,
+    check,
+    parse_raise_request,
+    parse_snooze_request,
+)
 from jupyter_costguard.alerts.store import AlertError, AlertLimitError
 from jupyter_costguard.common.owner import owner_doc
 from jupyter_costguard.web.base import CostguardHandler
@@ -81,10 +86,7 @@ class AlertActionHandler(_AlertHandler):
             if self.action == "snooze":
                 alert = self.alerts.snooze(alert_id, parse_snooze_request(body))
             else:
-                if body is not None and not isinstance(body, dict):
-                    raise AlertError("request body must be empty or a JSON object")
-                if body:
-                    raise AlertError(f"unknown field(s): {', '.join(sorted(body))}")
+                check(DISMISS_REQUEST, body)
                 alert = self.alerts.dismiss(alert_id)
         except AlertError as e:
             raise _alert_error(e) from None

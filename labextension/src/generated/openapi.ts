@@ -371,7 +371,7 @@ export interface paths {
             };
             requestBody?: {
                 content: {
-                    "application/json": Record<string, unknown>;
+                    "application/json": components["schemas"]["DismissRequest"];
                 };
             };
             responses: {
@@ -1171,6 +1171,7 @@ export interface components {
             severity: components["schemas"]["Severity"];
             title: string;
             message: string;
+            /** @description Server-relative; leading and trailing slashes are dropped. */
             notebook?: string | null;
             kernel_id?: string | null;
             /** @description Deduplication key; without it every request raises a new alert. */
@@ -1178,6 +1179,8 @@ export interface components {
             actions?: components["schemas"]["AlertAction"][] | null;
             details?: Record<string, unknown> | null;
         };
+        /** @description Nothing to say; an empty body or `{}`. */
+        DismissRequest: Record<string, unknown>;
         SnoozeRequest: {
             seconds: number;
         };
@@ -1190,19 +1193,22 @@ export interface components {
         SubmitRequest: {
             /** @description Server-relative notebook path. */
             notebook: string;
-            /** @description The notebook's cells (nbformat, with ids) as the user sees them. */
-            cells?: Record<string, unknown>[];
+            /** @description The notebook's cells (nbformat, with ids) as the user sees them; absent or null: the saved notebook's. */
+            cells?: Record<string, unknown>[] | null;
             /** @description Ids of the selected cells. */
             selected: string[];
             /** @description The kernel `send` variables are taken from. */
-            kernel_id?: string;
-            kernel_name?: string;
-            resources?: components["schemas"]["Resources"];
-            retries?: number;
-            send?: string[];
-            bring_back?: string[];
-            inputs?: string[];
-            backend?: string;
+            kernel_id?: string | null;
+            /** @description The kernelspec; absent or null, the kernel's, else the notebook's. */
+            kernel_name?: string | null;
+            /** @description Absent or null, the server's default resources. */
+            resources?: components["schemas"]["Resources"] | null;
+            retries?: number | null;
+            send?: string[] | null;
+            bring_back?: string[] | null;
+            inputs?: string[] | null;
+            /** @description A configured backend; absent, null or empty, the server's default. */
+            backend?: string | null;
         };
         SliceCell: {
             cell_id: string;
