@@ -13,4 +13,4 @@ MONEY_DIGITS = 6
 
 def round_money(x: float) -> float:
     """`x` rounded to `MONEY_DIGITS` places, never negative (and never -0.0)."""
-    return round(max(0.0, x), MONEY_DIGITS) + 0.0
+    return round(x, MONEY_DIGITS) + 0.0 if x > 0.0 else 0.0

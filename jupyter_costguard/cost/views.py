@@ -425,10 +425,16 @@ class Views:
 
 
 def kernel_view(k: KernelSample, sample: Sample, totals: Totals | None,
-                rate: float) -> KernelView:
-    """One kernel of `sample`, with the ledger's totals for it and its current rate."""
+                rate: float, utilization: Mapping[str, float] | None = None) -> KernelView:
+    """One kernel of `sample`, with the ledger's totals for it and its current rate
+    (`utilization`: GPU uuid -> utilisation where known, worked out once per sample)."""
     info = k.info
     interval = sample.interval
+    if utilization is None:
+        gpu_util = kernel_gpu_utilization(k, sample.gpu.gpus)
+    else:
+        held = [u for uuid, u in utilization.items() if uuid in k.gpu_memory_bytes]
+        gpu_util = sum(held) / len(held) if held else None
     return KernelView(
         kernel_id=info.kernel_id, name=info.name, notebook=info.path,
         execution_state=info.execution_state, last_activity=info.last_activity,
@@ -437,7 +443,7 @@ def kernel_view(k: KernelSample, sample: Sample, totals: Totals | None,
         cpu_percent=round(100.0 * k.cpu_seconds / interval, 2) if interval else 0.0,
         rss_bytes=k.rss_bytes, gpus=sorted(k.gpu_memory_bytes),
         gpu_memory_bytes=sum(k.gpu_memory_bytes.values()),
-        gpu_utilization_percent=kernel_gpu_utilization(k, sample.gpu.gpus),
+        gpu_utilization_percent=gpu_util,
         attribution=k.attribution,
         spend=round_money(totals.spend if totals else 0.0),
         waste=round_money(totals.waste if totals else 0.0),
@@ -560,10 +566,12 @@ def build_views(
     if sample is not None:
         rates = kernel_rates(sample, cost)
         ledger_kernels = ledger.kernels
+        utilization = {g.uuid: g.utilization_percent for g in sample.gpu.gpus
+                       if g.utilization_percent is not None}
         for k in sample.kernels:
             info = k.info
             view = kernel_view(k, sample, ledger_kernels.get((info.kernel_id, info.path or "")),
-                               rates[info.kernel_id])
+                               rates[info.kernel_id], utilization)
             kernels.append(view)
             if info.path:
                 by_path.setdefault(info.path, []).append(view)

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Iterator
 from prometheus_client import REGISTRY
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
+from prometheus_client.samples import Sample as Series
 
 from jupyter_costguard.common.owner import Owner
 from jupyter_costguard.cost.published import Published
@@ -93,13 +94,15 @@ def kernel_families(kernels: Iterable[KernelView], currency: str) -> list[Metric
     waste = CounterMetricFamily("costguard_kernel_waste",
                                 "Money a kernel has cost while holding an idle GPU.",
                                 labels=[*labels, "currency"])
+    # Samples made directly (what add_metric does, without zipping label names per call):
+    # this runs for every kernel on every sample. Label dicts are shared, never changed.
     for k in kernels:
-        values = [k.kernel_id, k.notebook or ""]
-        idle.add_metric(values, k.idle_seconds)
-        kmem.add_metric(values, float(k.gpu_memory_bytes))
-        priced = [*values, currency]
-        spend.add_metric(priced, k.spend)
-        waste.add_metric(priced, k.waste)
+        values = {"kernel_id": k.kernel_id, "notebook": k.notebook or ""}
+        priced = {**values, "currency": currency}
+        idle.samples.append(Series(idle.name, values, k.idle_seconds, None))
+        kmem.samples.append(Series(kmem.name, values, float(k.gpu_memory_bytes), None))
+        spend.samples.append(Series(spend.name + "_total", priced, k.spend, None))
+        waste.samples.append(Series(waste.name + "_total", priced, k.waste, None))
     return [idle, kmem, spend, waste]
 
 
@@ -112,8 +115,9 @@ def notebook_families(notebooks: Iterable[NotebookView], currency: str) -> list[
                                 "Money a notebook's kernels cost while holding idle GPUs.",
                                 labels=["notebook", "currency"])
     for n in notebooks:
-        spend.add_metric([n.path, currency], n.spend)
-        waste.add_metric([n.path, currency], n.waste)
+        labels = {"notebook": n.path, "currency": currency}
+        spend.samples.append(Series(spend.name + "_total", labels, n.spend, None))
+        waste.samples.append(Series(waste.name + "_total", labels, n.waste, None))
     return [spend, waste]
 
 
