@@ -26,6 +26,7 @@ import datetime as dt
 import json
 import os
 import platform
+import queue
 import shutil
 import signal
 import sys
@@ -183,9 +184,22 @@ class Bench:
             kc = BlockingKernelClient(
                 connection_file=str(self.server.workdir / "runtime" / f"kernel-{kid}.json"))
             kc.load_connection_file()
-            kc.start_channels()
+            # no heartbeat channel: wait_for_ready calls a kernel whose heartbeat is late on
+            # a loaded machine dead; wait for the reply to our own kernel_info instead
+            kc.start_channels(hb=False)
+            deadline = time.monotonic() + 180
             try:
-                kc.wait_for_ready(timeout=180)
+                while True:
+                    msg_id = kc.kernel_info()
+                    try:
+                        while True:
+                            reply = kc.get_shell_msg(timeout=5)
+                            if reply["parent_header"].get("msg_id") == msg_id:
+                                return
+                    except queue.Empty:
+                        if time.monotonic() > deadline:
+                            raise TimeoutError(
+                                f"kernel {kid} never answered kernel_info") from None
             finally:
                 kc.stop_channels()
 

@@ -2,8 +2,8 @@
 """Where one `CostService.tick` spends its CPU, without a profiler's distortion.
 
 An in-process harness: N real ipykernel processes (jupyter_client), a `CostService` over a
-replayed 8-GPU trace, a real SQLite ledger in a temp dir and the Prometheus builder, ticked
-`--ticks` times back to back. Stage CPU times (thread CPU, this harness is one thread) come
+replayed 8-GPU trace, a real SQLite ledger in a temp dir, the guard's rules and the
+Prometheus builder, ticked `--ticks` times back to back. Stage CPU times (thread CPU, this harness is one thread) come
 from thin wrappers around the stages; a second part times alternatives for the kernel
 process-tree walk, the largest stage. Run it with the bench env's interpreter:
 
@@ -34,6 +34,10 @@ from sampling import write_trace  # noqa: E402
 
 from jupyter_costguard.cost import ledger as ledger_mod  # noqa: E402
 from jupyter_costguard.cost import service as service_mod  # noqa: E402
+from jupyter_costguard.guard.budget import NotebookBudgets  # noqa: E402
+from jupyter_costguard.guard.config import GuardConfig  # noqa: E402
+from jupyter_costguard.guard.engine import Guard  # noqa: E402
+from jupyter_costguard.guard.rules import default_rules  # noqa: E402
 from jupyter_costguard.metrics import collector as metrics  # noqa: E402
 from jupyter_costguard.sampling import telemetry as tele_mod  # noqa: E402
 from jupyter_costguard.sampling.records import KernelInfo  # noqa: E402
@@ -105,6 +109,11 @@ def main() -> int:
             service_mod.PricingConfig(hourly_rate=32.77),
             sample_interval=1.0, metrics_builder=builder,
         )
+        # the guard's rules, as the server runs them (budgets read from notebook metadata)
+        config = GuardConfig()
+        guard = Guard(config, default_rules(config), svc.alerts, svc.ledger, svc.catalog,
+                      notebook_budgets=NotebookBudgets(tmp))
+        svc.after_sample = [timed("guard.evaluate", guard.evaluate)]
         for _ in range(5):  # warm: psutil.Process objects, pricing, SQLite pages
             svc.tick(infos)
         CPU.clear()
