@@ -89,7 +89,7 @@ async def test_one_job_that_cannot_be_followed_does_not_stop_the_others(jp_fetch
         def sync(self, job, job_dir):
             raise RuntimeError("sync exploded")
 
-        def alive(self, job, job_dir):
+        def reconcile(self, job, job_dir):
             return True
 
         def cancel(self, job, job_dir, force=False):

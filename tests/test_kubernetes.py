@@ -323,7 +323,7 @@ def test_a_job_goes_from_waiting_for_a_gpu_to_succeeded(tmp_path, standin, confi
     assert info["waiting"] == f"Unschedulable: {GPU_FULL}"
     assert info["pods"][0]["waiting"] == f"Unschedulable: {GPU_FULL}"
     assert any(e["reason"] == "FailedScheduling" for e in info["events"])
-    assert b.alive(job, d)
+    assert b.reconcile(job, d)
 
     # scheduled, pulling its image
     standin.schedule(pod, "gpu-node-7")
@@ -465,7 +465,7 @@ def test_refusals_end_the_job_with_the_reason(tmp_path, standin, configuration):
     assert status["exit_reason"].startswith("quota exceeded: jobs.batch")
     assert "Kubernetes refused the job: quota exceeded" in log_text(d)
     assert standin.configmaps == {} and standin.jobs == {}
-    assert not b.alive(job, d)
+    assert not b.reconcile(job, d)
 
     # no image configured: nothing is sent
     job, d = make_job(tmp_path / "2")
@@ -535,7 +535,7 @@ def test_cancel_deletes_the_job_and_its_pods(tmp_path, standin, configuration):
     delete = standin.calls("DELETE", f"/jobs/{ref}")[-1]
     assert delete.body["propagationPolicy"] == "Background"  # else the pods are orphaned
     assert standin.jobs == {} and standin.pods == {} and standin.configmaps == {}
-    assert not b.alive(job, d)
+    assert not b.reconcile(job, d)
     b.sync(job, d)  # a Job that is gone: the follower decides (cancelled, or lost)
     assert read_json(d / "status.json") is None
     b.cancel(job, d, force=True)  # again, forced: nothing left is no error
@@ -551,7 +551,7 @@ def test_an_api_that_does_not_answer_loses_no_job(tmp_path, standin, configurati
     job = Job(**{**job.__dict__, "backend_ref": ref})
     standin.stop()
     started = time.monotonic()
-    assert b.alive(job, d)
+    assert b.reconcile(job, d)
     b.sync(job, d)  # logs a warning, raises nothing
     assert time.monotonic() - started < 30
 

@@ -522,7 +522,7 @@ async def test_a_backend_that_cannot_start_a_job_fails_it_with_the_reason(jp_fet
         def launch(self, job, job_dir, environment):
             raise RuntimeError("the cluster is on fire")
 
-        def alive(self, job, job_dir):
+        def reconcile(self, job, job_dir):
             return False
 
         def cancel(self, job, job_dir, force=False):

@@ -326,7 +326,7 @@ def test_a_pending_job_says_why_and_runs_once_the_node_is_free(
         assert described is not None
         assert described["slurm_job_id"] == ref and described["slurm_state"] == "PENDING"
         assert described["reason"] in ("Resources", "Priority"), described
-        assert backend.alive(job, job_dir(server, doc["id"]))
+        assert backend.reconcile(job, job_dir(server, doc["id"]))
         queued = wait(server, doc["id"], lambda d: True)
         assert (queued["state"], queued["phase"]) == ("queued", "queued")
     finally:
@@ -425,7 +425,7 @@ def test_a_runner_that_cannot_start_on_the_node_fails_with_what_slurm_saw(
         assert ref is not None and ref.isdigit()
         launched[name] = (backend, dataclasses.replace(job, backend_ref=ref), d)
     deadline = time.monotonic() + 60
-    while any(b.alive(j, d) for b, j, d in launched.values()):
+    while any(b.reconcile(j, d) for b, j, d in launched.values()):
         assert time.monotonic() < deadline, cluster.logs()
         time.sleep(0.2)
     missing = json.loads((tmp_path / "missing" / "status.json").read_text())

@@ -233,7 +233,7 @@ class Follower:
             backend.cancel(job, d, force=True)
             return job.ended_as("failed", f"time limit of {limit:g} s exceeded "
                                 "(the runner did not stop by itself)", now)
-        if backend.alive(job, d):
+        if backend.reconcile(job, d):
             self._lost_at.pop(job.id, None)
             return job
         first = self._lost_at.setdefault(job.id, now)

@@ -1,7 +1,8 @@
 """What a backend is to the job service: every hook the service calls, in one class.
 
-A backend starts the job runner for a prepared job directory, says whether it is still
-alive, and stops it. Everything else (state, log, outputs, results) the runner writes into the
+A backend starts the job runner for a prepared job directory, reconciles the job with what
+the backend knows (is the runner still there; if the job ended without it saying how, why),
+and stops it. Everything else (state, log, outputs, results) the runner writes into the
 job directory, which the server reads whatever the backend. The other hooks have do-nothing
 defaults: a backend overrides the ones it needs, and the service calls them all without asking.
 """
@@ -32,8 +33,11 @@ class Backend(ABC):
         CUDA_VISIBLE_DEVICES)."""
 
     @abstractmethod
-    def alive(self, job: Job, job_dir: Path) -> bool:
-        """Whether the job's runner may still write to its directory."""
+    def reconcile(self, job: Job, job_dir: Path) -> bool:
+        """Whether the job's runner may still write to its directory, after settling what
+        the backend knows: a job that ended without its runner saying how gets the backend's
+        reason written into the directory (its status and log), and a job the backend cannot
+        run is cancelled first. The follower calls it for each job that has not ended."""
 
     @abstractmethod
     def cancel(self, job: Job, job_dir: Path, force: bool = False) -> None:

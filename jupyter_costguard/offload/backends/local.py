@@ -110,7 +110,8 @@ class LocalBackend(Backend):
             return False
         return pid_runs(pid, marker)
 
-    def alive(self, job: Job, job_dir: Path) -> bool:
+    def reconcile(self, job: Job, job_dir: Path) -> bool:
+        """Whether the runner process still runs; nothing to settle (it writes its own end)."""
         pid = _pid(job.backend_ref)
         return pid is not None and self._alive(pid, jobdir.RUNNER_MODULE)
 

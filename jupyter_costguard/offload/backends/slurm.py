@@ -275,9 +275,10 @@ class SlurmBackend(Backend):
             self._asked[ref] = time.monotonic()
         return ref
 
-    def alive(self, job: Job, job_dir: Path) -> bool:
+    def reconcile(self, job: Job, job_dir: Path) -> bool:
         """True while Slurm may still run the job (pending, running, requeued). When it has
-        ended without the runner saying how, Slurm's reason becomes the job's."""
+        ended without the runner saying how, Slurm's reason becomes the job's (written to its
+        status and log); a job Slurm could not launch on its node is cancelled first."""
         ref = job.backend_ref
         if not ref:
             return False

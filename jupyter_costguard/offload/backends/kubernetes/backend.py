@@ -236,9 +236,10 @@ class KubernetesBackend(Backend):
         events.sort(key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or "")
         return events
 
-    def alive(self, job: Job, job_dir: Path) -> bool:
-        """Whether the Job still exists. An API that cannot be reached says nothing about the
-        job, so it counts as alive."""
+    def reconcile(self, job: Job, job_dir: Path) -> bool:
+        """Whether the Job still exists; what its pods say is written by `sync`, and a Job
+        that is gone is for the follower to settle. An API that cannot be reached says nothing
+        about the job, so it counts as still there."""
         name = self._job_name(job, job_dir)
         if name is None:
             return False
