@@ -3,9 +3,10 @@
 
 An in-process harness: N real ipykernel processes (jupyter_client), a `CostService` over a
 replayed 8-GPU trace, a real SQLite ledger in a temp dir, the guard's rules and the
-Prometheus builder, ticked `--ticks` times back to back. Stage CPU times (thread CPU, this harness is one thread) come
-from thin wrappers around the stages; a second part times alternatives for the kernel
-process-tree walk, the largest stage. Run it with the bench env's interpreter:
+Prometheus builder, ticked `--ticks` times back to back. Stage CPU times (thread CPU, this
+harness is one thread) come from thin wrappers around the stages; a second part times
+alternatives for the kernel process-tree walk, the largest stage. Run it with the bench
+env's interpreter:
 
     bench/.venv/bin/python bench/tick_breakdown.py --n 30
 
