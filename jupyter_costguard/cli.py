@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sqlite3
 import sys
 import time
 from collections.abc import Sequence
@@ -14,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from jupyter_costguard.cost.catalog import Catalog, CatalogError
-from jupyter_costguard.cost.ledger import default_db_path
+from jupyter_costguard.cost.ledger import default_db_path, read_report
 
 
 def _catalog(args: argparse.Namespace) -> int:
@@ -161,19 +160,14 @@ def _report(args: argparse.Namespace) -> int:
         print(f"error: no ledger at {db} (set --db, or run the server with costguard first)",
               file=sys.stderr)
         return 2
-    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
-    server = con.execute("SELECT spend, waste, unattributed, seconds FROM server").fetchone()
-    rows = con.execute(
-        "SELECT path, SUM(spend), SUM(waste), COUNT(*) FROM consumer WHERE path != ''"
-        " GROUP BY path ORDER BY SUM(spend) DESC LIMIT ?", (args.top,)).fetchall()
-    con.close()
-    if server:
-        spend, waste, unattributed, seconds = server
-        print(f"server: spent {spend:.2f} over {seconds / 3600:.1f} h sampled; "
-              f"waste {waste:.2f}; unattributed {unattributed:.2f}")
+    report = read_report(db, args.top)
+    if report.server:
+        s = report.server
+        print(f"server: spent {s.spend:.2f} over {s.seconds / 3600:.1f} h sampled; "
+              f"waste {s.waste:.2f}; unattributed {s.unattributed:.2f}")
     print(f"{'notebook':<50} {'spend':>10} {'waste':>10} {'kernels':>8}")
-    for path, spend, waste, kernels in rows:
-        print(f"{path[:50]:<50} {spend:>10.4f} {waste:>10.4f} {kernels:>8}")
+    for n in report.notebooks:
+        print(f"{n.path[:50]:<50} {n.spend:>10.4f} {n.waste:>10.4f} {n.kernels:>8}")
     return 0
 
 

@@ -69,6 +69,7 @@ def test_a_store_from_before_summaries_is_migrated_in_place(tmp_path):
     store.close()
     with sqlite3.connect(path) as db:  # as an earlier version left it
         db.execute("ALTER TABLE job DROP COLUMN summary")
+        db.execute("PRAGMA user_version = 0")  # which kept no schema version
     again = JobStore(path)
     jobs, _ = again.list_page()
     assert [(j.id, j.spec.notebook, j.spec.selected) for j in jobs] == [

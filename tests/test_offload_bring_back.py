@@ -235,6 +235,7 @@ def test_the_job_list_shows_bring_back_also_for_a_store_from_before_it(tmp_path:
     with store._lock:
         store._db.execute("UPDATE job SET summary=? WHERE id=?",
                           ('{"kernel_name": "python3", "selected": [["t", 0]]}', job.id))
+        store._db.execute("PRAGMA user_version = 0")  # which kept no schema version
     assert store.list_page()[0][0].spec.bring_back == ()
     store.close()
     store = JobStore(tmp_path / "jobs.sqlite")

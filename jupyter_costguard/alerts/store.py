@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from jupyter_costguard.common.jsonlimits import check_string, parse_json
+from jupyter_costguard.common.sqlite import Schema, open_db
 
 SEVERITIES = ("info", "warning", "critical")
 SEVERITY_RANK = {s: i for i, s in enumerate(SEVERITIES)}
@@ -59,7 +60,9 @@ PRUNE_EVERY_SECONDS = 3600.0
 #: A re-raise that changes nothing but `updated` is written at most this often.
 TOUCH_PERSIST_SECONDS = 60.0
 
-SCHEMA = """
+#: version 1, the baseline: the table as it has been since alerts were stored (a file from
+#: before versions already has it, unchanged)
+BASELINE = """
 CREATE TABLE IF NOT EXISTS alert (
     id TEXT PRIMARY KEY,
     kind TEXT NOT NULL,
@@ -79,6 +82,8 @@ CREATE TABLE IF NOT EXISTS alert (
     resolved REAL                -- when the condition ended; NULL while it persists
 );
 """
+#: the alerts' table, in the ledger's file (whose own versions count in slot 0): slot 1
+SCHEMA = Schema("alerts", (BASELINE,), slot=1)
 
 log = logging.getLogger("jupyter_costguard")
 
@@ -245,14 +250,7 @@ class AlertStore:
         self.version = 0  # bumped on every visible change
         self.db: sqlite3.Connection | None = None
         if db_path is not None:
-            path = Path(db_path)
-            if str(db_path) != ":memory:":
-                path.parent.mkdir(parents=True, exist_ok=True)
-            self.db = sqlite3.connect(str(db_path), check_same_thread=False,
-                                      isolation_level=None, timeout=30.0)
-            self.db.execute("PRAGMA journal_mode=WAL")
-            self.db.execute("PRAGMA synchronous=NORMAL")
-            self.db.executescript(SCHEMA)
+            self.db = open_db(db_path, SCHEMA)
             self._load()
         self.prune()
 

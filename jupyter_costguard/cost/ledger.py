@@ -8,17 +8,18 @@ at most (notebooks active in a minute) × 1440 × retention_days rows.
 
 from __future__ import annotations
 
-import os
-import sqlite3
 import threading
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 
 from jupyter_costguard.common.files import data_dir
+from jupyter_costguard.common.sqlite import Schema, open_db, open_read_only
 from jupyter_costguard.cost.spend import IntervalCost
 
-SCHEMA = """
+#: version 1, the baseline: the tables as they have been since the ledger began (a file from
+#: before versions already has them, unchanged)
+BASELINE = """
 CREATE TABLE IF NOT EXISTS period_marks (
     start REAL PRIMARY KEY,      -- a budget period's start (epoch seconds)
     spend REAL NOT NULL          -- the server's spend when that period began
@@ -54,6 +55,8 @@ CREATE TABLE IF NOT EXISTS history (
     PRIMARY KEY (bucket, path)
 );
 """
+#: the ledger's tables; its file also holds the alerts' (`alerts/store.py`, slot 1)
+SCHEMA = Schema("ledger", (BASELINE,), slot=0)
 
 HISTORY_BUCKET_SECONDS = 60
 #: Minute buckets kept in memory per notebook for sparklines and the API.
@@ -104,15 +107,7 @@ class Ledger:
         self.db_path = Path(db_path)
         self.retention_days = retention_days
         self._lock = threading.Lock()
-        _private_file(self.db_path)
-        self.db = sqlite3.connect(str(self.db_path), check_same_thread=False, isolation_level=None)
-        self.db.execute("PRAGMA journal_mode=WAL")
-        for suffix in ("-wal", "-shm"):
-            side = self.db_path.with_name(self.db_path.name + suffix)
-            if side.exists():
-                os.chmod(side, 0o600)
-        self.db.execute("PRAGMA synchronous=NORMAL")
-        self.db.executescript(SCHEMA)
+        self.db = open_db(self.db_path, SCHEMA)
         self._kernels: dict[tuple[str, str], Totals] = {}
         self._names: dict[tuple[str, str], str] = {}
         self._notebooks: dict[str, Totals] = {}
@@ -311,14 +306,38 @@ def default_db_path() -> str:
     return str(data_dir() / "ledger.sqlite")
 
 
-def _private_file(path: Path) -> None:
-    """Create the ledger's file 0600 (its directory 0700 when costguard makes it), whatever
-    the umask; SQLite gives the -wal and -shm files the database file's mode."""
-    if not path.parent.exists():
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        os.chmod(path.parent, 0o700)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+
+@dataclass(frozen=True)
+class NotebookSpend:
+    """One notebook's spend over every kernel that ran it."""
+
+    path: str
+    spend: float
+    waste: float
+    kernels: int
+
+
+@dataclass(frozen=True)
+class LedgerReport:
+    """What `jupyter costguard report` prints: the server's totals (None before the first
+    sample) and the notebooks that spent most."""
+
+    server: ServerTotals | None
+    notebooks: list[NotebookSpend]
+
+
+def read_report(db_path: str | Path, top: int) -> LedgerReport:
+    """The report, read-only from a ledger file a running server may be writing (its reads do
+    not wait for the sampler's commits, nor hold them up)."""
+    db = open_read_only(db_path)
     try:
-        os.fchmod(fd, 0o600)
+        row = db.execute(
+            "SELECT since, last_sample, spend, waste, unattributed, unattributed_gpu, seconds "
+            "FROM server WHERE id = 1").fetchone()
+        rows = db.execute(
+            "SELECT path, SUM(spend), SUM(waste), COUNT(*) FROM consumer WHERE path != ''"
+            " GROUP BY path ORDER BY SUM(spend) DESC LIMIT ?", (top,)).fetchall()
     finally:
-        os.close(fd)
+        db.close()
+    return LedgerReport(ServerTotals(*row) if row else None,
+                        [NotebookSpend(*r) for r in rows])

@@ -24,10 +24,12 @@ from pathlib import Path
 from typing import Any
 
 from jupyter_costguard.common.hubprotocol import Report
+from jupyter_costguard.common.sqlite import Schema, add_columns, open_db, open_read_only, run_script
 
 HOUR = 3600
 
-SCHEMA = """
+#: the tables of version 1; `_baseline` also brings a file from before versions up to date
+TABLES = """
 CREATE TABLE IF NOT EXISTS epochs (
     user TEXT NOT NULL, server TEXT NOT NULL, since REAL NOT NULL,
     spend REAL NOT NULL, waste REAL NOT NULL, first_seen REAL NOT NULL, last_seen REAL NOT NULL,
@@ -60,6 +62,27 @@ CREATE TABLE IF NOT EXISTS events (
     id INTEGER PRIMARY KEY AUTOINCREMENT, time REAL NOT NULL, user TEXT NOT NULL,
     server TEXT NOT NULL, kind TEXT NOT NULL, detail TEXT NOT NULL);
 """
+
+
+def _baseline(db: sqlite3.Connection) -> None:
+    """Version 1: the tables, with the columns a database of an earlier release lacks (found
+    by probing, as the service did on every start before versions)."""
+    run_script(db, TABLES)
+    add_columns(db, "servers", {
+        "active_jobs": "INTEGER NOT NULL DEFAULT 0",
+        # from before node GPU metrics
+        "node_gpus": "INTEGER", "node_busy": "INTEGER", "node_time": "REAL",
+        "node_idle_since": "REAL",
+    })
+    add_columns(db, "epochs", {"reported_since": "REAL"})
+    # from before the meter
+    add_columns(db, "hours", {"metered": "REAL NOT NULL DEFAULT 0",
+                              "priced": "INTEGER NOT NULL DEFAULT 0"})
+
+
+#: the service's tables, each migration run once (`common/sqlite.py`). The spawn and
+#: idle-culler hooks read them read-only from other processes (`read_only`)
+SCHEMA = Schema("hub", (_baseline,))
 
 #: server states: reporting; silent or not yet reporting (kept with its last figures); its
 #: last report refused (the reason in `detail`); no longer running
@@ -146,7 +169,7 @@ def read_only(db_path: str | Path, *queries: tuple[str, Sequence[Any]],
     path = Path(db_path)
     if not path.exists():
         return None
-    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5)
+    db = open_read_only(path)
     try:
         return [db.execute(sql, tuple(params)).fetchall() for sql, params in queries]
     except sqlite3.OperationalError:  # no tables yet
@@ -206,29 +229,10 @@ class HubStore:
         self.idle_from_reports = True
         self._counted = counted_sql(count)
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
-        self.db.execute("PRAGMA journal_mode=WAL")
-        # a commit survives the process dying at once; a power cut may lose the last few,
-        # which the next report restores (reports carry their run's cumulative figures)
-        self.db.execute("PRAGMA synchronous=NORMAL")
-        self.db.executescript(SCHEMA)
-        columns = {r[1] for r in self.db.execute("PRAGMA table_info(servers)")}
-        if "active_jobs" not in columns:  # a database of an earlier version
-            self.db.execute("ALTER TABLE servers ADD COLUMN active_jobs INTEGER NOT NULL "
-                            "DEFAULT 0")
-        for column, kind in (("node_gpus", "INTEGER"), ("node_busy", "INTEGER"),
-                             ("node_time", "REAL"), ("node_idle_since", "REAL")):
-            if column not in columns:  # a database from before node GPU metrics
-                self.db.execute(f"ALTER TABLE servers ADD COLUMN {column} {kind}")
-        if "reported_since" not in {r[1] for r in self.db.execute("PRAGMA table_info(epochs)")}:
-            self.db.execute("ALTER TABLE epochs ADD COLUMN reported_since REAL")
-        columns = {r[1] for r in self.db.execute("PRAGMA table_info(hours)")}
-        for column, kind in (("metered", "REAL"), ("priced", "INTEGER")):
-            if column not in columns:  # a database from before the meter
-                self.db.execute(f"ALTER TABLE hours ADD COLUMN {column} {kind} NOT NULL "
-                                "DEFAULT 0")
-        self.path.chmod(0o600)
+        # 0600 from the start, WAL; synchronous=NORMAL: a commit survives the process dying at
+        # once, a power cut may lose the last few, which the next report restores (reports
+        # carry their run's cumulative figures)
+        self.db = open_db(self.path, SCHEMA)
         self._lock = threading.Lock()
         self._local = threading.local()
         self._readers: list[sqlite3.Connection] = []
@@ -250,8 +254,7 @@ class HubStore:
         take most of a second to read, while reports commit many times a second)."""
         reader: sqlite3.Connection | None = getattr(self._local, "reader", None)
         if reader is None:
-            reader = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True,
-                                     check_same_thread=False, isolation_level=None)
+            reader = open_read_only(self.path, check_same_thread=False)
             self._local.reader = reader
             with self._readers_lock:
                 self._readers.append(reader)

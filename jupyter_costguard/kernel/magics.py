@@ -8,11 +8,9 @@ namespace, read from the job's directory in the server's jobs directory.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import pickle
 import shlex
-import sqlite3
 import sys
 from typing import Any
 
@@ -20,28 +18,12 @@ from traitlets import TraitError
 
 from jupyter_costguard.common.files import data_dir
 from jupyter_costguard.kernel.widget import widget
-from jupyter_costguard.offload.jobdir import ENV_JOBS_DIR, JOBS_DB, RESULTS, unsafe_location
-
-
-def _recorded_digest(base: str, job: str) -> str | None:
-    """The sha256 of the job's results that the server recorded when the job ended (its
-    jobs database), or None when it recorded none."""
-    db_path = os.path.join(base, JOBS_DB)
-    if not os.path.exists(db_path):
-        return None
-    db = sqlite3.connect(db_path, timeout=5.0)
-    try:
-        row = db.execute("SELECT record FROM job WHERE id=?", (int(job),)).fetchone()
-    except sqlite3.Error:
-        return None
-    finally:
-        db.close()
-    try:
-        record = json.loads(row[0]) if row else None
-    except (TypeError, ValueError):
-        return None
-    digest = record.get("results_sha256") if isinstance(record, dict) else None
-    return digest if isinstance(digest, str) else None
+from jupyter_costguard.offload.jobdir import (
+    ENV_JOBS_DIR,
+    RESULTS,
+    recorded_results_digest,
+    unsafe_location,
+)
 
 
 def fetch_results(job: str, jobs_dir: str | None = None) -> dict[str, Any]:
@@ -54,7 +36,7 @@ def fetch_results(job: str, jobs_dir: str | None = None) -> dict[str, Any]:
         raise ValueError(f"a job id is a number, not {job!r}")
     base = jobs_dir or os.environ.get(ENV_JOBS_DIR) or str(data_dir() / "jobs")
     path = os.path.join(base, job, RESULTS)
-    digest = _recorded_digest(base, job)
+    digest = recorded_results_digest(base, int(job))
     if digest is None:
         raise ValueError(f"job {job} brought nothing back that costguard recorded in {base} "
                          "(not finished, brought nothing back, or another jobs directory: "

@@ -405,3 +405,32 @@ def read_environment(job_dir: Path) -> dict[str, Any] | None:
 
 def write_status(job_dir: Path, status: RunnerStatus) -> None:
     write_json(job_dir / STATUS, status.to_json())
+
+
+# --- the server's record of a job, for code inside a kernel -----------------------------------
+
+def recorded_results_digest(jobs_dir: Path | str, job_id: int) -> str | None:
+    """The sha256 of a job's results that the server recorded when the job ended (in
+    `JOBS_DB`, read-only), or None when it recorded none or there is no such database.
+
+    The one read of the jobs store's tables outside `offload/store.py`, which owns them (its
+    `record` column holds `results_sha256`): here so `%costguard fetch` in a kernel can check
+    a pickle without importing the server."""
+    import sqlite3
+
+    from jupyter_costguard.common.sqlite import open_read_only
+
+    path = Path(jobs_dir) / JOBS_DB
+    if not path.exists():
+        return None
+    try:
+        db = open_read_only(path)
+        try:
+            row = db.execute("SELECT record FROM job WHERE id=?", (job_id,)).fetchone()
+        finally:
+            db.close()
+        record = json.loads(row[0]) if row else None
+    except (sqlite3.Error, TypeError, ValueError):
+        return None
+    digest = record.get("results_sha256") if isinstance(record, dict) else None
+    return digest if isinstance(digest, str) else None

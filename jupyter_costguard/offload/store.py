@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import sqlite3
 import threading
 from collections.abc import Iterator, Mapping
@@ -17,10 +16,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from jupyter_costguard.common.sqlite import Schema, add_columns, open_db, run_script
 from jupyter_costguard.offload import jobdir
 from jupyter_costguard.offload.spec import Job, JobSpec, Resources, SpecCell
 
-SCHEMA = """
+#: the tables of version 1; `_baseline` also brings a file from before versions up to date
+TABLES = """
 CREATE TABLE IF NOT EXISTS job (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     notebook TEXT NOT NULL,
@@ -59,46 +60,43 @@ PAGE_DEFAULT = 50
 PAGE_MAX = 500
 
 
+def _baseline(db: sqlite3.Connection) -> None:
+    """Version 1: the tables, and what a store from before versions lacks: the columns added
+    since (found by probing, as the store did on every start before) and rows' summaries
+    written before summaries, or before they held `bring_back` (a row that does not parse gets
+    none and is listed from what its own columns hold)."""
+    run_script(db, TABLES)
+    add_columns(db, "job", {
+        "backend_ref": "TEXT",  # a store from before the cluster backends
+        "summary": "TEXT",  # a store from before paged summaries
+    })
+    rows = db.execute(
+        "SELECT id, spec, record FROM job WHERE summary IS NULL OR (summary != '{}' "
+        "AND json_type(summary, '$.bring_back') IS NULL)").fetchall()
+    for job_id, spec_text, record_text in rows:
+        try:
+            spec = JobSpec.from_json(json.loads(spec_text))
+            record = json.loads(record_text)
+            text = _summary(spec, record if isinstance(record, dict) else {})
+        except (ValueError, TypeError, KeyError, RecursionError):
+            text = "{}"
+        db.execute("UPDATE job SET summary=? WHERE id=?", (text, job_id))
+
+
+#: the jobs' tables, each migration run once (`common/sqlite.py`). The kernel's one read of
+#: them, a job's recorded results digest, is `jobdir.recorded_results_digest`: keep it in step
+SCHEMA = Schema("jobs", (_baseline,))
+
+
 class JobStore:
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
+        # the jobs directory holds the job directories too: 0700 even when it already existed
         jobdir.private_dir(self.path.parent)
-        # the jobs' code and records: 0600 (SQLite gives its -wal and -shm the same mode)
-        os.close(jobdir.open_private(self.path, os.O_RDWR | os.O_CREAT))
-        self._db = sqlite3.connect(str(self.path), check_same_thread=False,
-                                   isolation_level=None)
+        # the jobs' code and records: 0600 (and its -wal and -shm)
+        self._db = open_db(self.path, SCHEMA)
         self._lock = threading.Lock()
         self._bad: set[int] = set()  # rows that did not parse, warned about once
-        self._db.execute("PRAGMA journal_mode=WAL")
-        for suffix in ("-wal", "-shm"):
-            side = self.path.with_name(self.path.name + suffix)
-            if side.exists():
-                os.chmod(side, jobdir.PRIVATE_FILE)
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.executescript(SCHEMA)
-        columns = {row[1] for row in self._db.execute("PRAGMA table_info(job)")}
-        if "backend_ref" not in columns:  # a store from before the cluster backends
-            self._db.execute("ALTER TABLE job ADD COLUMN backend_ref TEXT")
-        if "summary" not in columns:  # a store from before paged summaries
-            self._db.execute("ALTER TABLE job ADD COLUMN summary TEXT")
-        self._fill_summaries()
-
-    def _fill_summaries(self) -> None:
-        """Give rows written before summaries (or before summaries named `bring_back`)
-        theirs, once (a row that does not parse keeps none and is listed from what its own
-        columns hold)."""
-        with self._lock:
-            rows = self._db.execute(
-                "SELECT id, spec, record FROM job WHERE summary IS NULL OR (summary != '{}' "
-                "AND json_type(summary, '$.bring_back') IS NULL)").fetchall()
-            for job_id, spec_text, record_text in rows:
-                try:
-                    spec = JobSpec.from_json(json.loads(spec_text))
-                    record = json.loads(record_text)
-                    text = _summary(spec, record if isinstance(record, dict) else {})
-                except (ValueError, TypeError, KeyError, RecursionError):
-                    text = "{}"
-                self._db.execute("UPDATE job SET summary=? WHERE id=?", (text, job_id))
 
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
