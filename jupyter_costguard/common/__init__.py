@@ -1,8 +1,10 @@
 """The bottom layer: contracts that several stages and both processes share, each written once.
 
-Standard library only (and `jupyter_core` for the data folder), so the job runner and code inside
-kernels may import it: JSON limits on what clients send (`jsonlimits`), whose server this is
-(`owner`), UTC periods (`periods`), process-tree facts (`proc`), private atomic writes and the
-data folder (`files`), and the server <-> hub service contracts (`hubprotocol`, the report;
-`hubbudget`, the budgets a hub hands a server at spawn).
+JSON limits on what clients send (`jsonlimits`), the REST API's request schemas read from its
+OpenAPI document (`apischema`), whose server this is (`owner`), UTC periods (`periods`),
+process-tree facts (`proc`), private atomic writes and the data folder (`files`), the one way
+costguard opens its SQLite files and migrates them (`sqlite`), and the server <-> hub service
+contracts (`hubprotocol`, the report; `hubbudget`, the budgets a hub hands a server at spawn).
+All but `apischema` (pyyaml, jsonschema) are standard library only (and `jupyter_core` for the
+data folder), so the job runner and code inside kernels may import them.
 """
