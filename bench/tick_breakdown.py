@@ -16,6 +16,7 @@ env's interpreter:
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import shutil
 import statistics
@@ -60,11 +61,31 @@ def timed(name: str, fn: Any) -> Any:
     return wrapper
 
 
+def profile(svc: Any, infos: list[Any], ticks: int, top: int) -> int:
+    """cProfile `ticks` ticks (the profiler inflates times; the shares are what compare)."""
+    import cProfile
+    import pstats
+
+    prof = cProfile.Profile()
+    prof.enable()
+    for _ in range(ticks):
+        svc.tick(infos)
+    prof.disable()
+    stats = pstats.Stats(prof)
+    stats.strip_dirs()
+    for key in ("tottime", "cumulative"):
+        stats.sort_stats(key).print_stats(top)
+    return 0
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--n", type=int, default=30)
     p.add_argument("--ticks", type=int, default=200)
+    p.add_argument("--profile", type=int, default=0, metavar="K",
+                   help="instead of stage times, cProfile the ticks and print the K functions "
+                        "with the most own and cumulative time")
     args = p.parse_args()
 
     tmp = Path(tempfile.mkdtemp(prefix="costguard-tick-"))
@@ -95,8 +116,8 @@ def main() -> int:
             "telemetry.sample › measure › _ProcTree.descendants", tele_mod._ProcTree.descendants)
         tele_mod.attribute_gpus = timed("telemetry.sample › attribute_gpus",
                                         tele_mod.attribute_gpus)
-        tele_mod.psutil.virtual_memory = timed("telemetry.sample › psutil.virtual_memory",
-                                               tele_mod.psutil.virtual_memory)
+        tele_mod.host_memory = timed("telemetry.sample › host_memory",
+                                     tele_mod.host_memory)
         service_mod.split_interval = timed("split_interval", service_mod.split_interval)
         ledger_mod.Ledger.record = timed("ledger.record", ledger_mod.Ledger.record)
         ledger_mod.Ledger._persist = timed("ledger.record › _persist (SQLite)",
@@ -119,14 +140,30 @@ def main() -> int:
             svc.tick(infos)
         CPU.clear()
         CALLS.clear()
+        if args.profile:
+            return profile(svc, infos, args.ticks, args.profile)
         total = 0.0
         walls = []
+        gc_cpu = [0.0, 0.0]  # start of the collection in progress, CPU in collections
+
+        def gc_timer(phase: str, info: dict[str, Any]) -> None:
+            if phase == "start":
+                gc_cpu[0] = time.thread_time()
+            else:
+                gc_cpu[1] += time.thread_time() - gc_cpu[0]
+                CALLS[f"gc gen{info['generation']}"] += 1
+
+        gc.callbacks.append(gc_timer)
         for _ in range(args.ticks):
             c0, w0 = time.thread_time(), time.perf_counter()
             svc.tick(infos)
             total += time.thread_time() - c0
             walls.append(time.perf_counter() - w0)
         per = total / args.ticks
+        gc.callbacks.remove(gc_timer)
+        counts = ", ".join(f"{k}: {v}" for k, v in sorted(CALLS.items()) if k.startswith("gc "))
+        print(f"\ncyclic GC inside the ticks: {gc_cpu[1] / args.ticks * 1000:.3f} ms CPU/tick "
+              f"({counts or 'no collection'})", file=sys.stderr)
         print(f"\nN={args.n} kernels ({statistics.median(threads)} threads each, median), "
               f"{args.ticks} ticks: {per * 1000:.2f} ms CPU/tick, wall median "
               f"{statistics.median(walls) * 1000:.2f} ms\n")

@@ -55,6 +55,9 @@ class Sparklines:
     def __init__(self) -> None:
         #: path -> (bucket of the first and of the last reused point, their documents)
         self._done: dict[str, tuple[int, int, list[dict[str, float]]]] = {}
+        #: path -> (what its view was made from, the view): notebooks with no live kernel,
+        #: whose view stays the same until their totals or alerts change
+        self.quiet: dict[str, tuple[tuple[Any, ...], NotebookView]] = {}
 
     def doc(self, path: str, points: list[HistoryPoint]) -> list[dict[str, float]]:
         tail = points[-SPARKLINE_POINTS:]
@@ -67,10 +70,14 @@ class Sparklines:
         return [*done[2], point_doc(tail[-1])]
 
     def keep_only(self, paths: Mapping[str, object]) -> None:
-        """Forget notebooks the ledger no longer holds."""
-        if len(self._done) > len(paths):
-            for path in [p for p in self._done if p not in paths]:
+        """Forget notebooks the ledger no longer holds (the server's points, path '',
+        are kept)."""
+        if len(self._done) > len(paths) + ("" in self._done):
+            for path in [p for p in self._done if p not in paths and p]:
                 del self._done[path]
+        if len(self.quiet) > len(paths):
+            for path in [p for p in self.quiet if p not in paths]:
+                del self.quiet[path]
 
 
 #: the rendered sparklines of each ledger, for as long as it lives
@@ -432,7 +439,13 @@ def kernel_view(k: KernelSample, sample: Sample, totals: Totals | None,
     interval = sample.interval
     if utilization is None:
         gpu_util = kernel_gpu_utilization(k, sample.gpu.gpus)
-    else:
+    elif len(k.gpu_memory_bytes) == 1:  # most kernels hold one GPU or none
+        (uuid,) = k.gpu_memory_bytes
+        u = utilization.get(uuid)
+        gpu_util = None if u is None else (0 + u) / 1  # sum([u]) / 1: a float, as before
+    elif not k.gpu_memory_bytes:
+        gpu_util = None
+    else:  # summed in GPU order, as always
         held = [u for uuid, u in utilization.items() if uuid in k.gpu_memory_bytes]
         gpu_util = sum(held) / len(held) if held else None
     return KernelView(
@@ -465,17 +478,32 @@ def notebook_view(path: str, totals: Totals, live: list[KernelView], rates: Mapp
                   ledger: Ledger, alerts: dict[str, dict[str, Any]] | None,
                   sparklines: Sparklines | None = None) -> NotebookView:
     """One notebook from the ledger's totals and the views of its live kernels."""
-    utils = [k.gpu_utilization_percent for k in live if k.gpu_utilization_percent is not None]
+    util: float | None
+    if len(live) == 1:  # the usual case, without a pass per figure (same sums: 0 + x)
+        k = live[0]
+        u = k.gpu_utilization_percent
+        util = None if u is None else (0 + u) / 1
+        kernel_ids, gpu_memory = [k.kernel_id], 0 + k.gpu_memory_bytes
+        idle: float | None = k.idle_seconds
+        rate = 0 + rates.get(k.kernel_id, 0.0)
+    else:
+        utils = [k.gpu_utilization_percent for k in live
+                 if k.gpu_utilization_percent is not None]
+        util = sum(utils) / len(utils) if utils else None
+        kernel_ids = [k.kernel_id for k in live]
+        gpu_memory = sum(k.gpu_memory_bytes for k in live)
+        idle = min((k.idle_seconds for k in live), default=None)
+        rate = sum(rates.get(k.kernel_id, 0.0) for k in live)
     return NotebookView(
         path=path, spend=round_money(totals.spend), waste=round_money(totals.waste),
         gpu_spend=round_money(totals.gpu_spend), host_spend=round_money(totals.host_spend),
         first_seen=totals.first_seen, last_seen=totals.last_seen,
-        kernel_ids=[k.kernel_id for k in live],
+        kernel_ids=kernel_ids,
         kernels_seen=len(ledger.notebook_kernel_ids(path)),
-        gpu_utilization_percent=sum(utils) / len(utils) if utils else None,
-        gpu_memory_bytes=sum(k.gpu_memory_bytes for k in live),
-        idle_seconds=min((k.idle_seconds for k in live), default=None),
-        spend_rate_per_hour=round_money(sum(rates.get(k.kernel_id, 0.0) for k in live)),
+        gpu_utilization_percent=util,
+        gpu_memory_bytes=gpu_memory,
+        idle_seconds=idle,
+        spend_rate_per_hour=round_money(rate),
         history=(sparklines.doc(path, ledger.recent_history(path)) if sparklines is not None
                  else history_doc(ledger.recent_history(path), SPARKLINE_POINTS)),
         alerts=alerts_doc(alerts, path),
@@ -519,7 +547,7 @@ def status_view(header: Header, sample: Sample | None, pricing: Pricing, ledger:
         sample_duration_seconds=sample.duration_seconds if sample else None,
         last_sample_time=ledger.server.last_sample,
         totals=totals_view(ledger.server),
-        history=history_doc(ledger.recent_history(""), SPARKLINE_POINTS),
+        history=sparklines_of(ledger).doc("", ledger.recent_history("")),
         gpu_activity=gpu_activity_doc(sample, inputs.idle_threshold_percent,
                                       inputs.gpu_busy_time),
         hub_budgets=inputs.hub_budgets,
@@ -577,9 +605,26 @@ def build_views(
                 by_path.setdefault(info.path, []).append(view)
     sparklines = sparklines_of(ledger)
     sparklines.keep_only(ledger.notebooks)
-    notebooks = {path: notebook_view(path, totals, by_path.get(path, []), rates, ledger, alerts,
-                                     sparklines)
-                 for path, totals in ledger.notebooks.items()}
+    notebooks: dict[str, NotebookView] = {}
+    quiet = sparklines.quiet
+    for path, totals in ledger.notebooks.items():
+        live = by_path.get(path)
+        if live:
+            notebooks[path] = notebook_view(path, totals, live, rates, ledger, alerts,
+                                            sparklines)
+            continue
+        # No live kernel: the view depends only on the ledger's figures for the notebook
+        # and its alerts. Its history grows only when it records a share, which moves
+        # `last_seen`, so the totals stand for the history too.
+        entry = (alerts or {}).get(path)
+        key = (totals.spend, totals.waste, totals.gpu_spend, totals.host_spend,
+               totals.first_seen, totals.last_seen, len(ledger.notebook_kernel_ids(path)),
+               None if not entry else (tuple(entry["ids"]), entry["highest_severity"]))
+        made = quiet.get(path)
+        if made is None or made[0] != key:
+            made = quiet[path] = (key, notebook_view(path, totals, [], rates, ledger, alerts,
+                                                     sparklines))
+        notebooks[path] = made[1]
     inputs = StatusInputs(sample_interval=sample_interval,
                           idle_threshold_percent=idle_threshold_percent,
                           stale_after_days=stale_after_days, gpu_busy_time=gpu_busy_time,

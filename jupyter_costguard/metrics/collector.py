@@ -69,14 +69,17 @@ def gpu_families(sample: Sample | None) -> list[Metric]:
     mem_total = GaugeMetricFamily("costguard_gpu_memory_total_bytes", "GPU memory in total.",
                                   labels=labels)
     power = GaugeMetricFamily("costguard_gpu_power_watts", "GPU power draw.", labels=labels)
+    # Samples made directly, one label dict per GPU shared by its four series (what
+    # add_metric does with a dict per call).
     for g in sample.gpu.gpus if sample is not None else ():
-        values = [str(g.index), g.uuid, g.name]
+        values = {"gpu": str(g.index), "uuid": g.uuid, "name": g.name}
         if g.utilization_percent is not None:
-            util.add_metric(values, g.utilization_percent / 100.0)
-        mem_used.add_metric(values, float(g.memory_used_bytes))
-        mem_total.add_metric(values, float(g.memory_total_bytes))
+            util.samples.append(Series(util.name, values, g.utilization_percent / 100.0, None))
+        mem_used.samples.append(Series(mem_used.name, values, float(g.memory_used_bytes), None))
+        mem_total.samples.append(Series(mem_total.name, values, float(g.memory_total_bytes),
+                                        None))
         if g.power_watts is not None:
-            power.add_metric(values, g.power_watts)
+            power.samples.append(Series(power.name, values, g.power_watts, None))
     return [util, mem_used, mem_total, power]
 
 
