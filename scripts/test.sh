@@ -46,4 +46,4 @@ rm -rf "$ext" && ln -s "$PWD/jupyter_costguard/labextension" "$ext"
 # two workers (COSTGUARD_TEST_WORKERS=0 runs in one process): each test file stays on one
 # worker, and the tests that run a JupyterHub or a browser share one worker between them
 # (tests/conftest.py groups them), so they never compete with each other for the CPU
-exec .venv/bin/pytest -n "${COSTGUARD_TEST_WORKERS:-2}" --dist loadgroup "$@"
+exec .venv/bin/pytest -n "${COSTGUARD_TEST_WORKERS:-2}" --dist loadscope "$@"

@@ -98,11 +98,20 @@ _HEAVY = ("tests/browser/", "tests/test_hub.py", "tests/test_hub_abuse.py",
           "tests/test_hub_policy.py")
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """With `--dist loadgroup`, every file is one group (its module fixtures start once), and
-    the hub and browser files are one group between them."""
-    for item in items:
-        path = item.nodeid.split("::", 1)[0]
-        heavy = path.startswith(_HEAVY) or path in _HEAVY
-        item.add_marker(pytest.mark.xdist_group("heavy" if heavy else path))
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """With `--dist loadscope` (what scripts/test.sh asks for): every test file is one unit of
+    work (its module fixtures start once), and the hub and browser files are one unit between
+    them, so they never compete with each other for the CPU. A scheduler of our own, because
+    `--dist loadgroup` with `xdist_group` marks does nothing under pytest 9 (xdist 3.8 renames
+    `item._nodeid`, which pytest 9 no longer reads)."""
+    if config.getvalue("dist") != "loadscope":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByFile(LoadScopeScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            return "heavy" if path.startswith(_HEAVY) else path
+
+    return ByFile(config, log)
