@@ -243,3 +243,24 @@ async def test_authorizer_decides_on_the_costguard_resource(jp_fetch, route):
     with pytest.raises(HTTPClientError) as e:
         await jp_fetch("costguard", "api", *route.split("/"))
     assert e.value.code == 403
+
+
+async def test_a_kernels_connections_are_what_jupyter_server_counts(jp_fetch, jp_ws_fetch):
+    """`connections` comes from the server's own count, as `GET api/kernels` says it: one
+    while a websocket is open on the kernel's channels, none after it closes."""
+    session = await start_session(jp_fetch, "explore.ipynb")
+    kid = session["kernel"]["id"]
+
+    def connections(n: int):  # type: ignore[no-untyped-def]
+        return lambda doc: any(k["kernel_id"] == kid and k["connections"] == n
+                               for k in doc["kernels"])
+
+    await wait_for(jp_fetch, connections(0), endpoint="kernels")
+    ws = await jp_ws_fetch("api", "kernels", kid, "channels")
+    try:
+        await wait_for(jp_fetch, connections(1), endpoint="kernels")
+        model = await get_json(jp_fetch, "api", "kernels", kid)
+        assert model["connections"] == 1
+    finally:
+        ws.close()
+    await wait_for(jp_fetch, connections(0), endpoint="kernels")

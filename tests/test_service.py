@@ -86,3 +86,37 @@ def test_a_replayed_gpu_bound_to_a_notebook_goes_to_that_notebooks_kernel(tmp_pa
     assert [g.power_watts for g in reading.gpus] == [52.0, 360.0]  # GPU 0: nobody's, idle
     # without notebooks (an older caller) nothing is bound by notebook
     assert all(not g.processes for g in source.read([101]).gpus)
+
+
+def test_metrics_are_built_when_read_once_per_sample_and_never_from_another(tmp_path: Path):
+    """A sample builds no Prometheus families until a scrape reads them; reading again
+    reuses them; a snapshot republished with new alerts builds its own."""
+    from jupyter_costguard.metrics.collector import build_metrics
+
+    built: list[object] = []
+
+    def counting(p):  # type: ignore[no-untyped-def]
+        built.append(p)
+        return build_metrics(p)
+
+    frame = {"t": 0, "gpus": [{"utilization_percent": 1}] * 8}
+    trace = write_trace(tmp_path / "t.json", [frame], gpus=8, instance_type="p4d.24xlarge")
+    svc = CostService(Telemetry(ReplaySource(trace)), Ledger(tmp_path / "l.sqlite"),
+                      PricingConfig(), environ={}, metrics_builder=counting)
+    for _ in range(3):
+        svc.tick([])
+    assert built == []  # nobody scraped: nothing built
+    first = svc.published
+    families = first.metrics
+    assert built == [first] and first.metrics is families
+    names = {f.name for f in families}
+    assert {"costguard_samples", "costguard_instance_price_per_hour"} <= names
+    (samples,) = [f for f in families if f.name == "costguard_samples"]
+    assert samples.samples[0].value == 3.0
+
+    republished = svc.sync_alerts()
+    assert republished is not first
+    assert republished.metrics is not families and built == [first, republished]
+    svc.tick([])
+    (samples,) = [f for f in svc.published.metrics if f.name == "costguard_samples"]
+    assert samples.samples[0].value == 4.0

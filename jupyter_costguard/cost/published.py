@@ -7,6 +7,8 @@ service so that those readers depend on the data, not on the service that makes 
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,13 +20,36 @@ from jupyter_costguard.sampling.records import Sample
 
 @dataclass
 class Published:
-    """The latest sample's results; replaced whole, never mutated."""
+    """The latest sample's results; replaced whole, never mutated.
+
+    The Prometheus families are built from it on first read (a scrape), at most once per
+    snapshot, not on every sample: a server nobody scrapes pays nothing for its metrics,
+    and one scraped every 15 s builds them once in 15 samples. A copy made with
+    `dataclasses.replace` starts without them, so it never serves another snapshot's.
+    """
 
     sample: Sample | None
     cost: IntervalCost | None
     pricing: Pricing
     views: Views
-    metrics: list[Any] = field(default_factory=list)
     samples_total: int = 0
     alert_counts: dict[tuple[str, str], int] = field(default_factory=dict)  # (kind, severity)
     alerts_raised: dict[str, int] = field(default_factory=dict)  # kind -> raised since start
+    #: builds the Prometheus families of a snapshot (None: this snapshot has none)
+    metrics_builder: Callable[[Published], list[Any]] | None = field(
+        default=None, compare=False, repr=False)
+    _metrics: list[Any] | None = field(default=None, init=False, compare=False, repr=False)
+    _metrics_lock: threading.Lock = field(default_factory=threading.Lock, init=False,
+                                          compare=False, repr=False)
+
+    @property
+    def metrics(self) -> list[Any]:
+        """The snapshot's Prometheus families, built on first read (any thread)."""
+        made = self._metrics
+        if made is None:
+            with self._metrics_lock:
+                made = self._metrics
+                if made is None:
+                    builder = self.metrics_builder
+                    made = self._metrics = builder(self) if builder is not None else []
+        return made

@@ -221,7 +221,8 @@ class CostService:
         published = Published(sample=sample, cost=cost, pricing=pricing, views=views,
                               samples_total=self.samples_total,
                               alert_counts=self.alerts.counts(now),
-                              alerts_raised=self.alerts.raised())
+                              alerts_raised=self.alerts.raised(),
+                              metrics_builder=self.metrics_builder)
         if self.after_sample:
             for consume in self.after_sample:
                 consume(published)
@@ -232,8 +233,6 @@ class CostService:
                     published, views=views.with_alerts(after),
                     alert_counts=self.alerts.counts(now), alerts_raised=self.alerts.raised())
             self.alerts.flush()
-        if self.metrics_builder is not None:
-            published.metrics = self.metrics_builder(published)
         self.published = published
         return published
 
@@ -246,8 +245,6 @@ class CostService:
         published = dataclasses.replace(
             p, views=p.views.with_alerts(self.alerts.summary(now)),
             alert_counts=self.alerts.counts(now), alerts_raised=self.alerts.raised())
-        if self.metrics_builder is not None:
-            published.metrics = self.metrics_builder(published)
         self.published = published
         return published
 

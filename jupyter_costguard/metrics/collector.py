@@ -1,7 +1,8 @@
 """Prometheus metrics on jupyter_server's own /metrics.
 
-Families are built on the sampler thread after each sample; the collector only hands the
-latest ones over, so a scrape costs the IO loop nothing but serialisation. One collector is
+Families are built from the latest published snapshot when a scrape first asks for them
+(`Published.metrics`), at most once per sample, from views the sampler thread already made:
+no NVML, /proc or SQLite on the scrape, and a server nobody scrapes builds none. One collector is
 registered per process and re-pointed at whichever server loaded the extension last, so
 loading the extension repeatedly (tests, restarts in one process) never double-registers.
 """

@@ -36,6 +36,7 @@ def session_paths(session_manager: Any) -> dict[str, str]:
 def gather_kernels(kernel_manager: Any, session_manager: Any) -> list[KernelInfo]:
     """One `KernelInfo` per running kernel of the server."""
     paths = session_paths(session_manager)
+    counts = _connection_counts(kernel_manager)
     infos = []
     for kid in list(kernel_manager.list_kernel_ids()):
         try:
@@ -51,10 +52,19 @@ def gather_kernels(kernel_manager: Any, session_manager: Any) -> list[KernelInfo
             pid=pid if isinstance(pid, int) else None,
             execution_state=getattr(kernel, "execution_state", "unknown") or "unknown",
             last_activity=last.timestamp() if last is not None else time.time(),
-            connections=_connections(kernel_manager, kid),
+            connections=(int(counts.get(kid, 0)) if counts is not None
+                         else _connections(kernel_manager, kid)),
             path=paths.get(kid),
         ))
     return infos
+
+
+def _connection_counts(kernel_manager: Any) -> dict[str, int] | None:
+    """kernel id -> open websocket connections: the table `kernel_model` reads its
+    "connections" from (jupyter_server's MappingKernelManager), read once per sample
+    instead of building every kernel's whole REST model; None where a manager has none."""
+    counts = getattr(kernel_manager, "_kernel_connections", None)
+    return counts if isinstance(counts, dict) else None
 
 
 def _connections(kernel_manager: Any, kernel_id: str) -> int:
