@@ -9,6 +9,7 @@ job's submit and end are in the server's own log, the end with the job's spend.
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 from collections.abc import Iterator
@@ -18,11 +19,17 @@ from typing import Any
 import pytest
 from tornado.httpclient import HTTPClientError
 
-from jupyter_costguard.offload.requests import default_bring_back
+from jupyter_costguard.common.apischema import DOCUMENT
+from jupyter_costguard.offload.requests import (
+    BRING_BACK_ALL,
+    BRING_BACK_ASKED,
+    BRING_BACK_LATER,
+    default_bring_back,
+)
 from jupyter_costguard.offload.slicing import slice_cells
 from jupyter_costguard.offload.slicing.later import follows, used_later
 from jupyter_costguard.offload.variables import load_code
-from tests.support.jobs import submit, wait_job
+from tests.support.jobs import post, submit, wait_job
 from tests.support.notebooks import code, markdown, write_notebook
 from tests.support.openapi_check import validate
 from tests.support.rest import get_json
@@ -219,6 +226,54 @@ async def test_the_server_logs_each_jobs_submit_and_end(jp_fetch, jp_root_dir, s
     assert len(end_failed) == 1 and end_failed[0].levelno == logging.WARNING
     assert "failed after" in end_failed[0].getMessage()
     assert "ZeroDivisionError" in end_failed[0].getMessage()
+
+
+# -- what the confirm dialog is told --------------------------------------------------------
+
+def test_how_bring_back_was_chosen_is_named_as_the_document_names_it():
+    schemas = DOCUMENT["components"]["schemas"]
+    assert [BRING_BACK_ASKED, BRING_BACK_LATER, BRING_BACK_ALL] == \
+        schemas["BringBackFrom"]["enum"]
+
+
+@pytest.mark.parametrize(("cells", "extra", "expected"), [
+    (TRAINING, {}, (["weights"], "later_cells")),
+    (TRAINING[:2], {}, (["ckpt", "epoch", "err", "f", "grad", "weights", "y"],
+                        "selected_cells")),
+    (TRAINING, {"bring_back": ["weights", "epoch"]}, (["weights", "epoch"], "request")),
+])
+async def test_the_slice_preview_says_what_the_submit_brings_back(jp_fetch, jp_root_dir,
+                                                                   cells, extra, expected):
+    """The dialog's "Brings back" is the preview's, which must be what the job then does."""
+    write_notebook(jp_root_dir, "train.ipynb", cells)
+    body = {"notebook": "train.ipynb", "selected": ["train"], **extra}
+    preview = await post(jp_fetch, "jobs", "slice", body=body)  # held to the document
+    assert (preview["bring_back"], preview["bring_back_from"]) == expected
+    assert (await get_json(jp_fetch, "costguard", "api", "jobs"))["jobs"] == []
+    doc = await submit(jp_fetch, "train.ipynb", ["train"], **extra)
+    assert (doc["bring_back"], doc["bring_back_from"]) == expected
+    assert (await wait_job(jp_fetch, doc["id"]))["state"] == "succeeded"
+
+
+async def test_the_demo_training_cell_brings_back_only_weights(jp_fetch, jp_root_dir):
+    example = Path(__file__).resolve().parent.parent / "examples" / "offload.ipynb"
+    (jp_root_dir / "offload.ipynb").write_bytes(example.read_bytes())
+    preview = await post(jp_fetch, "jobs", "slice",
+                         body={"notebook": "offload.ipynb", "selected": ["train"]})
+    assert preview["bring_back"] == ["weights"]
+    assert preview["bring_back_from"] == "later_cells"
+    assert set(preview["slice"]["defines"]) - {"weights"} == {
+        "ckpt", "epoch", "err", "f", "grad", "start", "y"}
+
+
+async def test_a_bad_bring_back_is_refused_by_the_preview_as_by_the_submit(jp_fetch,
+                                                                           jp_root_dir):
+    write_notebook(jp_root_dir, "train.ipynb", TRAINING)
+    for parts in (("jobs", "slice"), ("jobs",)):
+        with pytest.raises(HTTPClientError) as e:
+            await jp_fetch("costguard", "api", *parts, method="POST", body=json.dumps(
+                {"notebook": "train.ipynb", "selected": ["train"], "bring_back": ["os.path"]}))
+        assert e.value.code == 400 and "bring_back" in e.value.response.body.decode()
 
 
 def test_the_job_list_shows_bring_back_also_for_a_store_from_before_it(tmp_path: Path):

@@ -90,10 +90,9 @@ def parse_options(body: Mapping[str, Any], settings: JobSettings,
             resources = settings.resources
         retries = parse_retries(body.get("retries", settings.retries))
         send = parse_names(body.get("send"), "send")
-        bring_back = parse_names(body.get("bring_back"), "bring_back", MAX_BRING_BACK) \
-            if body.get("bring_back") is not None else None
     except SpecError as e:
         raise JobError(str(e)) from None
+    bring_back = asked_bring_back(body)
     inputs: list[str] = body.get("inputs") or []
     for i in inputs:
         _plain(i, "inputs")
@@ -170,6 +169,26 @@ def default_bring_back(cells: list[Any], selected: list[str], sl: Slice
     if not follows(cells, selected):
         return sl.defines, BRING_BACK_ALL
     return used_later(cells, selected, sl.defines), BRING_BACK_LATER
+
+
+def choose_bring_back(asked: tuple[str, ...] | None, cells: list[Any], selected: list[str],
+                      sl: Slice) -> tuple[tuple[str, ...], str]:
+    """What the job brings back, and why (`BRING_BACK_*`): the names the request asked for,
+    else `default_bring_back`'s. The submit and the slice preview both ask here, so the
+    confirm dialog says what the job will really bring back."""
+    if asked is not None:
+        return asked, BRING_BACK_ASKED
+    return default_bring_back(cells, selected, sl)
+
+
+def asked_bring_back(body: Mapping[str, Any]) -> tuple[str, ...] | None:
+    """The names the request's `bring_back` asks for; None when it names none."""
+    if body.get("bring_back") is None:
+        return None
+    try:
+        return parse_names(body.get("bring_back"), "bring_back", MAX_BRING_BACK)
+    except SpecError as e:
+        raise JobError(str(e)) from None
 
 
 def kernel_name(body: Mapping[str, Any], file: Path, kernel_manager: Any,

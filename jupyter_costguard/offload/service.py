@@ -32,9 +32,9 @@ from jupyter_costguard.offload.follower import Follower
 from jupyter_costguard.offload.launcher import Launcher
 from jupyter_costguard.offload.record import make_record
 from jupyter_costguard.offload.requests import (
-    BRING_BACK_ASKED,
+    asked_bring_back,
     check_request,
-    default_bring_back,
+    choose_bring_back,
     job_spec,
     kernel_name,
     notebook_file,
@@ -199,12 +199,16 @@ class JobService:
     # --- submitting ----------------------------------------------------------------------
 
     async def preview(self, body: Any) -> dict[str, Any]:
+        """What a submit of `body` would run and bring back (as `submit` chooses it), so the
+        confirm dialog names the names that really come back."""
         body = check_request(body)
 
         def work() -> dict[str, Any]:
             file = notebook_file(self.root, body.get("notebook"))
-            _, sl = slice_request(body, file)
-            return sl.to_json()
+            asked = asked_bring_back(body)
+            cells, sl = slice_request(body, file)
+            chosen, why = choose_bring_back(asked, cells, body["selected"], sl)
+            return {"slice": sl.to_json(), "bring_back": list(chosen), "bring_back_from": why}
 
         return await self._prep(work)
 
@@ -219,10 +223,9 @@ class JobService:
         if refusal:
             raise JobError(refusal, 409)
         cells, sl = await self._prep(slice_request, body, file)
-        if options.bring_back is not None:
-            chosen, why = options.bring_back, BRING_BACK_ASKED
-        else:  # at submit, so the job pickles only these: results stay small
-            chosen, why = await self._prep(default_bring_back, cells, body["selected"], sl)
+        # at submit, so the job pickles only these (results stay small); the preview asks the same
+        chosen, why = await self._prep(choose_bring_back, options.bring_back, cells,
+                                       body["selected"], sl)
         kernel = await self._prep(kernel_name, body, file, self.hooks.kernel_manager,
                                  self.hooks.kernel_spec_names)
         staging = self.jobs_dir / f"staging-{uuid.uuid4().hex}"

@@ -105,14 +105,14 @@ class JobListHandler(JobsHandler):
 
 
 class SlicePreviewHandler(JobsHandler):
-    """POST jobs/slice: what a submit would run, and why, without running it."""
+    """POST jobs/slice: what a submit would run and bring back, and why, without running it."""
 
     @web.authenticated
     @authorized
     async def post(self) -> None:
         self._check_params()
-        sl = await self._call(self.jobs.preview(self._body()))
-        self.write_json({"slice": sl, "max_send_bytes": self.jobs.settings.max_send_bytes})
+        doc = await self._call(self.jobs.preview(self._body()))
+        self.write_json({**doc, "max_send_bytes": self.jobs.settings.max_send_bytes})
 
 
 class JobHandler(JobsHandler):

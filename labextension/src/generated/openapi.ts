@@ -1229,8 +1229,18 @@ export interface components {
              */
             warnings?: string[];
         };
+        /**
+         * @description How `bring_back` was chosen: named in the request; else the names the selected
+         *     cells define that later cells read (a loop's leftovers stay in the job); else,
+         *     when no code cell follows the selection, every name the selected cells define.
+         * @enum {unknown}
+         */
+        BringBackFrom: "request" | "later_cells" | "selected_cells";
         SlicePreview: {
             slice: components["schemas"]["Slice"];
+            /** @description The names a submit of this request would bring back, chosen as the submit chooses them; the slice's other `defines` stay in the job. */
+            bring_back: string[];
+            bring_back_from: components["schemas"]["BringBackFrom"];
             /** @description The largest pickle of `send` variables a submit accepts (`offload_max_send_bytes`), so a UI can offer to send a small value instead of re-running the cells that made it. */
             max_send_bytes: number;
         };
@@ -1265,13 +1275,7 @@ export interface components {
             selected: string[];
             /** @description The names the job pickles back when it ends (its results). */
             bring_back: string[];
-            /**
-             * @description How `bring_back` was chosen: named in the request; else the names the selected
-             *     cells define that later cells read (a loop's leftovers stay in the job); else,
-             *     when no code cell follows the selection, every name the selected cells define.
-             * @enum {unknown}
-             */
-            bring_back_from: "request" | "later_cells" | "selected_cells";
+            bring_back_from: components["schemas"]["BringBackFrom"];
             /** @description e.g. "ran as job 12 on local · 3m12s · USD 0.41" */
             label: string;
             log_tail: string;
