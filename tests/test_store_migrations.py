@@ -218,7 +218,7 @@ def test_a_hub_file_from_before_versions_gains_every_column(tmp_path: Path) -> N
         assert store.user_spend("alice", 0.0) == 2.5
         [row] = store.servers()
         assert (row.user, row.spend, row.active_jobs, row.node_gpus) == ("alice", 2.5, 0, None)
-        assert store_version(store.db, hub_store.SCHEMA) == 1
+        assert store_version(store.db, hub_store.SCHEMA) == hub_store.SCHEMA.version == 2
         store.record_report("alice", "/user/alice/", "gpu", Report(
             server="", time=10800.0, since=0.0, spend=3.0, waste=0.5, currency="USD",
             simulated=False, rate_per_hour=1.25, gpu_count=1, gpus_held=1, gpus_busy=1,

@@ -39,9 +39,9 @@ MAX_KEY = 200
 WARNING_KIND = "hub-cull"
 CURRENCY = re.compile(r"^[A-Z]{3}$")
 SERVER_NAME = re.compile(r"^[^\x00-\x1f/]{0,255}$")
-FIELDS = {"version", "server", "time", "since", "spend", "waste", "currency", "simulated",
-          "rate_per_hour", "gpu_count", "gpus_held", "gpus_busy", "gpu_idle_since",
-          "active_jobs", "kept"}
+FIELDS = {"version", "server", "time", "since", "spend", "waste", "unattributed", "currency",
+          "simulated", "rate_per_hour", "gpu_count", "gpus_held", "gpus_busy",
+          "gpu_idle_since", "active_jobs", "kept"}
 
 
 class ReportError(ValueError):
@@ -84,15 +84,20 @@ class Report:
     gpu_idle_since: float | None
     active_jobs: int = 0
     kept: tuple[str, ...] = field(default_factory=tuple)
+    #: what no kernel spent (GPUs nobody held, the host's unused share): neither active nor
+    #: waste, so the pages draw it as its own band; 0 from a server of an earlier release
+    unattributed: float = 0.0
 
 
 def report_doc(*, server: str, time: float, since: float, spend: float, waste: float,
                currency: str, simulated: bool, rate_per_hour: float, gpu_count: int,
                gpus_held: int, gpus_busy: int, gpu_idle_since: float | None,
-               active_jobs: int = 0, kept: list[str] | tuple[str, ...] = ()) -> dict[str, Any]:
+               active_jobs: int = 0, kept: list[str] | tuple[str, ...] = (),
+               unattributed: float = 0.0) -> dict[str, Any]:
     """The document a server sends (the server side's builder)."""
     return {"version": VERSION, "server": server, "time": time, "since": since,
-            "spend": spend, "waste": waste, "currency": currency, "simulated": simulated,
+            "spend": spend, "waste": waste, "unattributed": unattributed,
+            "currency": currency, "simulated": simulated,
             "rate_per_hour": rate_per_hour, "gpu_count": gpu_count, "gpus_held": gpus_held,
             "gpus_busy": gpus_busy, "gpu_idle_since": gpu_idle_since,
             "active_jobs": active_jobs, "kept": list(kept)[:MAX_KEPT]}
@@ -161,6 +166,9 @@ def check_report(doc: Any, limits: Limits) -> Report:
     cap = limits.max_rate_per_hour * max(0.0, ran) / 3600.0 * 1.01 + 1e-6
     spend = _number(doc, "spend", 0.0, cap)
     waste = _number(doc, "waste", 0.0, spend)
+    # spend = active + waste + unattributed; float sums may overshoot by a hair
+    unattributed = min(spend - waste, _number(doc, "unattributed", 0.0, spend - waste + 1e-6)
+                       ) if "unattributed" in doc else 0.0
     currency = doc.get("currency")
     if not isinstance(currency, str) or not CURRENCY.match(currency):
         raise ReportError("currency must be an ISO 4217 code (three capital letters)")
@@ -183,7 +191,8 @@ def check_report(doc: Any, limits: Limits) -> Report:
     return Report(server=server, time=t, since=since, spend=spend, waste=waste,
                   currency=currency, simulated=simulated, rate_per_hour=rate,
                   gpu_count=gpu_count, gpus_held=held, gpus_busy=busy,
-                  gpu_idle_since=idle_since, active_jobs=jobs, kept=tuple(kept))
+                  gpu_idle_since=idle_since, active_jobs=jobs, kept=tuple(kept),
+                  unattributed=max(0.0, unattributed))
 
 
 # --- the answer ---------------------------------------------------------------------------

@@ -60,8 +60,8 @@ class HubReportTraits(HasTraits):
 
 class HubReporter:
     def __init__(self, url: str, token: str, owner: Owner,
-                 published: Callable[[], Published], run_start: Callable[[], tuple[float,
-                                                                                   float, float]],
+                 published: Callable[[], Published],
+                 run_start: Callable[[], tuple[float, float, float, float]],
                  alerts: AlertStore, alerts_changed: Callable[[], Awaitable[None]],
                  active_jobs: Callable[[], int], *, interval: float = 30.0,
                  timeout: float = 10.0) -> None:
@@ -69,7 +69,7 @@ class HubReporter:
         self._token = token
         self.owner = owner
         self.published = published
-        #: (since, spend at start, waste at start) of this run of the server
+        #: (since, spend at start, waste at start, unattributed at start) of this run
         self.run_start = run_start
         self.alerts = alerts
         self.alerts_changed = alerts_changed
@@ -91,13 +91,14 @@ class HubReporter:
         if p.sample is None:
             return None
         status = p.views.data["status"]
-        since, spend0, waste0 = self.run_start()
+        since, spend0, waste0, unattributed0 = self.run_start()
         totals = status["totals"]
         activity = status.get("gpu_activity") or {}
         return report_doc(
             server=self.owner.server, time=float(status["time"] or time.time()), since=since,
             spend=max(0.0, float(totals["spend"]) - spend0),
             waste=max(0.0, float(totals["waste"]) - waste0),
+            unattributed=max(0.0, float(totals["unattributed"]) - unattributed0),
             currency=str(status["currency"]), simulated=bool(status["simulated"]),
             rate_per_hour=float(status["rate_per_hour"] or 0.0),
             gpu_count=int(status["gpu_count"]), gpus_held=int(activity.get("gpus_held", 0)),

@@ -151,6 +151,7 @@ class CostService:
         #: service is told what this run spent, checked against the Hub's start time)
         self.run_since = time.time()
         self._waste_at_start = ledger.server.waste
+        self._unattributed_at_start = ledger.server.unattributed
         #: when a GPU was last busy (the first sample counts as busy: idle time starts there)
         self._gpu_busy_time: float | None = None
         # Alerts share the ledger's file; their writes run on the worker, like the ledger's.
@@ -248,9 +249,10 @@ class CostService:
         self.published = published
         return published
 
-    def run_start(self) -> tuple[float, float, float]:
-        """(when this run started, the ledger's spend then, its waste then)."""
-        return self.run_since, self._spend_at_start, self._waste_at_start
+    def run_start(self) -> tuple[float, float, float, float]:
+        """(when this run started, the ledger's spend, waste and unattributed then)."""
+        return (self.run_since, self._spend_at_start, self._waste_at_start,
+                self._unattributed_at_start)
 
     # --- the loop side ---------------------------------------------------------------
 

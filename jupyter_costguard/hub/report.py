@@ -221,7 +221,8 @@ def rows(store: HubStore, budgets: Budgets, by: str, now: float,
 
 def series(store: HubStore, by: str, since: float, until: float, step: str,
            keys: Iterable[str] | None = None) -> dict[str, Any]:
-    """Spend and waste per `step` (hour or day, UTC) per key: the chart's data."""
+    """Spend, waste and unattributed (what servers report no kernel spent) per `step` (hour
+    or day, UTC) per key: the chart's data."""
     if step not in ("hour", "day"):
         raise ValueError(f"step must be hour or day, not {step!r}")
     if by not in BY:
@@ -230,7 +231,7 @@ def series(store: HubStore, by: str, since: float, until: float, step: str,
     members = store.memberships()
     wanted = None if keys is None else set(keys)
     points: dict[str, dict[int, list[float]]] = {}
-    for user, server, hour, spend, waste in store.series(since, until):
+    for user, server, hour, spend, waste, unattributed in store.series_bands(since, until):
         if by == "user":
             ks = [user]
         elif by == "server":
@@ -241,13 +242,15 @@ def series(store: HubStore, by: str, since: float, until: float, step: str,
         for k in ks:
             if wanted is not None and k not in wanted:
                 continue
-            p = points.setdefault(k, {}).setdefault(t, [0.0, 0.0])
+            p = points.setdefault(k, {}).setdefault(t, [0.0, 0.0, 0.0])
             p[0] += spend
             p[1] += waste
+            p[2] += unattributed
     return {
         "by": by, "step": step, "since": since, "until": until,
         "series": [{"key": k, "points": [
-            {"time": t, "spend": round(v[0], 6), "waste": round(v[1], 6)}
+            {"time": t, "spend": round(v[0], 6), "waste": round(v[1], 6),
+             "unattributed": round(v[2], 6)}
             for t, v in sorted(pts.items())]} for k, pts in sorted(points.items())],
     }
 

@@ -80,9 +80,16 @@ def _baseline(db: sqlite3.Connection) -> None:
                               "priced": "INTEGER NOT NULL DEFAULT 0"})
 
 
+def _unattributed(db: sqlite3.Connection) -> None:
+    """Version 2: what no kernel spent (a report's `unattributed`), per run and per hour, so
+    that the charts draw it apart from active spend; 0 for what was recorded before."""
+    db.execute("ALTER TABLE epochs ADD COLUMN unattributed REAL NOT NULL DEFAULT 0")
+    db.execute("ALTER TABLE hours ADD COLUMN unattributed REAL NOT NULL DEFAULT 0")
+
+
 #: the service's tables, each migration run once (`common/sqlite.py`). The spawn and
 #: idle-culler hooks read them read-only from other processes (`read_only`)
-SCHEMA = Schema("hub", (_baseline,))
+SCHEMA = Schema("hub", (_baseline, _unattributed))
 
 #: server states: reporting; silent or not yet reporting (kept with its last figures); its
 #: last report refused (the reason in `detail`); no longer running
@@ -430,28 +437,34 @@ class HubStore:
     def _record_one(self, db: sqlite3.Connection, user: str, url: str, profile: str,
                     r: Report, epoch: float, seen: float) -> None:
         prev = db.execute(
-            "SELECT spend, waste, last_seen FROM epochs WHERE user = ? AND server = ? "
-            "AND since = ?", (user, r.server, epoch)).fetchone()
+            "SELECT spend, waste, last_seen, unattributed FROM epochs WHERE user = ? AND "
+            "server = ? AND since = ?", (user, r.server, epoch)).fetchone()
         old = db.execute("SELECT last_ok, gpu_count, gpus_busy, state FROM servers "
                          "WHERE user = ? AND server = ?", (user, r.server)).fetchone()
         if prev is None:
-            d_spend, d_waste, start = r.spend, r.waste, min(r.since, seen)
-            db.execute("INSERT INTO epochs VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                       (user, r.server, epoch, r.spend, r.waste, seen, seen, r.since))
+            d_spend, d_waste, d_unattr = r.spend, r.waste, r.unattributed
+            start = min(r.since, seen)
+            db.execute("INSERT INTO epochs (user, server, since, spend, waste, first_seen, "
+                       "last_seen, reported_since, unattributed) VALUES "
+                       "(?, ?, ?, ?, ?, ?, ?, ?, ?)", (user, r.server, epoch, r.spend, r.waste,
+                                                      seen, seen, r.since, r.unattributed))
         else:
-            spend0, waste0, last_seen = prev
+            spend0, waste0, last_seen, unattr0 = prev
             # a figure that went backwards (a ledger edited in place) moves the baseline only
             d_spend, d_waste = max(0.0, r.spend - spend0), max(0.0, r.waste - waste0)
+            d_unattr = max(0.0, r.unattributed - unattr0)
             start = last_seen
             if seen >= last_seen:
-                db.execute("UPDATE epochs SET spend = ?, waste = ?, last_seen = ?, "
-                           "reported_since = ? WHERE user = ? AND server = ? AND since = ?",
-                           (max(spend0, r.spend), max(waste0, r.waste), seen, r.since,
-                            user, r.server, epoch))
+                db.execute("UPDATE epochs SET spend = ?, waste = ?, unattributed = ?, "
+                           "last_seen = ?, reported_since = ? WHERE user = ? AND server = ? "
+                           "AND since = ?", (max(spend0, r.spend), max(waste0, r.waste),
+                                             max(unattr0, r.unattributed), seen, r.since,
+                                             user, r.server, epoch))
             else:  # an older document than one already read: nothing new
-                d_spend = d_waste = 0.0
+                d_spend = d_waste = d_unattr = 0.0
         spend_h = spread(start, seen, d_spend)
         waste_h = spread(start, seen, d_waste)
+        unattr_h = spread(start, seen, d_unattr)
         idle_h: dict[int, float] = {}
         if self.idle_from_reports and old is not None and old[0] is not None \
                 and old[3] == OK and seen > old[0]:
@@ -459,12 +472,14 @@ class HubStore:
             idle = max(0, old[1] - old[2]) * (seen - old[0])
             idle_h = spread(old[0], seen, idle)
         db.executemany(
-            "INSERT INTO hours (user, server, hour, spend, waste, idle_gpu_seconds) "
-            "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (user, server, hour) "
+            "INSERT INTO hours (user, server, hour, spend, waste, idle_gpu_seconds, "
+            "unattributed) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (user, server, hour) "
             "DO UPDATE SET spend = spend + excluded.spend, waste = waste + excluded.waste, "
-            "idle_gpu_seconds = idle_gpu_seconds + excluded.idle_gpu_seconds",
+            "idle_gpu_seconds = idle_gpu_seconds + excluded.idle_gpu_seconds, "
+            "unattributed = unattributed + excluded.unattributed",
             [(user, r.server, hour, spend_h.get(hour, 0.0), waste_h.get(hour, 0.0),
-              idle_h.get(hour, 0.0)) for hour in set(spend_h) | set(waste_h) | set(idle_h)])
+              idle_h.get(hour, 0.0), unattr_h.get(hour, 0.0))
+             for hour in set(spend_h) | set(waste_h) | set(idle_h) | set(unattr_h)])
         db.execute(
             "INSERT INTO servers (user, server, url, state, detail, last_ok, last_try, currency,"
             " simulated, rate_per_hour, gpu_count, gpus_held, gpus_busy, gpu_idle_since, profile,"
@@ -523,9 +538,15 @@ class HubStore:
 
     def series(self, since: float, until: float) -> list[tuple[str, str, int, float, float]]:
         """(user, server, hour, counted spend, waste) for the hours in [since, until)."""
+        return [r[:5] for r in self.series_bands(since, until)]
+
+    def series_bands(self, since: float, until: float,
+                     ) -> list[tuple[str, str, int, float, float, float]]:
+        """(user, server, hour, counted spend, waste, unattributed) for the hours in
+        [since, until): the chart's bands."""
         with self._reading() as db:
             return db.execute(
-                f"SELECT user, server, hour, {self._counted}, waste FROM hours "
+                f"SELECT user, server, hour, {self._counted}, waste, unattributed FROM hours "
                 "WHERE hour >= ? AND hour < ? ORDER BY hour",
                 hour_bounds(since, until)).fetchall()
 
