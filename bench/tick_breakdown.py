@@ -75,6 +75,7 @@ def profile(svc: Any, infos: list[Any], ticks: int, top: int) -> int:
     stats.strip_dirs()
     for key in ("tottime", "cumulative"):
         stats.sort_stats(key).print_stats(top)
+    stats.sort_stats("tottime").print_callers(min(top, 8))
     return 0
 
 

@@ -134,6 +134,8 @@ def price_doc(pricing: Pricing, now: float, stale_after_days: int) -> dict[str, 
         "region_note": pricing.region_note,
         "market": pricing.market,
         "market_source": pricing.market_source,
+        "market_priced": pricing.market_priced,
+        "market_note": pricing.market_note,
         "retrieved": retrieved,
         "age_days": age,
         "stale": age is not None and age > stale_after_days,
@@ -232,7 +234,10 @@ class Header:
                 "user": self.user, "server": self.server}
 
 
-@dataclass(frozen=True)
+#: The per-kernel and per-notebook views are never changed once built, like the other
+#: views, but are not declared frozen: a frozen dataclass's `__init__` costs three times a
+#: plain one's, and these two are built for every kernel and notebook on every sample.
+@dataclass
 class KernelView:
     """One live kernel as `GET kernels` lists it (amounts rounded as served)."""
 
@@ -267,7 +272,7 @@ class KernelView:
         }
 
 
-@dataclass(frozen=True)
+@dataclass
 class NotebookView:
     """One notebook the ledger knows, with its live kernels' figures (`GET notebooks`)."""
 

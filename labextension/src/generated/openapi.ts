@@ -983,7 +983,17 @@ export interface components {
             market: "on-demand" | "spot";
             /** @enum {unknown} */
             market_source: "config" | "environment" | "metadata";
-            /** Format: date */
+            /**
+             * @description the market whose rate is used: on-demand for a spot machine whose type has no spot price in the catalog
+             * @enum {unknown}
+             */
+            market_priced: "on-demand" | "spot";
+            /** @description why market_priced differs from market (the machine's), and how to fix it */
+            market_note: string | null;
+            /**
+             * Format: date
+             * @description the date of the price used (the spot snapshot's, when spot is priced)
+             */
             retrieved: string | null;
             age_days: number | null;
             stale: boolean;
