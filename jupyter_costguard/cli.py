@@ -145,6 +145,8 @@ def _detect(args: argparse.Namespace) -> int:
         print(f"{key + ':':<10} {doc[key] if doc[key] is not None else '-'}")
     if pricing.region_note:
         print(f"region:    {pricing.region_note}")
+    if pricing.market_note:  # a spot machine priced at on-demand: say so, and the fix
+        print(f"priced:    {pricing.market_priced}: {pricing.market_note}")
     if share is not None:
         print(f"share:     {share.detail}")
     print(f"detail:    {pricing.detail}")

@@ -128,6 +128,8 @@ def test_update_writes_one_row_per_type_and_region(publisher: GpuhuntPublisher,
         "vcpus": "96", "memory_gib": "1152", "region": "us-east-1", "currency": "USD",
         "on_demand_per_hour": "32.7726", "spot_per_hour": "12.5", "gpu_share": "",
         "source_url": src, "retrieved": "2025-06-12",
+        # the spot figure is from the same download, and AWS's is said to be a market price
+        "spot_source_url": "", "spot_retrieved": "", "notes": refresh._AWS_SPOT_NOTE,
     }
     eu = got[("aws", "p4d.24xlarge", "eu-north-1")]
     assert (eu["on_demand_per_hour"], eu["spot_per_hour"]) == ("30.1", "11.25")
@@ -139,7 +141,7 @@ def test_update_writes_one_row_per_type_and_region(publisher: GpuhuntPublisher,
     # GCP zones a and b fold into their region; zone c's DWS calendar-mode offer is skipped
     gcp = got[("gcp", "a2-highgpu-1g", "us-central1")]
     assert (gcp["on_demand_per_hour"], gcp["spot_per_hour"]) == ("3.673477", "1.102")
-    assert gcp["gpu_model"] == "NVIDIA A100-SXM4-40GB"
+    assert gcp["gpu_model"] == "NVIDIA A100-SXM4-40GB" and gcp["notes"] == ""  # a list price
     assert got[("gcp", "g2-standard-4", "europe-west4")]["gpu_model"] == "NVIDIA L4"
     azure = got[("azure", "Standard_NC24ads_A100_v4", "eastus")]
     assert (azure["gpu_model"], azure["on_demand_per_hour"]) == ("NVIDIA A100 80GB PCIe", "3.673")

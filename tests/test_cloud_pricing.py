@@ -244,8 +244,10 @@ def test_a_region_the_catalog_lacks_names_both(catalog: Catalog):
 def test_spot_without_a_spot_price_falls_back_and_says_so(catalog: Catalog):
     p = resolve(catalog, metadata=answer("azure", "Standard_NC24ads_A100_v4", "westeurope",
                                          "spot"))
-    assert p.market == "on-demand" and p.rate_per_hour == 4.1
-    assert "no spot price" in p.detail
+    # the machine's market is named; the rate used, and why, are said beside it
+    assert p.market == "spot" and p.market_priced == "on-demand" and p.rate_per_hour == 4.1
+    assert p.market_note is not None and "no spot price" in p.market_note
+    assert p.market_note in p.detail and p.market_note in p.tried
 
 
 def test_hourly_rate_is_never_shared(catalog: Catalog):

@@ -331,8 +331,11 @@ def test_spot_without_price_falls_back_to_on_demand(catalog: Catalog) -> None:
     row = catalog.get("p4d.24xlarge")
     assert row is not None and row.spot_per_hour is None
     p = resolve(catalog, instance_type="p4d.24xlarge", market="spot")
-    assert p.priced and p.market == "on-demand" and p.rate_per_hour == row.on_demand_per_hour
-    assert "no spot price" in p.detail
+    assert p.priced and p.rate_per_hour == row.on_demand_per_hour
+    # the market named is the machine's; the one priced, and why, beside it
+    assert (p.market, p.market_priced) == ("spot", "on-demand")
+    assert p.market_note is not None and "no spot price" in p.market_note
+    assert "catalog_files" in p.market_note and "catalog update" in p.market_note
 
 
 def test_bad_arguments_raise(catalog: Catalog) -> None:
@@ -421,7 +424,7 @@ def test_user_json_file(tmp_path: Path) -> None:
     rp = c.get("1x-h100-sxm")
     assert rp is not None and rp.on_demand_per_hour == 2.99 and rp.origin == f"{f}:9"
     p = resolve(c, instance_type="runpod/1x-h100-sxm", market="spot")
-    assert p.market == "on-demand" and p.rate_per_hour == 2.99
+    assert (p.market, p.market_priced, p.rate_per_hour) == ("spot", "on-demand", 2.99)
 
 
 def test_later_files_win(tmp_path: Path) -> None:

@@ -48,8 +48,11 @@ MARKETS = (MARKET_ON_DEMAND, MARKET_SPOT)
 COLUMNS = (
     "provider", "instance_type", "gpu_model", "gpu_count", "gpu_memory_gib", "vcpus",
     "memory_gib", "region", "currency", "on_demand_per_hour", "spot_per_hour", "gpu_share",
-    "source_url", "retrieved",
+    "source_url", "retrieved", "spot_source_url", "spot_retrieved", "notes",
 )
+#: Columns a file may leave out even where every column is required (the shipped file's
+#: header has them all; files written before they existed still load).
+OPTIONAL_COLUMNS = ("spot_source_url", "spot_retrieved", "notes")
 #: Columns a user row must give when it adds a new instance type (rather than overriding).
 REQUIRED_FOR_NEW = ("provider", "instance_type", "gpu_count", "vcpus", "memory_gib",
                     "on_demand_per_hour")
@@ -85,6 +88,12 @@ class InstanceType:
     origin: str = ""  # "file:line" the row came from, for messages
     #: "USD at 0.92 EUR/USD (2026-11-30)" when the prices were converted at load
     converted_from: str | None = None
+    #: where and when the spot figure is from, when not the row's own source and date (a
+    #: spot snapshot is taken apart from the list prices); empty: the row's
+    spot_source_url: str = ""
+    spot_retrieved: str | None = None
+    #: what kind of figure the prices are ("spot: indicative market price ..."), for people
+    notes: str = ""
 
     @property
     def key(self) -> tuple[str, str]:
@@ -115,6 +124,14 @@ class InstanceType:
         """Hourly rate in ``market``; None for spot when no spot price is known."""
         check_market(market)
         return self.spot_per_hour if market == MARKET_SPOT else self.on_demand_per_hour
+
+    def priced_as(self, market: str) -> InstanceType:
+        """This row as the price in ``market`` is dated and sourced: a spot figure carries the
+        date and source of the spot snapshot, which may differ from the list prices'."""
+        if market != MARKET_SPOT or self.spot_per_hour is None:
+            return self
+        return replace(self, retrieved=self.spot_retrieved or self.retrieved,
+                       source_url=self.spot_source_url or self.source_url)
 
     def describe(self) -> str:
         gpus = f"{self.gpu_count}x {self.gpu_model}, " if self.is_gpu else "no GPU, "
@@ -453,7 +470,7 @@ def _build_row(values: dict[str, Any], where: str, base: InstanceType | None, *,
                shipped: bool, default_source: str) -> InstanceType:
     """Validate one raw row into an InstanceType, on top of ``base`` when it overrides."""
     if shipped:
-        missing = [c for c in COLUMNS if c not in values]
+        missing = [c for c in COLUMNS if c not in values and c not in OPTIONAL_COLUMNS]
         if missing:
             raise CatalogError(f"{where}: missing column(s) {', '.join(missing)}")
     elif base is None:
@@ -466,16 +483,23 @@ def _build_row(values: dict[str, Any], where: str, base: InstanceType | None, *,
         parsed[_FIELD_OF.get(column, column)] = _parse_value(column, raw, where)
     if shipped and (not parsed["source_url"] or not parsed["retrieved"]):
         raise CatalogError(f"{where}: shipped rows need source_url and retrieved")
+    if shipped and parsed.get("spot_per_hour") is not None and not parsed.get("notes"):
+        raise CatalogError(f"{where}: a shipped spot price needs notes saying what kind of "
+                           f"figure it is (list price, or an indicative market price)")
     if not shipped:
         parsed.setdefault("source_url", default_source)
         parsed.setdefault("retrieved", None)
+        if "spot_per_hour" in parsed:  # a new spot figure is the user's, not the shipped one's
+            parsed.setdefault("spot_source_url", "")
+            parsed.setdefault("spot_retrieved", None)
     parsed["origin"] = where
     if base is not None:
         row = replace(base, **parsed)
     else:
         defaults: dict[str, Any] = {"gpu_model": "", "gpu_memory_gib": None, "region": "",
                                     "currency": "USD", "spot_per_hour": None,
-                                    "catalog_gpu_share": None}
+                                    "catalog_gpu_share": None, "spot_source_url": "",
+                                    "spot_retrieved": None, "notes": ""}
         names = {f.name for f in fields(InstanceType)}
         row = InstanceType(**{**defaults, **{k: v for k, v in parsed.items() if k in names}})
     _check_row(row, where)
@@ -492,13 +516,13 @@ def _parse_value(column: str, raw: Any, where: str) -> Any:
     text = _text(raw, column, where)
     if column == "currency":
         return text.upper() or "USD"
-    if column == "retrieved":
+    if column in ("retrieved", "spot_retrieved"):
         if not text:
             return None
         try:
             return date.fromisoformat(text).isoformat()
         except ValueError:
-            raise CatalogError(f"{where}: retrieved must be an ISO date (YYYY-MM-DD), "
+            raise CatalogError(f"{where}: {column} must be an ISO date (YYYY-MM-DD), "
                                f"got {text!r}") from None
     return text
 

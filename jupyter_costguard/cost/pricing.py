@@ -17,7 +17,10 @@ Which instance are we on? ``resolve_pricing`` answers, first match wins (the ord
 Region and market follow the same order: ``c.CostGuard.region`` / ``market``, then
 ``COSTGUARD_REGION`` / ``COSTGUARD_MARKET``, then the metadata; else the type's home region
 in the catalog and on-demand. A region the catalog lacks for the type is priced at the home
-region's row and says so (``region_note``). In a container that holds part of the instance
+region's row and says so (``region_note``). ``market`` is always the machine's market; a spot
+machine whose type has no spot price in the catalog is priced at the on-demand rate
+(``market_priced``) and says so, and how to fix it (``market_note``): the cost shown is then
+too high, never silently. In a container that holds part of the instance
 (``cloud.container``), a catalog price becomes the container's share of it.
 
 An instance type may be written ``provider/instance_type`` where the bare name exists for
@@ -108,7 +111,7 @@ class Pricing:
     instance: InstanceType | None
     rate_per_hour: float | None
     currency: str
-    market: str  # "on-demand" | "spot"
+    market: str  # "on-demand" | "spot": the machine's market, whatever was priced
     source: str  # "config" | "environment" | "metadata" | "detected" | "hourly_rate" | ...
     detail: str  # a sentence for humans: what matched, or why nothing did
     gpu_share: float
@@ -126,6 +129,13 @@ class Pricing:
     cpu_capacity: float | None = None
     provider: str | None = None
     tried: tuple[str, ...] = ()
+    #: the market whose rate is used (on-demand where spot has no price), and why they differ
+    market_priced: str | None = None
+    market_note: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.market_priced is None:
+            object.__setattr__(self, "market_priced", self.market)
 
     @property
     def priced(self) -> bool:
@@ -281,6 +291,8 @@ class _Resolution:
         if note:
             self.tried.append(note)
         p = _priced(regional, source, what, self.market, self.gpu_share)
+        if p.market_note:
+            self.tried.append(p.market_note)
         p = replace(p, region_note=note, instance_rate_per_hour=p.rate_per_hour,
                     gpu_count=regional.gpu_count)
         if note:
@@ -375,18 +387,33 @@ def _priced(row: InstanceType, source: str, what: str, market: str,
             gpu_share: float | None) -> Pricing:
     rate = row.rate(market)
     used_market = market
-    note = ""
+    note = None
     if rate is None:
         rate, used_market = row.on_demand_per_hour, MARKET_ON_DEMAND
-        note = ("; spot requested but the catalog has no spot price for this type, so the "
-                "on-demand rate is used")
+        note = spot_fallback_note(row)
+    dated_row = row.priced_as(used_market)
     share = gpu_share if gpu_share is not None else row.gpu_share
     share_why = ("as configured" if gpu_share is not None
                  else "from catalog" if row.catalog_gpu_share is not None else "default rule")
-    dated = f"list price of {row.retrieved}" if row.retrieved else "user-supplied price"
+    kind = ("spot snapshot" if used_market == MARKET_SPOT else "list price")
+    dated = (f"{kind} of {dated_row.retrieved}" if dated_row.retrieved
+             else "user-supplied price")
     detail = (f"{what}; {_rate_text(rate)} {row.currency}/h {used_market} ({dated}, "
-              f"{row.source_url or row.origin}), GPU share {share:.2f} ({share_why}){note}")
-    return Pricing(row, rate, row.currency, used_market, source, detail, share)
+              f"{dated_row.source_url or row.origin}), GPU share {share:.2f} ({share_why})"
+              + (f"; {note}" if note else ""))
+    return Pricing(dated_row, rate, row.currency, market, source, detail, share,
+                   market_priced=used_market, market_note=note)
+
+
+def spot_fallback_note(row: InstanceType) -> str:
+    """What a spot machine priced at on-demand is told: that, why, and how to fix it."""
+    where = f" in {row.region}" if row.region else ""
+    return (f"spot machine, but the catalog has no spot price for {row.name}{where}: priced "
+            f"at the on-demand rate, so the cost shown is too high (spot is often 60-90% "
+            f"cheaper); add spot_per_hour for it in an extra catalog file "
+            f"(c.CostGuard.catalog_files), or install 'jupyter-costguard[prices]' and run "
+            f"`jupyter costguard catalog update` (the server then refreshes it every "
+            f"c.CostGuard.catalog_refresh_hours)")
 
 
 def _physical_gpus(gpu: GpuReading | None) -> list[str]:

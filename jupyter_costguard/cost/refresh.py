@@ -95,6 +95,8 @@ _OTHER_PRICING_FLAGS = frozenset({"gcp-dws-calendar-mode", "runpod-cluster"})
 _GCP_ZONE = re.compile(r"^(.+-[a-z]+\d+)-[a-z]$")
 _VERSION_DATE = re.compile(r"^(\d{4})(\d{2})(\d{2})")
 _FETCHED = "# fetched:"
+_AWS_SPOT_NOTE = ("spot_per_hour: AWS market price when gpuhunt collected it (indicative: "
+                  "spot prices move with supply and demand)")
 _MISSING = "the price refresh needs gpuhunt: pip install 'jupyter-costguard[prices]'"
 
 
@@ -283,6 +285,9 @@ def _add_offer(rows: dict[tuple[str, str, str], dict[str, Any]], provider: str, 
             "vcpus": cpu, "memory_gib": memory, "region": region, "currency": "USD",
             "on_demand_per_hour": None, "spot_per_hour": None, "gpu_share": None,
             "source_url": source, "retrieved": retrieved,
+            # the spot figure is from the same download; AWS's is a market price
+            "spot_source_url": "", "spot_retrieved": None,
+            "notes": _AWS_SPOT_NOTE if provider == "aws" else "",
         }
     column = "spot_per_hour" if item.spot else "on_demand_per_hour"
     if row[column] is None or price < row[column]:
