@@ -1,55 +1,55 @@
 """examples/jupyterhub/jupyterhub_config.py runs: a real hub from it (ports and the state
-folder moved for the test), a user's GPU server, and the costguard service adding it up."""
+folder moved for the test), the logins README gives, a user's GPU server with the example
+notebooks in their own home and their own jobs, and the costguard service adding it up."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.support.hub import ROOT, Hub, wait_for
-from tests.support.server_proc import free_port
+from tests.support.examplehub import (
+    ADMIN_PASSWORD,
+    EXAMPLE,
+    NOTEBOOKS,
+    USER_PASSWORD,
+    ExampleHub,
+)
+from tests.support.hub import Hub, wait_for
 
 pytestmark = pytest.mark.timeout(300)
-EXAMPLE = ROOT / "examples" / "jupyterhub" / "jupyterhub_config.py"
-
-
-class ExampleHub(Hub):
-    """The example's own config, loaded as is; the test only moves ports and adds the
-    tester service it drives the hub with."""
-
-    def write_config(self, chp: str) -> Path:
-        self.dir.mkdir(parents=True, exist_ok=True)
-        self.env.update({"COSTGUARD_DEMO_STATE": str(self.dir / "state"),
-                         "COSTGUARD_DEMO_PORT": str(self.port),
-                         "COSTGUARD_DEMO_SERVICE_PORT": str(self.service_port)})
-        self.service_config = EXAMPLE.with_name("costguard_hub_config.py")
-        path = self.dir / "jupyterhub_config.py"
-        path.write_text(
-            "c = get_config()  # noqa\n"
-            f"load_subconfig({str(EXAMPLE)!r})\n"
-            f"c.JupyterHub.hub_port = {free_port()}\n"
-            f"c.ConfigurableHTTPProxy.api_url = 'http://127.0.0.1:{free_port()}'\n"
-            f"c.ConfigurableHTTPProxy.command = [{chp!r}]\n"
-            f"c.JupyterHub.services.append({{'name': 'tester', "
-            f"'api_token': {self.tester_token!r}}})\n"
-            "c.JupyterHub.load_roles.append({'name': 'tester', 'services': ['tester'], "
-            "'scopes': ['admin:users', 'admin:servers', 'tokens', 'access:servers']})\n")
-        return path
+EDITED = {"cells": [], "metadata": {"edited": "by alice"}, "nbformat": 4,
+          "nbformat_minor": 5}
 
 
 @pytest.fixture(scope="module")
-def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Hub]:
+def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ExampleHub]:
     h = ExampleHub(tmp_path_factory.mktemp("example"), [])
+    # alice edited her copy of explore.ipynb on an earlier spawn: her edit stays
+    h.home("alice").mkdir(parents=True)
+    (h.home("alice") / "explore.ipynb").write_text(json.dumps(EDITED))
     try:
-        yield h.start()
+        h.start()
+        h.start_server("alice", {"profile": "gpu"})
+        yield h
     finally:
         h.stop()
 
 
+def test_the_readme_logins_work_and_a_wrong_password_does_not(hub: ExampleHub) -> None:
+    for user, password in (("alice", USER_PASSWORD), ("carol", USER_PASSWORD),
+                           ("admin", ADMIN_PASSWORD)):
+        status, where = hub.form_login(user, password)
+        assert status == 302 and "/hub/login" not in where, (user, status, where, hub.log())
+    for user, password in (("admin", USER_PASSWORD), ("alice", "wrong-password")):
+        status, where = hub.form_login(user, password)
+        assert status == 403, (user, status, where)
+    assert "admin_password is not" not in hub.log()
+
+
 def test_the_example_hub_adds_up_a_users_simulated_gpu_server(hub: Hub) -> None:
-    hub.start_server("alice", {"profile": "gpu"})
     hub.wait_ready("alice")
     status = hub.server_status("alice")
     assert status["simulated"] is True and status["user"] == "alice"
@@ -63,6 +63,35 @@ def test_the_example_hub_adds_up_a_users_simulated_gpu_server(hub: Hub) -> None:
     # bob's budget (20 a month) is not spent: a GPU server starts
     status, me = hub.service("api/me", hub.token_for("bob"))
     assert status == 200 and me["budgets"][0]["budget"] == 20.0
+    # alice runs no kernel: what her server spent is unattributed, and the chart says so
+    points = wait_for(lambda: [p for s in hub.service("api/series?by=user&key=alice", admin)[
+        1]["series"] for p in s["points"] if p["unattributed"] > 0], 60,
+        "alice's unattributed spend in the series")
+    assert all(p["unattributed"] <= p["spend"] + 1e-9 for p in points)
+
+
+def test_each_user_has_their_own_home_with_the_notebooks_and_own_jobs(
+        hub: ExampleHub, tmp_path: Path) -> None:
+    hub.wait_ready("alice")
+    home = hub.home("alice")
+    assert sorted(p.name for p in home.glob("*.ipynb")) == sorted(NOTEBOOKS)
+    # copied from examples/, except what she had edited
+    for name in ("train.ipynb", "offload.ipynb"):
+        assert (home / name).read_bytes() == (EXAMPLE.parents[1] / name).read_bytes()
+    assert json.loads((home / "explore.ipynb").read_text()) == EDITED
+    # her server serves them (its root is her home)
+    status, _, body = hub.request("GET", "/user/alice/api/contents", hub.tester_token)
+    assert status == 200
+    assert set(NOTEBOOKS) <= {c["name"] for c in json.loads(body)["content"]}
+    # her jobs live in her own folder, not in one every user shares
+    config = json.loads((hub.state / "conf" / "alice" / "jupyter_server_config.json"
+                         ).read_text())["CostGuard"]
+    jobs = {user: json.loads((hub.state / "conf" / user / "jupyter_server_config.json"
+                              ).read_text())["CostGuard"]["jobs_dir"]
+            for user in ("alice", "bob", "carol", "admin")}
+    assert len(set(jobs.values())) == 4 and config["jobs_dir"] == jobs["alice"]
+    wait_for(lambda: (Path(jobs["alice"]) / "jobs.sqlite").exists(), 30, "alice's job store")
+    assert not (hub.state / "ledgers" / "jobs").exists()
 
 
 def test_the_zero_to_jupyterhub_values_are_what_costguard_reads(tmp_path: Path) -> None:

@@ -6,11 +6,17 @@
 #   pip install "jupyter-costguard[hub]" jupyterlab && npm install -g configurable-http-proxy
 #   jupyterhub -f examples/jupyterhub/jupyterhub_config.py
 #
-# then open http://127.0.0.1:8000, log in as admin (or alice, bob, carol) with the password
-# below, start a server, and open http://127.0.0.1:8000/services/costguard/.
+# then open http://127.0.0.1:8000 and log in as alice, bob or carol with the password
+# costguard-demo, or as admin with costguard-demo-admin-password-loopback (JupyterHub wants an
+# admin password of 32 characters or more, distinct from the users'). Start a server: each
+# user's home (under the state folder) gets its own copies of the example notebooks
+# (explore, train, offload) on their first spawn. Then open
+# http://127.0.0.1:8000/services/costguard/.
 # Loopback only: the hub listens on 127.0.0.1 and no server asks a cloud's metadata service.
+import asyncio
 import json
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -31,9 +37,11 @@ c.JupyterHub.cookie_secret_file = str(state / "jupyterhub_cookie_secret")
 c.ConfigurableHTTPProxy.pid_file = str(state / "proxy.pid")
 c.JupyterHub.cleanup_servers = True
 
-# demo logins: one shared password, for a hub that only listens on loopback
+# demo logins: one shared password for the users and another for the admin, for a hub
+# that only listens on loopback
 c.JupyterHub.authenticator_class = "shared-password"
 c.SharedPasswordAuthenticator.user_password = "costguard-demo"
+c.SharedPasswordAuthenticator.admin_password = "costguard-demo-admin-password-loopback"
 c.Authenticator.allowed_users = {"alice", "bob", "carol", "admin"}
 c.Authenticator.admin_users = {"admin"}
 c.JupyterHub.load_groups = {"ml": {"users": ["alice", "bob"]},
@@ -85,6 +93,8 @@ for user, offset in OFFSETS.items():
         "replay_trace": str(rotated_trace(user, offset)),
         "replay_mode": "fallback",
         "db_path": str(state / "ledgers" / f"{user}.sqlite"),
+        # each user's own batch jobs (their Jobs panel lists theirs only)
+        "jobs_dir": str(state / "jobs" / user),
         "sample_interval": 2.0,
         "cloud_metadata": False,
         "container_share": "off",
@@ -130,4 +140,22 @@ c.JupyterHub.load_roles = [
 # month is spent; CPU servers always start
 from jupyter_costguard.hub.spawn import budget_hook  # noqa: E402
 
-c.Spawner.pre_spawn_hook = budget_hook(service_config)
+NOTEBOOKS = ("explore.ipynb", "train.ipynb", "offload.ipynb")
+
+
+def copy_examples(home: Path) -> None:
+    """The example notebooks into a user's home, each only where it is missing: a user's
+    edits are theirs on every later spawn."""
+    home.mkdir(parents=True, exist_ok=True)
+    for name in NOTEBOOKS:
+        if not (home / name).exists():
+            shutil.copyfile(examples / name, home / name)
+
+
+async def seed_home(spawner):
+    """After the budget check: the user's home with the example notebooks (off the Hub's
+    event loop)."""
+    await asyncio.to_thread(copy_examples, Path(spawner.home_dir))
+
+
+c.Spawner.pre_spawn_hook = budget_hook(service_config, then=seed_home)
