@@ -141,6 +141,22 @@ async def test_one_notebook(jp_fetch, seeded):
     assert again["series"][0]["total_spend"] == only["total_spend"]
 
 
+async def test_fit_starts_at_the_ledgers_first_minute(jp_fetch, seeded):
+    """Three hours of ledger: a fitted window of any maximum is those hours in minutes."""
+    first = min(bucket for bucket, _ in seeded) * 60
+    week = await history(jp_fetch, minutes="10080")
+    for minutes in ("360", "1440", "10080"):
+        doc = await history(jp_fetch, minutes=minutes, fit="true")
+        assert doc["minutes"] == int(minutes) and doc["since"] == first
+        assert doc["bucket_seconds"] == 60 and doc["times"][0] == first
+        assert SEEDED_MINUTES < len(doc["times"]) <= SEEDED_MINUTES + 4
+        assert by_path(doc)["train.ipynb"]["total_spend"] == pytest.approx(
+            by_path(week)["train.ipynb"]["total_spend"], abs=ROUNDING)
+        # `time` is the last sample the buckets hold
+        assert doc["time"] is not None and doc["start"] <= doc["time"] < doc["end"]
+    assert week["since"] is None and (await history(jp_fetch, fit="false"))["since"] is None
+
+
 @pytest.mark.parametrize(
     ("params", "code", "needle"),
     [
@@ -154,6 +170,7 @@ async def test_one_notebook(jp_fetch, seeded):
         ({"notebook": "/"}, 400, "notebook"),
         ({"notebook": "nowhere.ipynb"}, 404, "nowhere.ipynb"),
         ({"hours": "6"}, 400, "hours"),
+        ({"fit": "yes"}, 400, "fit must be true or false"),
     ],
 )
 async def test_bad_parameters_get_a_json_4xx(jp_fetch, params, code, needle):

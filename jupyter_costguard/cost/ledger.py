@@ -15,7 +15,7 @@ from pathlib import Path
 
 from jupyter_costguard.common.files import data_dir
 from jupyter_costguard.common.sqlite import Schema, open_db, open_read_only
-from jupyter_costguard.cost.spend import IntervalCost
+from jupyter_costguard.cost.spend import IntervalCost, Share
 
 #: version 1, the baseline: the tables as they have been since the ledger began (a file from
 #: before versions already has them, unchanged)
@@ -61,6 +61,44 @@ SCHEMA = Schema("ledger", (BASELINE,), slot=0)
 HISTORY_BUCKET_SECONDS = 60
 #: Minute buckets kept in memory per notebook for sparklines and the API.
 HISTORY_IN_MEMORY = 180
+#: An interval is cut at most into this many minutes (its last ones); what came before them
+#: (a sampler stalled for hours: a suspended VM) goes to the first of them.
+MAX_SPLIT_MINUTES = 360
+
+
+def minute_parts(now: float, seconds: float) -> list[tuple[float, float]]:
+    """The interval of `seconds` ending at `now` cut at minute boundaries, oldest first:
+    (a time inside the piece's minute, the piece's seconds). The last piece ends at `now`
+    (0 seconds when `now` is a boundary itself), so it is the sample's time.
+
+    Why: `Ledger.record` puts an interval in the minute bucket of its end, so an interval
+    that began in the minute before gave that minute's spend to the next one, and a
+    bucket's rate read above the instance's (a 60 s bucket held 60.2 s of spend)."""
+    minute = int(now // HISTORY_BUCKET_SECONDS)
+    start = now - max(0.0, seconds)
+    first = max(int(start // HISTORY_BUCKET_SECONDS), minute - MAX_SPLIT_MINUTES + 1)
+    if first >= minute:
+        return [(now, seconds)]
+    parts: list[tuple[float, float]] = []
+    begin = start
+    for m in range(first, minute):
+        end = (m + 1) * HISTORY_BUCKET_SECONDS
+        # a time inside minute m (record buckets by it), not on the boundary
+        parts.append((end - 1e-3, end - begin))
+        begin = end
+    parts.append((now, now - begin))
+    return parts
+
+
+def scaled_cost(cost: IntervalCost, fraction: float) -> IntervalCost:
+    """`cost` × `fraction`: the part of an interval's cost that fell in one of its pieces."""
+    return IntervalCost(
+        total=cost.total * fraction,
+        unattributed=cost.unattributed * fraction,
+        unattributed_gpu=cost.unattributed_gpu * fraction,
+        shares={kid: Share(gpu=s.gpu * fraction, host=s.host * fraction,
+                           waste=s.waste * fraction) for kid, s in cost.shares.items()},
+    )
 
 
 @dataclass
@@ -253,6 +291,33 @@ class Ledger:
         except BaseException:
             db.execute("ROLLBACK")
             raise
+
+    def record_by_minute(
+        self,
+        now: float,
+        seconds: float,
+        cost: IntervalCost,
+        paths: dict[str, str | None],
+        names: dict[str, str],
+    ) -> None:
+        """`record` one sample's interval, its cost cut at minute boundaries (`minute_parts`)
+        in proportion to time, so each minute of the history holds the spend of its own
+        seconds. An interval inside one minute is one `record`; one across a boundary is one
+        per minute (a second small transaction about once a minute)."""
+        parts = minute_parts(now, seconds)
+        if len(parts) == 1:
+            self.record(now, seconds, cost, paths, names)
+            return
+        for end, part in parts:
+            fraction = part / seconds if seconds > 0 else 0.0
+            self.record(end, part, scaled_cost(cost, fraction), paths, names)
+
+    def first_history_bucket(self) -> int | None:
+        """The first epoch minute the history holds (of what is kept: `retention_days`), or
+        None when it is empty (worker thread, like `history`)."""
+        row = self.db.execute("SELECT bucket FROM history WHERE path = '' ORDER BY bucket"
+                              " LIMIT 1").fetchone()
+        return None if row is None else int(row[0])
 
     # Readers below run on the sampler thread, the only writer, so they need no copies.
 

@@ -201,7 +201,7 @@ class CostService:
         gpu_count = pricing.gpu_count if pricing.instance else None
         cost = split_interval(sample, pricing.rate_per_hour, pricing.gpu_share, gpu_count,
                               self.idle_threshold_percent, cpu_capacity=pricing.cpu_capacity)
-        self.ledger.record(
+        self.ledger.record_by_minute(
             sample.time, sample.interval, cost,
             paths={k.info.kernel_id: k.info.path for k in sample.kernels},
             names={k.info.kernel_id: k.info.name for k in sample.kernels},
@@ -306,14 +306,13 @@ class CostService:
         points = await loop.run_in_executor(self._executor, self.ledger.history, path, since)
         return history_doc(points, minutes)
 
-    async def spend_history(self, minutes: int, notebook: str | None) -> dict[str, Any]:
+    async def spend_history(self, minutes: int, notebook: str | None,
+                            fit: bool = False) -> dict[str, Any]:
         """The spend chart's buckets over the last `minutes` (cost/timeline.py), summed by
-        SQLite on the worker thread that owns the database."""
-        win = timeline.window(time.time(), minutes)
+        SQLite on the worker thread that owns the database (and records the samples)."""
         loop = asyncio.get_running_loop()
-        rows = await loop.run_in_executor(self._executor, self.ledger.history_buckets,
-                                          win.first, win.end, win.step)
-        return timeline.timeline_doc(rows, win, notebook)
+        return await loop.run_in_executor(self._executor, timeline.read, self.ledger,
+                                          time.time(), minutes, notebook, fit)
 
     async def stop(self) -> None:
         self._stopping = True

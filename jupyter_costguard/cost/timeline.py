@@ -7,6 +7,16 @@ at most 360 points and a bucket's edges do not move between polls. Each bucket h
 notebook's spend and waste, and what the server spent that no notebook did (idle GPUs
 nobody holds, the host's unused share, kernels without a notebook) as `unattributed`: the
 stack of a bucket adds up to the server's spend in it (conservation), to rounding.
+
+A fitted window (`fit`, what the cost panel asks for) starts at the ledger's first minute
+when that is inside the window: a fresh server is drawn over its own few minutes (at least
+`FIT_MIN_MINUTES`) in 1-minute buckets, not squeezed into the right edge of 6 hours; the
+window grows with the ledger up to the `minutes` asked, its buckets sized for its span.
+
+Each minute of the ledger holds the spend of its own seconds (`Ledger.record_by_minute`
+cuts a sample's interval at minute boundaries), and the document's `time` is the ledger's
+last sample, read with the buckets: a full bucket's spend is its length at the rates in
+force, and the current one's is the time from its start to `time`.
 """
 
 from __future__ import annotations
@@ -15,13 +25,15 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from jupyter_costguard.cost.ledger import HISTORY_BUCKET_SECONDS
+from jupyter_costguard.cost.ledger import HISTORY_BUCKET_SECONDS, Ledger
 from jupyter_costguard.cost.money import round_money
 
 #: The longest window (the ledger keeps 7 days by default).
 MAX_MINUTES = 7 * 1440
 #: The window when none is asked for.
 DEFAULT_MINUTES = 6 * 60
+#: The shortest fitted window: a ledger younger than this is drawn over this many minutes.
+FIT_MIN_MINUTES = 5
 #: (longest window, bucket minutes), shortest first.
 BUCKETS = ((6 * 60, 1), (24 * 60, 5), (3 * 1440, 15), (MAX_MINUTES, 60))
 
@@ -36,12 +48,16 @@ def bucket_minutes(minutes: int) -> int:
 
 @dataclass(frozen=True)
 class Window:
-    """Buckets of `step` minutes from epoch minute `first` to `last` (both bucket starts)."""
+    """Buckets of `step` minutes from epoch minute `first` to `last` (both bucket starts).
+
+    `minutes`: the window asked for; `since`: the ledger's first minute when the window was
+    fitted to it (None when the window is the whole of `minutes`)."""
 
     minutes: int
     step: int
     first: int
     last: int
+    since: int | None = None
 
     @property
     def count(self) -> int:
@@ -53,14 +69,45 @@ class Window:
         return self.last + self.step - 1
 
 
-def window(now: float, minutes: int) -> Window:
-    """The buckets covering the last `minutes` minutes up to `now`, the current (partial)
-    bucket last."""
-    step = bucket_minutes(minutes)
+def window(now: float, minutes: int, span: int | None = None,
+           since: int | None = None) -> Window:
+    """The buckets covering the last `span` minutes (default `minutes`) up to `now`, the
+    current (partial) bucket last, sized for `span`."""
+    span = minutes if span is None else span
+    step = bucket_minutes(span)
     current = int(now // HISTORY_BUCKET_SECONDS)
     last = (current // step) * step
-    first = ((current - minutes + 1) // step) * step
-    return Window(minutes=minutes, step=step, first=first, last=last)
+    first = ((current - span + 1) // step) * step
+    return Window(minutes=minutes, step=step, first=first, last=last, since=since)
+
+
+def fitted(now: float, minutes: int, first_bucket: int | None) -> Window:
+    """The window of at most `minutes` that starts at the ledger's first minute
+    (`first_bucket`, None when it has none): at least `FIT_MIN_MINUTES` long, and the whole
+    of `minutes` when the ledger is older than that."""
+    current = int(now // HISTORY_BUCKET_SECONDS)
+    oldest = current - minutes + 1
+    if first_bucket is not None and first_bucket < oldest:
+        return window(now, minutes)
+    span = FIT_MIN_MINUTES if first_bucket is None else current - first_bucket + 1
+    span = min(minutes, max(FIT_MIN_MINUTES, span))
+    return window(now, minutes, span, first_bucket)
+
+
+def read(ledger: Ledger, now: float, minutes: int, notebook: str | None,
+         fit: bool) -> dict[str, Any]:
+    """The document for the last `minutes` up to `now` (fitted to the ledger's first minute
+    when `fit`), with `time` the ledger's last sample: read together on the worker thread
+    that records samples, so the buckets hold exactly the spend up to `time`."""
+    if fit:
+        win = fitted(now, minutes, ledger.first_history_bucket())
+    else:
+        win = window(now, minutes)
+    rows = ledger.history_buckets(win.first, win.end, win.step)
+    doc = timeline_doc(rows, win, notebook)
+    if ledger.server.last_sample is not None:
+        doc["time"] = ledger.server.last_sample
+    return doc
 
 
 def _series(kind: str, path: str | None, spend: list[float],
@@ -110,6 +157,7 @@ def timeline_doc(rows: Iterable[tuple[int, str, float, float]], win: Window,
     start = win.first * HISTORY_BUCKET_SECONDS
     return {
         "minutes": win.minutes,
+        "since": None if win.since is None else float(win.since * HISTORY_BUCKET_SECONDS),
         "bucket_seconds": seconds,
         "start": float(start),
         "end": float(start + n * seconds),

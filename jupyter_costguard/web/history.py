@@ -19,12 +19,13 @@ _DIGITS = re.compile(r"[0-9]{1,9}")
 
 
 class HistoryHandler(CostguardHandler):
-    """`?minutes=N` (1 to 10080, default 360) and optionally `?notebook=<path>`."""
+    """`?minutes=N` (1 to 10080, default 360), optionally `?notebook=<path>` and
+    `?fit=true` (the window starts at the ledger's first minute when that is inside it)."""
 
     @web.authenticated
     @authorized
     async def get(self) -> None:
-        self._check_params("minutes", "notebook")
+        self._check_params("minutes", "notebook", "fit")
         raw = self.get_query_argument("minutes", None)
         minutes = DEFAULT_MINUTES
         if raw is not None:
@@ -35,6 +36,9 @@ class HistoryHandler(CostguardHandler):
             if not 1 <= minutes <= MAX_MINUTES:
                 raise web.HTTPError(400, "minutes must be between 1 and %d (7 days)",
                                     MAX_MINUTES)
+        fit = self.get_query_argument("fit", "false")
+        if fit not in ("true", "false"):
+            raise web.HTTPError(400, "fit must be true or false, not %r", fit[:40])
         notebook = self.get_query_argument("notebook", None)
         published = self.service.published
         if notebook is not None:
@@ -46,5 +50,5 @@ class HistoryHandler(CostguardHandler):
         header = published.views.header
         common = header.doc() if header is not None else dict.fromkeys(
             ("simulated", "currency", "time", "user", "server"))
-        doc = await self.service.spend_history(minutes, notebook)
+        doc = await self.service.spend_history(minutes, notebook, fit == "true")
         self.write_json_bytes(json.dumps({**common, **doc}).encode())

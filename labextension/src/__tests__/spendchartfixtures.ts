@@ -29,6 +29,8 @@ export function historyDoc(options: {
   notebooks?: { [path: string]: { spend: number[]; waste?: number[] } };
   notebook?: string | null;
   time?: number | null;
+  /** The ledger's first minute, when the window was fitted to it (`fit=true`). */
+  since?: number | null;
 }): ISpendHistory {
   const n = options.n ?? 4;
   const bucket = options.bucket ?? 60;
@@ -50,6 +52,7 @@ export function historyDoc(options: {
     user: null,
     server: null,
     minutes: options.minutes ?? (n * bucket) / 60,
+    since: options.since ?? null,
     bucket_seconds: bucket,
     start: times[0],
     end: times[n - 1] + bucket,

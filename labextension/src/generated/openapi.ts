@@ -210,7 +210,7 @@ export interface paths {
         };
         /**
          * The server's spend and waste over time, per notebook, for a stacked chart.
-         * @description The ledger's per-minute history over the last `minutes`, summed into buckets of 1 minute (windows up to 6 h), 5 minutes (up to 24 h), 15 minutes (up to 3 days) or 1 hour (up to 7 days), aligned on multiples of their length; the last bucket is the current, partial one. Without `notebook`, one series per notebook with spend in the window (most first) and an `unattributed` series (what the server spent that no notebook did): each bucket's series add up to `total.spend` in that bucket, to rounding.
+         * @description The ledger's per-minute history over the last `minutes`, summed into buckets of 1 minute (windows up to 6 h), 5 minutes (up to 24 h), 15 minutes (up to 3 days) or 1 hour (up to 7 days), aligned on multiples of their length; the last bucket is the current, partial one. Without `notebook`, one series per notebook with spend in the window (most first) and an `unattributed` series (what the server spent that no notebook did): each bucket's series add up to `total.spend` in that bucket, to rounding. With `fit=true` the window starts at the ledger's first minute when that is inside it (at least 5 minutes long), its buckets sized for that span. Each minute holds the spend of its own seconds; `time` is the ledger's last sample, read with the buckets.
          */
         get: {
             parameters: {
@@ -219,6 +219,8 @@ export interface paths {
                     minutes?: number;
                     /** @description One notebook's server-relative path: only its series (404 when it has no costs recorded). */
                     notebook?: string;
+                    /** @description `true`: fit the window to the history the ledger has (from its first minute, up to `minutes`); `false` (the default): the whole of `minutes`. */
+                    fit?: "true" | "false";
                 };
                 header?: never;
                 path?: never;
@@ -1112,6 +1114,8 @@ export interface components {
         };
         SpendHistory: components["schemas"]["Common"] & {
             minutes: number;
+            /** @description With `fit=true`: the start of the ledger's first minute, when the window was fitted to it (nothing was spent before); null when the window is the whole of `minutes`. */
+            since: number | null;
             /** @enum {unknown} */
             bucket_seconds: 60 | 300 | 900 | 3600;
             /** @description Start of the first bucket, epoch seconds. */
