@@ -21,6 +21,7 @@ from jupyter_costguard.cost.hubreport import HubReporter, HubReportTraits, repor
 from jupyter_costguard.cost.ledger import Ledger
 from jupyter_costguard.cost.pricing import ContainerFacts
 from jupyter_costguard.cost.published import Published
+from jupyter_costguard.cost.refresh import CatalogRefresher, background_refresh_off
 from jupyter_costguard.cost.service import CostService, load_catalog, new_worker
 from jupyter_costguard.guard.actions import Actor
 from jupyter_costguard.guard.autostop import terminal_activity
@@ -57,6 +58,7 @@ class CostGuard(ExtensionApp, CostTraits, SamplingTraits, GuardTraits, OffloadTr
     jobs: JobService | None = None
     guard: Guard | None = None
     hub_reporter: HubReporter | None = None
+    catalog_refresher: CatalogRefresher | None = None
     _budget: BudgetRule | None = None
 
     @property
@@ -90,6 +92,7 @@ class CostGuard(ExtensionApp, CostTraits, SamplingTraits, GuardTraits, OffloadTr
                 config, rules, alerts, ledger, catalog, dispatch=self.actor.dispatch,
                 running_jobs=jobs.running_count if jobs is not None else (lambda: 0),
                 notebook_budgets=NotebookBudgets(self._root_dir(), logger=self.log))
+        self._worker = worker
         self.service = service = CostService(
             Telemetry(self.gpu_source()), ledger, pricing_config,
             sample_interval=self.sample_interval,
@@ -120,6 +123,7 @@ class CostGuard(ExtensionApp, CostTraits, SamplingTraits, GuardTraits, OffloadTr
             run_start=service.run_start, alerts=service.alerts,
             alerts_changed=service.alerts_changed,
             active_jobs=jobs.running_count if jobs is not None else (lambda: 0))
+        self.catalog_refresher = self._catalog_refresher()
         self.settings["costguard_service"] = service
         self.settings["costguard_jobs"] = jobs
         self.settings["costguard_guard"] = self.guard
@@ -137,6 +141,30 @@ class CostGuard(ExtensionApp, CostTraits, SamplingTraits, GuardTraits, OffloadTr
                                   interval=self.cloud_metadata_interval)
         watcher.start()
         return watcher
+
+    def _catalog_refresher(self) -> CatalogRefresher | None:
+        """The background price refresh (`cost.refresh`), when on and gpuhunt is here."""
+        off = background_refresh_off(self.catalog_refresh_hours)
+        if off:
+            self.log.info("costguard: background catalog refresh off: %s", off)
+            return None
+        return CatalogRefresher(self.catalog_refresh_hours * 3600.0,
+                                self.catalog_refresh_timeout, self._use_catalog, log=self.log)
+
+    def _use_catalog(self, path: Path) -> None:
+        """A refreshed catalog (on the refresher's thread): loaded as at start, then swapped
+        in on the service's worker, which re-prices from it at its next sample."""
+        catalog = load_catalog(self.pricing_config())
+        service, guard = self.service, self.guard
+
+        def swap() -> None:
+            if service is not None:
+                service.catalog = catalog
+                service._pricing_key = None  # the cached price was the old catalog's
+            if guard is not None:
+                guard.catalog = catalog
+
+        self._worker.submit(swap).result(timeout=60)
 
     def _published(self) -> Published:
         assert self.service is not None
@@ -194,6 +222,8 @@ class CostGuard(ExtensionApp, CostTraits, SamplingTraits, GuardTraits, OffloadTr
             self.jobs.start()
         if self.hub_reporter is not None and self.enabled and not self.hub_reporter.running:
             self.hub_reporter.start()
+        if self.catalog_refresher is not None:
+            self.catalog_refresher.start()
 
     def initialize_handlers(self) -> None:
         # Registered outside the extension's own namespace so the routes are exactly
@@ -210,6 +240,8 @@ class CostGuard(ExtensionApp, CostTraits, SamplingTraits, GuardTraits, OffloadTr
         return infos
 
     async def stop_extension(self) -> None:
+        if self.catalog_refresher is not None:
+            await self.catalog_refresher.stop()
         if self.hub_reporter is not None:
             await self.hub_reporter.stop()
         if self.jobs is not None:

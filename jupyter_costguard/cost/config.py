@@ -63,6 +63,16 @@ class CostTraits(HasTraits):
         Unicode(), config=True,
         help="Extra catalog files (CSV or JSON) whose rows add to or override the shipped ones.",
     )
+    catalog_refresh_hours = Float(
+        24.0, config=True,
+        help="Hours between background refreshes of the user catalog from gpuhunt's "
+        "published prices (what `jupyter costguard catalog update` does; needs "
+        "pip install 'jupyter-costguard[prices]'), in a child process, off the IO loop; the "
+        "new prices are used without a restart, and a failed refresh keeps the last good "
+        "file. 0 turns it off.")
+    catalog_refresh_timeout = Float(
+        300.0, config=True,
+        help="Seconds one background catalog refresh may take before it is stopped.")
     sample_interval = Float(2.0, config=True, help="Seconds between samples.")
     idle_gpu_threshold_percent = Float(
         5.0, config=True,

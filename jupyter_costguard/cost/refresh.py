@@ -37,10 +37,14 @@ of a name gpuhunt does not split). A name in neither keeps gpuhunt's spelling, a
 
 ``retrieved`` is the date in the provider catalog's version (the day dstack built it), or the
 fetch date where the version does not start with a date.
+
+The server runs the same refresh in the background (`CatalogRefresher`) every
+``c.CostGuard.catalog_refresh_hours`` when gpuhunt is installed.
 """
 
 from __future__ import annotations
 
+import asyncio
 import csv
 import io
 import logging
@@ -48,8 +52,10 @@ import math
 import os
 import re
 import socket
+import sys
 import tempfile
-from collections.abc import Iterator, Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from datetime import date, datetime, timezone
@@ -57,7 +63,7 @@ from pathlib import Path
 from typing import Any
 
 from jupyter_costguard.common.files import data_dir
-from jupyter_costguard.cost.catalog import COLUMNS
+from jupyter_costguard.cost.catalog import COLUMNS, Catalog, CatalogError
 
 #: gpuhunt's provider name -> costguard's, where they differ.
 _COSTGUARD_NAME = {"lambdalabs": "lambda"}
@@ -387,3 +393,142 @@ def _load_failures() -> Iterator[dict[str, str]]:
         yield capture.failures
     finally:
         logger.removeFilter(capture)
+
+
+#: The first background refresh waits this long after the server starts (or the interval,
+#: when shorter): it competes with nothing the server does at start.
+FIRST_REFRESH_DELAY_SECONDS = 60.0
+#: After a failed background refresh, the next try comes this soon (or the interval, when
+#: shorter) rather than a whole interval later.
+RETRY_SECONDS = 3600.0
+
+
+def background_refresh_off(hours: float) -> str | None:
+    """Why the server does not refresh the catalog in the background; None when it does."""
+    import importlib.util
+
+    if not hours > 0:
+        return "c.CostGuard.catalog_refresh_hours is 0"
+    if importlib.util.find_spec("gpuhunt") is None:
+        return "gpuhunt is not installed (pip install 'jupyter-costguard[prices]')"
+    return None
+
+
+class CatalogRefresher:
+    """The server's background refresh of the user catalog, every ``interval`` seconds.
+
+    Each refresh is ``jupyter costguard catalog update`` in a child process: gpuhunt's
+    downloads block and set the process-wide default socket timeout, so a child keeps both
+    off the server, and a child can be stopped at ``timeout`` whatever it is doing. The new
+    file replaces the user catalog only once it loads as a catalog, so a failed, slow or
+    broken refresh keeps the last good file. ``on_new`` (given the file) is then called on a
+    thread, to load it and put it to use; nothing here runs on the IO loop but the waiting.
+    The first refresh comes when the file is due (its ``# fetched:`` time plus ``interval``),
+    and not before `FIRST_REFRESH_DELAY_SECONDS` (or ``interval``) after start.
+    """
+
+    def __init__(self, interval: float, timeout: float, on_new: Callable[[Path], None], *,
+                 log: logging.Logger, path: Path | None = None,
+                 now: Callable[[], float] = time.time) -> None:
+        self.interval = interval
+        self.timeout = timeout
+        self.on_new = on_new
+        self.log = log
+        self.path = path if path is not None else user_catalog_path()
+        self.now = now
+        self.refreshes = 0  # good ones, for tests and logs
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        """Schedule the refreshes on the running loop."""
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def stop(self) -> None:
+        """Cancel the schedule and stop a refresh under way (its child is killed)."""
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with suppress(asyncio.CancelledError):
+                await task
+
+    def first_delay(self) -> float:
+        """Seconds until the first refresh: when the file is due, not before the start delay."""
+        due = 0.0
+        fetched = read_fetched(self.path)
+        if fetched:
+            with suppress(ValueError):
+                at = datetime.strptime(fetched, "%Y-%m-%dT%H:%M:%SZ").replace(
+                    tzinfo=timezone.utc).timestamp()
+                due = at + self.interval - self.now()
+        return max(due, min(FIRST_REFRESH_DELAY_SECONDS, self.interval))
+
+    async def _run(self) -> None:
+        delay = self.first_delay()
+        while True:
+            await asyncio.sleep(delay)
+            try:
+                ok = await self.refresh_once()
+            except Exception:  # never let one bad refresh end the schedule
+                self.log.exception("costguard: background catalog refresh failed")
+                ok = False
+            delay = self.interval if ok else min(RETRY_SECONDS, self.interval)
+
+    async def refresh_once(self) -> bool:
+        """One refresh: download in a child, check, install, use. False (logged) if it failed;
+        the user catalog is then as it was."""
+        tmp = self.path.with_name(f".{self.path.name}.refresh")
+        cmd = [sys.executable, "-m", "jupyter_costguard.cli", "catalog", "update",
+               "--output", str(tmp), "--timeout", f"{max(1.0, self.timeout / 2):g}"]
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            failed = await self._child(cmd)
+            if failed is None:
+                loop = asyncio.get_running_loop()
+                failed = await loop.run_in_executor(None, self._install, tmp)
+        finally:
+            with suppress(OSError):
+                tmp.unlink()
+        if failed:
+            self.log.warning("costguard: background catalog refresh failed, keeping %s: %s",
+                             self.path if self.path.is_file() else "the shipped catalog",
+                             failed)
+            return False
+        self.refreshes += 1
+        self.log.info("costguard: catalog refreshed in the background: %s (fetched %s)",
+                      self.path, read_fetched(self.path))
+        return True
+
+    async def _child(self, cmd: list[str]) -> str | None:
+        """Run the update; why it failed, or None."""
+        proc = await asyncio.create_subprocess_exec(
+            *cmd, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE)
+        try:
+            _, err = await asyncio.wait_for(proc.communicate(), self.timeout)
+        except asyncio.TimeoutError:
+            return f"stopped after {self.timeout:g} s (c.CostGuard.catalog_refresh_timeout)"
+        finally:
+            if proc.returncode is None:  # timed out, or the server is stopping
+                proc.kill()
+                await proc.wait()
+        if proc.returncode != 0:
+            lines = err.decode("utf-8", "replace").strip().splitlines()
+            return lines[-1][:500] if lines else f"exit status {proc.returncode}"
+        return None
+
+    def _install(self, tmp: Path) -> str | None:
+        """On a thread: the new file must load on top of the shipped catalog; then it
+        replaces the user catalog and is put to use. Why not, or None."""
+        try:
+            catalog = Catalog.load([tmp])
+        except CatalogError as e:
+            return f"the downloaded catalog does not load: {e}"
+        if not any(r.origin.startswith(str(tmp)) for r in catalog.rows):
+            return "the downloaded catalog has no rows"
+        os.replace(tmp, self.path)
+        try:
+            self.on_new(self.path)
+        except Exception as e:  # the file is good; what uses it is told at the next refresh
+            return f"{self.path} written but not put to use: {e}"
+        return None
