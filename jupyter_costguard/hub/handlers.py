@@ -165,8 +165,10 @@ class PageHandler(BaseHandler):
     @web.authenticated
     async def get(self) -> None:
         html = await self.ctx.page_html()
+        # the site's currency: what a user with no server yet sees their zeros in
         boot = {"admin": self.is_admin(), "user": self.who.get("name"),
-                "prefix": self.ctx.prefix, "xsrf": self.xsrf_token.decode()}
+                "prefix": self.ctx.prefix, "xsrf": self.xsrf_token.decode(),
+                "currency": self.site_currency}
         self.set_header("Content-Type", "text/html; charset=UTF-8")
         self.set_header("Cache-Control", "no-store")
         self.finish(html.replace("__COSTGUARD_BOOT__", json.dumps(boot).replace("<", "\\u003c")))

@@ -294,6 +294,11 @@ def test_a_user_sees_only_their_own_figures_and_budgets(hub: Hub, browser: Any) 
         status, later = hub.service("api/me", token)
         assert me["totals"]["spend"] - 0.005 <= value <= later["totals"]["spend"] + 0.005
         assert bars(pg) >= 1
+        # when her figures are from and that her server runs, never "waiting" for a poll
+        # whose counts are not hers to see
+        wait_for(lambda: "1 server running" in pg.locator("#cg-poll").inner_text(), 10,
+                 "alice's page leaves waiting")
+        assert pg.locator("#cg-poll").inner_text().startswith("Figures as of ")
         # nothing of the admin's view is offered
         assert not pg.locator("#cg-by").is_visible()
         assert not pg.locator("#cg-key").is_visible()
