@@ -71,8 +71,12 @@ class KernelInfo:
     path: str | None  # notebook path from the session manager, if any
 
 
-@dataclass(frozen=True)
+@dataclass
 class KernelSample:
+    """One kernel in one sample. Never changed once made, but not declared frozen: one is
+    made for every kernel on every sample, and a frozen dataclass's `__init__` costs three
+    times a plain one's."""
+
     info: KernelInfo
     pids: tuple[int, ...]  # the kernel's process tree
     cpu_seconds: float  # CPU time the tree used since the previous sample
