@@ -3,7 +3,8 @@
  * runs, named as the notebook shows it: its execution count `[n]` (`[ ]` when
  * never run) and first line, then why, and how long it took when it last ran;
  * the selected ones marked), what the slicer could not decide, the names it
- * leaves unresolved and brings back, and editable resources. An earlier cell
+ * leaves unresolved, what the job brings back (the server's choice, the one
+ * the submit makes) and what stays in it, and editable resources. An earlier cell
  * whose values live in the kernel and are small enough offers "send instead
  * of re-running": ticking it sends them by value and asks the server for the
  * slice again (`reslice`), so the cell, and what only it needed, drop out.
@@ -11,7 +12,9 @@
  *
  * DOM hooks: `.jp-costguard-offload-dialog`, `.jp-costguard-slice-cell[data-cell-id][data-selected]`
  * (fields `[data-field=prompt|reason|source]`; the prompt's title gives the position), `.jp-costguard-slice-unresolved`,
- * `.jp-costguard-slice-defines`, `.jp-costguard-slice-warnings li`, a cell's
+ * `.jp-costguard-slice-brings-back[data-names]` (what comes back),
+ * `.jp-costguard-slice-stays[data-names]` (what stays in the job),
+ * `.jp-costguard-slice-warnings li`, a cell's
  * `[data-field=last-run]`, its `input.jp-costguard-slice-send[data-names]`
  * (send instead), `.jp-costguard-slice-sent li[data-name]` with its
  * `button.jp-costguard-slice-unsend`, `.jp-costguard-slice-cost` (what
@@ -21,9 +24,9 @@
 import { Widget } from '@lumino/widgets';
 
 import { el, setText } from './dom';
-import type { ISlice, ISliceCell, ISubmitRequest } from './jobsapi';
+import type { ISlice, ISliceCell, ISlicePreview, ISubmitRequest } from './jobsapi';
 import { formatBytes, formatDuration } from './format';
-import { firstLine, formFromRequest, IOffloadForm } from './offloadmodel';
+import { bringBackOf, firstLine, formFromRequest, IBringBack, IOffloadForm } from './offloadmodel';
 import { ISendOffer, lastRunTimes, sendOffers } from './sendoffer';
 
 /**
@@ -82,8 +85,10 @@ export namespace OffloadDialogBody {
     sizes?: ReadonlyMap<string, number | null> | null;
     /** The largest pickle of sent variables the server accepts. */
     maxSendBytes?: number | null;
-    /** The slice again, with `send` sent by value instead of re-run. */
-    reslice?: (send: string[]) => Promise<ISlice>;
+    /** What the job will bring back (the preview's; null: not said). */
+    bringBack?: IBringBack | null;
+    /** The preview again, with `send` sent by value instead of re-run. */
+    reslice?: (send: string[]) => Promise<ISlicePreview>;
   }
 }
 
@@ -99,8 +104,83 @@ function took(seconds: number): string {
   return formatDuration(seconds);
 }
 
+/** "a, b and c". */
+function names(list: ReadonlyArray<string>): string {
+  return list.length > 1 ? `${list.slice(0, -1).join(', ')} and ${list[list.length - 1]}` : list[0] ?? '';
+}
+
+/** What the dialog says comes back from the job, and what stays in it. */
+export interface IBringBackText {
+  back: string;
+  backNames: string[];
+  /** null when every name the selected cells define comes back. */
+  stays: string | null;
+  stayNames: string[];
+}
+
+/**
+ * What comes back (`bringBack`: the server's choice, the one the submit
+ * makes) and what the selected cells define that stays in the job.
+ */
+export function bringBackText(defines: ReadonlyArray<string>, bringBack: IBringBack | null): IBringBackText {
+  if (!bringBack) {
+    // A server that does not say: it brings back what later cells read, or all when none follows.
+    return {
+      back: defines.length
+        ? `Brings back those of ${names(defines)} that later cells read.`
+        : 'Brings back nothing: the selected cells define no variables.',
+      backNames: [],
+      stays: null,
+      stayNames: []
+    };
+  }
+  const back = bringBack.names;
+  const stayNames = defines.filter(n => !back.includes(n));
+  const them = (list: ReadonlyArray<string>): string => (list.length === 1 ? 'it' : 'them');
+  let text: string;
+  if (!back.length) {
+    text = defines.length
+      ? 'Brings back nothing: no later cell reads what the selected cells define.'
+      : 'Brings back nothing: the selected cells define no variables.';
+  } else if (bringBack.from === 'later_cells') {
+    text = `Brings back ${names(back)}: later cells read ${them(back)}.`;
+  } else if (bringBack.from === 'selected_cells') {
+    text = `Brings back all the selected cells define, ${names(back)}: no code cell follows them to say which names matter.`;
+  } else {
+    text = `Brings back ${names(back)}, as asked.`;
+  }
+  let stays: string | null = null;
+  if (stayNames.length && back.length) {
+    stays =
+      bringBack.from === 'later_cells'
+        ? `Stays in the job: ${names(stayNames)} (no later cell reads ${them(stayNames)}).`
+        : `Stays in the job: ${names(stayNames)}.`;
+  } else if (stayNames.length) {
+    stays = `Stays in the job: ${names(stayNames)}.`;
+  }
+  return { back: text, backNames: [...back], stays, stayNames };
+}
+
+/** "Brings back …" and "Stays in the job: …", each naming its names in `data-names`. */
+function bringBackNotes(slice: ISlice, bringBack: IBringBack | null): HTMLElement[] {
+  const defines = Array.isArray(slice.defines) ? slice.defines : [];
+  const text = bringBackText(defines, bringBack);
+  const back = el('p', 'jp-costguard-slice-brings-back', text.back);
+  back.dataset.names = text.backNames.join(',');
+  back.title =
+    'Pickled back when the job ends: Load results (or %costguard fetch) puts them in your kernel';
+  const notes = [back];
+  if (text.stays) {
+    const stays = el('p', 'jp-costguard-slice-stays', text.stays);
+    stays.dataset.names = text.stayNames.join(',');
+    stays.title = 'Names the selected cells define that the job does not bring back';
+    notes.push(stays);
+  }
+  return notes;
+}
+
 /** What the slicer could not decide, what no cell defines, what the job brings back. */
-function sliceNotes(slice: ISlice): HTMLElement[] {
+function sliceNotes(slice: ISlice, bringBack: IBringBack | null): HTMLElement[] {
   const notes: HTMLElement[] = [];
   const warnings = Array.isArray(slice.warnings) ? slice.warnings : [];
   if (warnings.length) {
@@ -125,10 +205,7 @@ function sliceNotes(slice: ISlice): HTMLElement[] {
       )
     );
   }
-  const defines = Array.isArray(slice.defines) ? slice.defines : [];
-  if (defines.length) {
-    notes.push(el('p', 'jp-costguard-slice-defines', `Brings back: ${defines.join(', ')}`));
-  }
+  notes.push(...bringBackNotes(slice, bringBack));
   return notes;
 }
 
@@ -140,6 +217,7 @@ export class OffloadDialogBody extends Widget {
     this._request = request;
     this._options = options;
     this._slice = slice;
+    this._bringBack = options.bringBack ?? null;
     this._sliceNode = el('div', 'jp-costguard-slice-view');
     this.node.appendChild(this._sliceNode);
     this._renderSlice();
@@ -175,13 +253,14 @@ export class OffloadDialogBody extends Widget {
     const ticket = ++this._ticket;
     this._sliceNode.dataset.state = 'loading';
     try {
-      const slice = await reslice(next);
+      const preview = await reslice(next);
       if (ticket !== this._ticket || this.isDisposed) {
         return;
       }
       this._syncSendField(this._sent, next);
       this._sent = next;
-      this._slice = slice;
+      this._slice = preview.slice;
+      this._bringBack = bringBackOf(preview) ?? this._bringBack;
       this._renderSlice();
     } catch (reason) {
       if (ticket === this._ticket && !this.isDisposed) {
@@ -243,7 +322,7 @@ export class OffloadDialogBody extends Widget {
     if (this._sent.length) {
       node.appendChild(this._sentList());
     }
-    for (const note of sliceNotes(slice)) {
+    for (const note of sliceNotes(slice, this._bringBack)) {
       node.appendChild(note);
     }
     this._error = el('p', 'jp-costguard-slice-error');
@@ -381,6 +460,7 @@ export class OffloadDialogBody extends Widget {
     this.node.appendChild(form);
   }
 
+  private _bringBack: IBringBack | null;
   private _error!: HTMLElement;
   private _inputs = new Map<keyof IOffloadForm, HTMLInputElement>();
   private _options: OffloadDialogBody.IOptions;

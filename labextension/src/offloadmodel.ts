@@ -8,7 +8,7 @@ import type { Notification } from '@jupyterlab/apputils';
 import type * as nbformat from '@jupyterlab/nbformat';
 import type { ServerConnection } from '@jupyterlab/services';
 
-import { isNumber } from './format';
+import { formatDuration, isNumber } from './format';
 import {
   errorMessage,
   IJobResources,
@@ -19,6 +19,7 @@ import {
   previewSliceDoc,
   submitJob
 } from './jobsapi';
+import { lastRunSeconds } from './sendoffer';
 
 /** Settings id of the offload plugin (`schema/offload.json`). */
 export const OFFLOAD_SETTINGS_ID = 'jupyter-costguard:offload';
@@ -324,6 +325,85 @@ export function firstLine(source: string, max = 80): string {
   return text.length > max ? `${text.slice(0, max - 1)}…` : text;
 }
 
+// ---- the heavy cells an alert means -------------------------------------------
+
+/** The cells "Offload heavy cells" selects, and why (for the tooltip). */
+export interface IHeavyCells {
+  ids: string[];
+  why: string;
+}
+
+/** A cell's source as one string. */
+function sourceOf(cell: nbformat.ICell): string {
+  const source = cell.source as unknown;
+  return Array.isArray(source) ? source.join('') : typeof source === 'string' ? source : '';
+}
+
+/**
+ * The heavy cell of a notebook an alert names: the code cell that ran
+ * longest (`ranFor`, this page's own timing, else JupyterLab's recorded
+ * `metadata.execution`); with no cell timed, the only code cell when there is
+ * one. Null when nothing tells: guessing would offload the wrong cell.
+ */
+export function heavyCells(
+  cells: ReadonlyArray<nbformat.ICell>,
+  ranFor: ReadonlyMap<string, number> = new Map()
+): IHeavyCells | null {
+  const code = cells.filter(
+    c => c.cell_type === 'code' && typeof c.id === 'string' && c.id && sourceOf(c).trim()
+  );
+  let best: { id: string; seconds: number } | null = null;
+  for (const cell of code) {
+    const id = cell.id as string;
+    const seconds = ranFor.get(id) ?? lastRunSeconds(cell);
+    if (seconds !== null && seconds !== undefined && (!best || seconds > best.seconds)) {
+      best = { id, seconds };
+    }
+  }
+  if (best) {
+    return { ids: [best.id], why: `it ran longest (${formatDuration(best.seconds)})` };
+  }
+  return code.length === 1 ? { ids: [code[0].id as string], why: 'it is the only code cell' } : null;
+}
+
+/**
+ * How long each cell took when it last ran in this page, by cell id, from
+ * JupyterLab's `executionScheduled` and `executed` signals. A cell's run
+ * starts when it was scheduled or when the notebook's previous cell finished,
+ * whichever is later, so "Run all" does not count the queue as work.
+ */
+export class CellRunTimes {
+  constructor(private _now: () => number = Date.now) {}
+
+  /** A cell of `notebook` was queued to run. */
+  scheduled(notebook: object, cellId: string): void {
+    this._scheduled.set(cellId, this._now());
+  }
+
+  /** A cell of `notebook` finished (or failed). */
+  executed(notebook: object, cellId: string): void {
+    const now = this._now();
+    const scheduled = this._scheduled.get(cellId);
+    this._scheduled.delete(cellId);
+    const previous = this._lastEnd.get(notebook);
+    this._lastEnd.set(notebook, now);
+    if (scheduled === undefined) {
+      return;
+    }
+    const start = previous !== undefined && previous > scheduled ? previous : scheduled;
+    this._seconds.set(cellId, Math.max(0, (now - start) / 1000));
+  }
+
+  /** Seconds by cell id. */
+  get seconds(): ReadonlyMap<string, number> {
+    return this._seconds;
+  }
+
+  private _lastEnd = new WeakMap<object, number>();
+  private _scheduled = new Map<string, number>();
+  private _seconds = new Map<string, number>();
+}
+
 // ---- Shift-click on the toolbar button --------------------------------------
 
 /** The bits of a click event the tracker reads. */
@@ -366,10 +446,32 @@ export class ShiftClickTracker {
 
 // ---- the submit flow ----------------------------------------------------------
 
+/**
+ * What the job will bring back, as the server chooses it for the submit
+ * (`bring_back`, `bring_back_from` of `POST jobs/slice`).
+ */
+export interface IBringBack {
+  names: string[];
+  /** `request`, `later_cells` or `selected_cells` (`BringBackFrom`). */
+  from: string;
+}
+
+/** The preview's bring-back, or null from a server that does not say it. */
+export function bringBackOf(preview: ISlicePreview): IBringBack | null {
+  const names = preview.bring_back;
+  const from = preview.bring_back_from;
+  if (!Array.isArray(names) || typeof from !== 'string') {
+    return null;
+  }
+  return { names: names.filter(n => typeof n === 'string'), from };
+}
+
 /** What the server said besides the slice, for the confirm dialog. */
 export interface IConfirmContext {
   /** The largest pickle of `send` variables a submit accepts (null: not said). */
   maxSendBytes: number | null;
+  /** What the job will bring back (null: the server did not say). */
+  bringBack: IBringBack | null;
 }
 
 /** What the offloader needs of the notification manager. */
@@ -434,7 +536,8 @@ export class Offloader {
         return null;
       }
       const edited = await this._options.confirm(preview.slice, request, {
-        maxSendBytes: typeof preview.max_send_bytes === 'number' ? preview.max_send_bytes : null
+        maxSendBytes: typeof preview.max_send_bytes === 'number' ? preview.max_send_bytes : null,
+        bringBack: bringBackOf(preview)
       });
       if (!edited) {
         return null;

@@ -11,7 +11,8 @@
  *   sidebar open) and the cell context menu (all from the schema), and bound
  *   to Accel Alt Enter.
  * - `costguard:offload-cells` (the guard's "Offload heavy cells" alert action)
- *   does the same on the alert's notebook, always with the dialog.
+ *   opens the alert's notebook, selects its heavy cell (the one that ran
+ *   longest, or its only code cell) and shows the dialog on it.
  */
 import {
   JupyterFrontEnd,
@@ -23,19 +24,23 @@ import {
   Notification,
   showDialog
 } from '@jupyterlab/apputils';
-import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
+import { PathExt } from '@jupyterlab/coreutils';
+import { INotebookTracker, NotebookActions, NotebookPanel } from '@jupyterlab/notebook';
 import type * as nbformat from '@jupyterlab/nbformat';
 import type { Kernel, ServerConnection } from '@jupyterlab/services';
 import { ISettingRegistry } from '@jupyterlab/settingregistry';
 
 import { CommandIDs, PALETTE_CATEGORY } from './commands';
 import { runAsJobIcon } from './icons';
-import { ISlice, ISubmitRequest, previewSlice } from './jobsapi';
+import { ISlice, ISubmitRequest, previewSliceDoc } from './jobsapi';
 import { samePath } from './notebooks';
 import { OffloadDialogBody } from './offloaddialog';
 import {
   applyForm,
+  CellRunTimes,
   DEFAULT_OFFLOAD_SETTINGS,
+  heavyCells,
+  IHeavyCells,
   IConfirmContext,
   INotebookSnapshot,
   IOffloadForm,
@@ -148,8 +153,9 @@ async function confirmSubmit(
   const body = new OffloadDialogBody(slice, request, {
     sizes,
     maxSendBytes: context.maxSendBytes,
+    bringBack: context.bringBack,
     reslice: send =>
-      previewSlice(
+      previewSliceDoc(
         { ...request, send: [...(request.send ?? []).filter(n => !send.includes(n)), ...send] },
         serverSettings
       )
@@ -199,24 +205,104 @@ function createOffloader(
 }
 
 /**
- * The notebook an alert's "Offload heavy cells" is about: the open one at
- * `wanted` (activated), else the current one.
+ * The notebook an alert's "Offload heavy cells" is about: the one at `wanted`
+ * (activated, opened first when it is not open), else the current one.
  */
-function alertNotebook(
+async function alertNotebook(
   app: JupyterFrontEnd,
   tracker: INotebookTracker,
   localPath: (path: string) => string,
   wanted: string
-): NotebookPanel | null {
-  const panel = tracker.currentWidget;
-  if (wanted && !(panel && samePath(wanted, localPath(panel.context.path)))) {
-    const other = tracker.find(p => samePath(wanted, localPath(p.context.path)));
-    if (other) {
-      app.shell.activateById(other.id);
-      return other;
+): Promise<NotebookPanel | null> {
+  const find = (): NotebookPanel | undefined =>
+    tracker.find(p => samePath(wanted, localPath(p.context.path)));
+  const current = tracker.currentWidget;
+  if (!wanted || (current && samePath(wanted, localPath(current.context.path)))) {
+    return current;
+  }
+  let panel = find();
+  if (!panel) {
+    try {
+      await app.commands.execute('docmanager:open', { path: wanted });
+    } catch {
+      return null;
+    }
+    panel = find();
+  }
+  if (!panel) {
+    return null;
+  }
+  app.shell.activateById(panel.id);
+  await panel.context.ready;
+  return panel;
+}
+
+/**
+ * Select the notebook's heavy cells (`heavyCells`: the one that ran longest,
+ * or its only code cell) and scroll to the first; null when nothing tells
+ * which cell is heavy.
+ */
+function selectHeavyCells(
+  panel: NotebookPanel,
+  ranFor: ReadonlyMap<string, number>
+): IHeavyCells | null {
+  const content = panel.content;
+  const model = content.model;
+  if (!model) {
+    return null;
+  }
+  const cells = Array.from(model.cells, cell => ({ ...cell.toJSON(), id: cell.id }) as nbformat.ICell);
+  const heavy = heavyCells(cells, ranFor);
+  const first = heavy ? content.widgets.findIndex(w => w.model.id === heavy.ids[0]) : -1;
+  if (!heavy || first < 0) {
+    return null;
+  }
+  content.activeCellIndex = first;
+  content.deselectAll();
+  for (const widget of content.widgets) {
+    if (heavy.ids.includes(widget.model.id) && widget !== content.activeCell) {
+      content.select(widget);
     }
   }
-  return panel;
+  void content.scrollToCell(content.widgets[first]);
+  return heavy;
+}
+
+/**
+ * `costguard:offload-cells`, the alert's "Offload heavy cells": the alert's
+ * notebook, its heavy cell selected, then `review` (the dialog on it).
+ */
+function addOffloadCellsCommand(
+  app: JupyterFrontEnd,
+  tracker: INotebookTracker,
+  localPath: (path: string) => string,
+  review: (panel: NotebookPanel | null) => Promise<unknown>
+): void {
+  // How long each cell ran in this page: which cell is heavy.
+  const runTimes = new CellRunTimes();
+  NotebookActions.executionScheduled.connect((_, { notebook, cell }) =>
+    runTimes.scheduled(notebook, cell.model.id)
+  );
+  NotebookActions.executed.connect((_, { notebook, cell }) =>
+    runTimes.executed(notebook, cell.model.id)
+  );
+  app.commands.addCommand(CommandIDs.offloadCells, {
+    label: 'Offload heavy cells to a batch job',
+    caption: 'Select the heavy cell of the alert\'s notebook and review it as a batch job',
+    execute: async args => {
+      const wanted = typeof args.notebook === 'string' ? args.notebook : '';
+      const panel = await alertNotebook(app, tracker, localPath, wanted);
+      if (panel && !selectHeavyCells(panel, runTimes.seconds)) {
+        Notification.warning(
+          `Costguard cannot tell which cell of ${PathExt.basename(panel.context.path)} is heavy: ` +
+            'none of its cells has run in this page yet. Select it and click Run as job.',
+          { autoClose: 8000 }
+        );
+        return null;
+      }
+      return review(panel);
+    }
+  });
 }
 
 export const offloadPlugin: JupyterFrontEndPlugin<void> = {
@@ -288,14 +374,7 @@ export const offloadPlugin: JupyterFrontEndPlugin<void> = {
       }
     });
 
-    app.commands.addCommand(CommandIDs.offloadCells, {
-      label: 'Offload cells to a batch job',
-      caption: 'Review the selected cells and run them as a batch job',
-      execute: args => {
-        const wanted = typeof args.notebook === 'string' ? args.notebook : '';
-        return run(alertNotebook(app, tracker, localPath, wanted), true);
-      }
-    });
+    addOffloadCellsCommand(app, tracker, localPath, panel => run(panel, true));
 
     palette?.addItem({ command: CommandIDs.runAsJob, category: PALETTE_CATEGORY });
 

@@ -1,7 +1,7 @@
 /**
  * @jest-environment jsdom
  */
-import { cellPrompt, OffloadDialogBody, sliceSummary } from '../offloaddialog';
+import { bringBackText, cellPrompt, OffloadDialogBody, sliceSummary } from '../offloaddialog';
 import { slice } from './jobfixtures';
 
 const request = {
@@ -44,7 +44,8 @@ describe('OffloadDialogBody', () => {
       'The job runs 2 cells: 1 selected and 1 cell before it that it needs.'
     );
     expect(body.node.querySelector('.jp-costguard-slice-unresolved')!.textContent).toMatch(/df/);
-    expect(body.node.querySelector('.jp-costguard-slice-defines')!.textContent).toBe('Brings back: y');
+    // Without the server's word on what comes back, the dialog names no names as coming back.
+    expect(body.node.querySelector<HTMLElement>('.jp-costguard-slice-brings-back')!.dataset.names).toBe('');
     const gpus = body.node.querySelector<HTMLInputElement>('input[name="gpus"]')!;
     expect(gpus.value).toBe('1');
     gpus.value = '2';
@@ -99,9 +100,15 @@ describe('OffloadDialogBody', () => {
     const body = new OffloadDialogBody({ ...slice, warnings: ['exec() in [ ] run(code): cannot see what it defines'] }, timed, {
       sizes: new Map([['np', 120]]),
       maxSendBytes: 1000,
+      bringBack: { names: [], from: 'later_cells' },
       reslice: async send => {
         asked.push(send);
-        return send.includes('np') ? { ...slice, cells: [slice.cells[1]] } : slice;
+        return {
+          slice: send.includes('np') ? { ...slice, cells: [slice.cells[1]] } : slice,
+          bring_back: send.includes('np') ? ['y'] : [],
+          bring_back_from: 'later_cells',
+          max_send_bytes: 1000
+        };
       }
     });
     const q = (s: string) => body.node.querySelector<HTMLElement>(s);
@@ -119,6 +126,7 @@ describe('OffloadDialogBody', () => {
     expect(asked).toEqual([['np']]);
     expect(body.sent).toEqual(['np']);
     expect(q('[data-cell-id="c1"]')).toBeNull(); // no longer re-run
+    expect(q('.jp-costguard-slice-brings-back')!.dataset.names).toBe('y'); // the new preview's
     expect(q('.jp-costguard-slice-sent li[data-name="np"]')).not.toBeNull();
     expect(body.getValue().send).toBe('np');
     q('.jp-costguard-slice-unsend')!.click();
@@ -127,6 +135,43 @@ describe('OffloadDialogBody', () => {
     expect(q('[data-cell-id="c1"]')).not.toBeNull();
     expect(body.getValue().send).toBe('');
     body.dispose();
+  });
+
+  it('lists what the job brings back and what stays in it, as the server chose', () => {
+    const defines = ['ckpt', 'epoch', 'err', 'f', 'grad', 'start', 'weights', 'y'];
+    const body = new OffloadDialogBody({ ...slice, defines }, request, {
+      bringBack: { names: ['weights'], from: 'later_cells' }
+    });
+    const back = body.node.querySelector<HTMLElement>('.jp-costguard-slice-brings-back')!;
+    const stays = body.node.querySelector<HTMLElement>('.jp-costguard-slice-stays')!;
+    expect(back.dataset.names).toBe('weights');
+    expect(back.textContent).toBe('Brings back weights: later cells read it.');
+    expect(stays.dataset.names).toBe('ckpt,epoch,err,f,grad,start,y');
+    expect(stays.textContent).toBe(
+      'Stays in the job: ckpt, epoch, err, f, grad, start and y (no later cell reads them).'
+    );
+    body.dispose();
+  });
+
+  it('says why the names come back, and when nothing does', () => {
+    expect(bringBackText(['a', 'b'], { names: ['a', 'b'], from: 'selected_cells' })).toEqual({
+      back: 'Brings back all the selected cells define, a and b: no code cell follows them to say which names matter.',
+      backNames: ['a', 'b'],
+      stays: null,
+      stayNames: []
+    });
+    expect(bringBackText(['a', 'b'], { names: ['b', 'z'], from: 'request' })).toEqual({
+      back: 'Brings back b and z, as asked.',
+      backNames: ['b', 'z'],
+      stays: 'Stays in the job: a.',
+      stayNames: ['a']
+    });
+    const none = bringBackText(['i', 'total'], { names: [], from: 'later_cells' });
+    expect(none.back).toBe('Brings back nothing: no later cell reads what the selected cells define.');
+    expect(none.stayNames).toEqual(['i', 'total']);
+    expect(bringBackText([], { names: [], from: 'later_cells' }).back).toBe(
+      'Brings back nothing: the selected cells define no variables.'
+    );
   });
 
   it('offers nothing without the kernel\'s sizes', () => {

@@ -5,7 +5,10 @@ import type { ISlice, ISubmitRequest } from '../jobsapi';
 import {
   applyForm,
   buildSubmitRequest,
+  CellRunTimes,
+  heavyCells,
   DEFAULT_OFFLOAD_SETTINGS,
+  IConfirmContext,
   firstLine,
   formFromRequest,
   INotebookSnapshot,
@@ -240,23 +243,27 @@ describe('confirm', () => {
 describe('Offloader', () => {
   function setup(confirmWith?: (slice: ISlice, request: ISubmitRequest) => ISubmitRequest | null) {
     const s = new FakeServer();
-    s.routes['POST jobs/slice'] = () => ({ body: { slice } });
+    s.routes['POST jobs/slice'] = () => ({
+      body: { slice, bring_back: ['y'], bring_back_from: 'later_cells', max_send_bytes: 100 }
+    });
     s.routes['POST jobs'] = () => ({ status: 201, body: submitted(12) });
     const manager = new FakeNotifier();
     const asked: ISlice[] = [];
+    const contexts: IConfirmContext[] = [];
     const shown: number[] = [];
     const tracked: number[] = [];
     const offloader = new Offloader({
       manager,
       serverSettings: s.settings(),
-      confirm: async (sl, request) => {
+      confirm: async (sl, request, context) => {
         asked.push(sl);
+        contexts.push(context);
         return confirmWith ? confirmWith(sl, request) : request;
       },
       showJobs: job => shown.push(job.id),
       submitted: job => tracked.push(job.id)
     });
-    return { s, manager, offloader, asked, shown, tracked };
+    return { s, manager, offloader, asked, contexts, shown, tracked };
   }
 
   it('submits at once with the defaults, then says so with "Show jobs"', async () => {
@@ -277,11 +284,13 @@ describe('Offloader', () => {
   });
 
   it('previews the slice and submits what the dialog returns when confirming', async () => {
-    const { s, offloader, asked } = setup((_, request) => ({ ...request, retries: 3 }));
+    const { s, offloader, asked, contexts } = setup((_, request) => ({ ...request, retries: 3 }));
     await offloader.run(snapshot(), DEFAULT_OFFLOAD_SETTINGS, true);
     expect(s.requests.map(r => `${r.method} ${r.path}`)).toEqual(['POST jobs/slice', 'POST jobs']);
     expect(JSON.parse(s.requests[0].body).selected).toEqual(['c3']);
     expect(asked).toEqual([slice]);
+    // the dialog is told what the job will bring back, as the server chose it
+    expect(contexts).toEqual([{ maxSendBytes: 100, bringBack: { names: ['y'], from: 'later_cells' } }]);
     expect(JSON.parse(s.requests[1].body).retries).toBe(3);
   });
 
@@ -325,5 +334,65 @@ describe('Offloader', () => {
     expect(submittedMessage({ ...submitted(4), slice: { cells: [slice.cells[1]], defines: [], unresolved: [] } })).toBe(
       'Job 4 submitted: 1 cell (1 selected)'
     );
+  });
+});
+
+describe('heavyCells', () => {
+  const cell = (id: string, source: string, type = 'code', metadata: object = {}) =>
+    ({ id, cell_type: type, source, metadata, outputs: [], execution_count: null }) as unknown as nbformat.ICell;
+  const demo = [cell('train-0', '# Training', 'markdown'), cell('train-1', 'for epoch in range(3):\n    pass')];
+  const notebook = [
+    cell('setup', 'import random'),
+    cell('peek', 'print(data[:3])'),
+    cell('train', 'weights = fit(rows)'),
+    cell('blank', '  \n')
+  ];
+
+  it('takes the cell that ran longest, in this page or as JupyterLab recorded it', () => {
+    const ran = new Map([['setup', 0.01], ['peek', 0.02], ['train', 6.4]]);
+    expect(heavyCells(notebook, ran)).toEqual({ ids: ['train'], why: 'it ran longest (6 s)' });
+    const recorded = notebook.map(c =>
+      c.id === 'peek'
+        ? cell('peek', 'print(data[:3])', 'code', {
+            execution: { 'iopub.execute_input': '2026-12-02T08:00:00Z', 'shell.execute_reply': '2026-12-02T08:02:00Z' }
+          })
+        : c
+    );
+    // peek has not run in this page; JupyterLab recorded 2 min for it
+    expect(heavyCells(recorded, new Map([['setup', 0.01], ['train', 6.4]]))?.ids).toEqual(['peek']);
+  });
+
+  it("takes a notebook's only code cell, and guesses nothing among several", () => {
+    expect(heavyCells(demo)).toEqual({ ids: ['train-1'], why: 'it is the only code cell' });
+    expect(heavyCells(notebook)).toBeNull();
+    expect(heavyCells([demo[0]])).toBeNull();
+  });
+});
+
+describe('CellRunTimes', () => {
+  it('times each run from when it could start, not from when it was queued', () => {
+    let now = 0;
+    const times = new CellRunTimes(() => now);
+    const nb = {};
+    // "Run all": three cells queued at once, run one after the other
+    for (const id of ['a', 'b', 'c']) {
+      times.scheduled(nb, id);
+    }
+    now = 1000;
+    times.executed(nb, 'a');
+    now = 9000;
+    times.executed(nb, 'b');
+    now = 9500;
+    times.executed(nb, 'c');
+    expect(Object.fromEntries(times.seconds)).toEqual({ a: 1, b: 8, c: 0.5 });
+    // run again later, alone: from when it was queued
+    now = 60_000;
+    times.scheduled(nb, 'a');
+    now = 63_000;
+    times.executed(nb, 'a');
+    expect(times.seconds.get('a')).toBe(3);
+    // an end without a start (a page opened mid-run) times nothing
+    times.executed(nb, 'z');
+    expect(times.seconds.has('z')).toBe(false);
   });
 });
