@@ -168,7 +168,7 @@ class Hub:
                 "db_path": str(self.dir / "ledgers" / f"{u.name}.sqlite"),
                 "sample_interval": 0.5, "hourly_rate": u.hourly_rate, "gpu_share": 0.9,
                 "replay_trace": str(u.trace), "replay_mode": "always",
-                "offload_warm_kernels": 0}}))
+                "offload_warm_kernels": 0, "catalog_refresh_hours": 0}}))
             if u.server_config:
                 (conf / "jupyter_server_config.py").write_text(u.server_config)
         (self.dir / "ledgers").mkdir(exist_ok=True)

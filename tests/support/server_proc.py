@@ -58,7 +58,9 @@ class ServerProcess:
                 "allow_root": True,  # CI runs as root
             },
             "IdentityProvider": {"token": self.token},
-            "CostGuard": self.costguard,
+            # no background catalog refresh unless the test asks for one (a child process
+            # a minute after start, on every server that lives that long)
+            "CostGuard": {"catalog_refresh_hours": 0, **self.costguard},
         }
         cfg = self.workdir / "jupyter_server_config.json"
         cfg.write_text(json.dumps(config))
