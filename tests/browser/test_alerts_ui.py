@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from jupyter_costguard.guard import training
 from tests.support.browser import chromium_page, lab_server, need_browser, notebook, shot
 from tests.support.server_proc import ServerProcess
 from tests.support.traces import write_trace
@@ -211,3 +212,39 @@ def test_alert_text_is_whole_and_the_panel_lists_it(lab: ServerProcess, page: An
 
     section.locator("input.jp-costguard-alerts-show-dismissed").uncheck()
     row.wait_for(state="detached", timeout=10_000)
+
+
+def test_the_training_alerts_buttons_sit_on_one_row(lab: ServerProcess, page: Any) -> None:
+    """The guard's own training-sized alert, as a new user sees it at 1400x900: "Offload heavy
+    cells", "Cost panel" and "Snooze 1 h" side by side, none wrapped onto a row of its own."""
+    page.set_viewport_size({"width": 1400, "height": 900})
+    page.goto(f"{lab.url}lab/tree/explore.ipynb?token={lab.token}")
+    page.wait_for_selector(".jp-Notebook", timeout=60_000)
+    page.locator("#jp-costguard-status .jp-costguard-notebook").wait_for(timeout=60_000)
+    code, body = lab.request("costguard/api/alerts", "POST", {
+        "kind": "test", "key": "training", "severity": "warning", "notebook": "explore.ipynb",
+        "title": training.TITLE, "message": MESSAGE, "actions": list(training.ACTIONS)})
+    assert code == 201, body
+    ours = f'.Toastify__toast[data-costguard-alert="{json.loads(body)["id"]}"]'
+    toast = page.locator(f"#react-toastify-container {ours}")
+    toast.wait_for(timeout=30_000)
+    settle(toast)
+    assert_one_row(toast)
+
+    # the notification centre shows it with the same buttons, on one row too
+    page.locator(".jp-Notification-Status").click()
+    item = page.locator(f".jp-Notification-List {ours}")
+    item.wait_for(timeout=10_000)
+    assert_one_row(item)
+
+
+def assert_one_row(toast: Any) -> None:
+    """The training alert's buttons, whole, side by side in the server's order, inside."""
+    buttons = toast.locator(".jp-toast-button")
+    assert_buttons_fit(buttons, ["Offload heavy cells", "Cost panel", "Snooze 1 h"])
+    boxes = [buttons.nth(i).bounding_box() for i in range(buttons.count())]
+    assert len({round(b["y"]) for b in boxes}) == 1, boxes  # one row
+    assert boxes == sorted(boxes, key=lambda b: b["x"]), boxes  # in the server's order
+    box = toast.bounding_box()
+    assert min(b["x"] for b in boxes) >= box["x"], (boxes, box)  # inside the toast
+    assert max(b["x"] + b["width"] for b in boxes) <= box["x"] + box["width"], (boxes, box)
