@@ -334,11 +334,21 @@ export interface ISpendHistory
   total: ISpendSeries;
 }
 
-/** `GET history` path: the last `minutes`, optionally of one notebook only. */
-export function historyEndpoint(minutes: number, notebook?: string | null): string {
+/**
+ * `GET history` path: the last `minutes`, optionally of one notebook only,
+ * and fitted to the ledger's history when that is shorter (`fit`).
+ */
+export function historyEndpoint(
+  minutes: number,
+  notebook?: string | null,
+  fit = false
+): string {
   const query = [`minutes=${Math.round(minutes)}`];
   if (notebook) {
     query.push(`notebook=${encodeURIComponent(notebook)}`);
+  }
+  if (fit) {
+    query.push('fit=true');
   }
   return `history?${query.join('&')}`;
 }
@@ -347,10 +357,11 @@ export function historyEndpoint(minutes: number, notebook?: string | null): stri
 export function fetchSpendHistory(
   minutes: number,
   notebook?: string | null,
-  settings?: ServerConnection.ISettings
+  settings?: ServerConnection.ISettings,
+  fit = false
 ): Promise<ISpendHistory> {
   return requestAPI<ISpendHistory>(
-    historyEndpoint(minutes, notebook),
+    historyEndpoint(minutes, notebook, fit),
     { method: 'GET' },
     settings
   );

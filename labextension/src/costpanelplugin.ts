@@ -41,9 +41,13 @@ export const costPanelPlugin: JupyterFrontEndPlugin<void> = {
       app.commands,
       Notification.manager
     );
-    // "Spend over time": polls `history` once a minute while the panel is shown.
+    // "Spend over time": asks `history` again with each new sample of the
+    // totals above it, while the panel is shown (and nothing while hidden).
     const spendChart = new SpendChartSection({
-      model: new SpendChartModel({ serverSettings: costguard.serverSettings }),
+      model: new SpendChartModel({
+        serverSettings: costguard.serverSettings,
+        follow: costguard.model
+      }),
       className: 'jp-costguard-section'
     });
     const panel = new CostPanel({

@@ -1,13 +1,28 @@
 /**
  * The cost panel's "Totals" section: what the server has spent and wasted,
- * what no notebook spent, and since when.
+ * what no notebook spent, and since when. Waste and Unattributed each say in
+ * a line (and a tooltip) which idle GPUs they count: waste the ones a kernel
+ * holds, unattributed the ones nobody holds (`statussummary.ts`'s words).
  *
- * Stable DOM hooks: `.jp-costguard-totals [data-field]`.
+ * Stable DOM hooks: `.jp-costguard-totals [data-field]` (the figure in
+ * `.jp-costguard-detail-text`, the line under it `.jp-costguard-detail-note`).
  */
 import type { CostPanelModel } from './costpanelmodel';
 import { CostPanelSection, renderDetails } from './costpanelsection';
 import { el } from './dom';
 import { formatMoney, formatTime } from './format';
+import {
+  UNATTRIBUTED_EXPLAINED,
+  unattributedNote,
+  WASTE_EXPLAINED,
+  wasteNote
+} from './statussummary';
+
+/** The tooltips of the rows' labels. */
+const LABEL_TITLES: { [field: string]: string } = {
+  waste: WASTE_EXPLAINED,
+  unattributed: UNATTRIBUTED_EXPLAINED
+};
 
 /** The "Totals" section (see the file's header). */
 export class TotalsSection extends CostPanelSection {
@@ -22,12 +37,25 @@ export class TotalsSection extends CostPanelSection {
     const t = this.model.status?.totals;
     const money = (v: unknown): string =>
       typeof v === 'number' ? formatMoney(v, currency) : '–';
+    const known = (v: unknown): boolean => typeof v === 'number';
     renderDetails(this._details, [
       ['spend', 'Spend', money(t?.spend)],
-      ['waste', 'Waste', money(t?.waste)],
-      ['unattributed', 'Unattributed', money(t?.unattributed)],
+      ['waste', 'Waste', money(t?.waste), undefined, { note: known(t?.waste) ? wasteNote(t) : null }],
+      [
+        'unattributed',
+        'Unattributed',
+        money(t?.unattributed),
+        undefined,
+        { note: known(t?.unattributed) ? unattributedNote(t, currency) : null }
+      ],
       ['since', 'Since', typeof t?.since === 'number' ? formatTime(t.since) : '–']
     ]);
+    for (const [field, title] of Object.entries(LABEL_TITLES)) {
+      const dt = this._details.querySelector<HTMLElement>(`dt[data-field="${field}"]`);
+      if (dt && dt.title !== title) {
+        dt.title = title;
+      }
+    }
   }
 
   private _details: HTMLElement;

@@ -10,7 +10,12 @@
  * The y axis is a rate (money per hour): a bucket's spend × 3600 / its
  * length, so 1-minute and 1-hour buckets read alike, and the stack's top is
  * the server's rate. The last bucket is still filling: its rate is its spend
- * over the time elapsed in it (from the document's `time`).
+ * over the time elapsed in it (from the document's `time`, the last sample
+ * the buckets hold; the server cuts samples at minute boundaries, so a
+ * bucket holds the spend of its own seconds and never reads above the rate).
+ *
+ * A fitted window (`since`: the ledger's first minute) is worded "since
+ * 13:05" rather than "in the last 6 hours" (`windowPhrase`).
  */
 import type { ISpendHistory, ISpendSeries } from './api';
 import { niceTicks } from './chartscale';
@@ -43,8 +48,12 @@ export const MAX_NOTEBOOK_BANDS = 6;
 /** Colours of the notebook bands (CSS classes `...-color-<i>`). */
 export const PALETTE_SIZE = 6;
 
-/** Shortest elapsed time the still-filling last bucket is divided by, seconds. */
-export const MIN_PARTIAL_SECONDS = 30;
+/**
+ * Shortest elapsed time the still-filling last bucket is divided by, seconds
+ * (it holds exactly the spend of the time elapsed: a floor only against
+ * dividing by nearly nothing).
+ */
+export const MIN_PARTIAL_SECONDS = 1;
 
 /** One stacked band. */
 export interface IBand {
@@ -264,6 +273,9 @@ export function formatDay(epochSeconds: number): string {
 
 /** Candidate spacings of time ticks, seconds. */
 const TIME_STEPS = [
+  60,
+  120,
+  300,
   600, 1800, 3600, 2 * 3600, 3 * 3600, 6 * 3600, 12 * 3600, 86400, 2 * 86400
 ];
 
@@ -274,7 +286,7 @@ function zoneOffset(epochSeconds: number): number {
 
 /**
  * Time ticks between `start` and `end` (epoch seconds): the smallest spacing
- * from 10 minutes to 2 days that gives at most `count` ticks, on round local
+ * from 1 minute (a young ledger's fitted window) to 2 days that gives at most `count` ticks, on round local
  * times; labelled `13:00`, or `Mon 2` at local midnight and for spacings of
  * a day or more.
  */
@@ -443,8 +455,8 @@ export function bucketLines(
   return lines;
 }
 
-/** A band's tooltip: its figures over the window. */
-export function bandTitle(b: IBand, words: string, currency = 'USD'): string {
+/** A band's tooltip: its figures over the window (`phrase`: `windowPhrase`). */
+export function bandTitle(b: IBand, phrase: string, currency = 'USD'): string {
   const share = b.totalSpend > 0 ? ` (${Math.round((100 * b.totalWaste) / b.totalSpend)}%)` : '';
   const what =
     b.kind === 'unattributed'
@@ -454,7 +466,7 @@ export function bandTitle(b: IBand, words: string, currency = 'USD'): string {
         : '';
   return (
     `${b.label}: spent ${formatMoney(b.totalSpend, currency)}, ` +
-    `waste ${formatMoney(b.totalWaste, currency)}${share} in ${words}${what}`
+    `waste ${formatMoney(b.totalWaste, currency)}${share} ${phrase}${what}`
   );
 }
 
@@ -470,7 +482,25 @@ export function rangeOf(minutes: number): IChartRange {
     : { minutes, label: `${minutes} min`, words: `the last ${minutes} minutes` };
 }
 
-/** The line under the title: `Spent USD 12.40 in the last 6 hours, waste USD 3.10 (25%)`. */
+/**
+ * The window in words, after a figure: `in the last 6 hours`, or, when the
+ * server fitted the window to the ledger's first minute (`since`), `since
+ * 13:05` (`since Mon 2 13:05` when that was a day or more before `time`).
+ */
+export function windowPhrase(doc: ISpendHistory | null | undefined, minutes: number): string {
+  const since = doc?.since;
+  if (!isNumber(since)) {
+    return `in ${rangeOf(doc?.minutes ?? minutes).words}`;
+  }
+  const now = isNumber(doc?.time) ? doc.time : since;
+  const day = now - since >= 86400 - 60 ? `${formatDay(since)} ` : '';
+  return `since ${day}${formatClock(since)}`;
+}
+
+/**
+ * The line under the title: `Spent USD 12.40 in the last 6 hours, waste USD
+ * 3.10 (25%)`, or `Spent USD 0.54 since 13:05, …` for a fitted window.
+ */
 export function summaryLine(
   doc: ISpendHistory,
   bands: ReadonlyArray<IBand>,
@@ -480,7 +510,7 @@ export function summaryLine(
   const waste = sum(bands.map(b => b.totalWaste));
   const share = spend > 0 ? ` (${Math.round((100 * waste) / spend)}%)` : '';
   return (
-    `Spent ${formatMoney(spend, currency)} in ${rangeOf(doc.minutes).words}, ` +
+    `Spent ${formatMoney(spend, currency)} ${windowPhrase(doc, doc.minutes)}, ` +
     `waste ${formatMoney(waste, currency)}${share}`
   );
 }

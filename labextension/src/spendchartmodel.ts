@@ -1,21 +1,43 @@
 /**
- * What a spend chart shows: `GET history` for its window (`minutes`) and,
- * optionally, one notebook, polled once a minute (PolledModel's policy) and
- * only while the chart is shown (`active`). Changing the window or the
- * notebook asks again at once; an answer to an earlier question is dropped.
+ * What a spend chart shows: `GET history` for its window (`minutes`, the
+ * most it shows: fitted to the ledger's own history when that is shorter,
+ * `fit`) and, optionally, one notebook, only while the chart is shown
+ * (`active`). It refreshes with the totals: each new sample of the model it
+ * follows (`follow`, the shared status poll) asks again (for windows in
+ * minute buckets; coarser ones at most every FOLLOW_GAP_SECONDS), and its own
+ * poll (PolledModel's policy, once a minute) only fills the gaps. Hidden, it
+ * asks nothing. Changing the window or the notebook asks again at once; an
+ * answer to an earlier question is dropped.
  *
  * State `unavailable`: the server answered 404 (a notebook with no costs
  * recorded yet, or a server without the history route); the poll keeps
  * asking, backing off.
  */
 import type { ServerConnection } from '@jupyterlab/services';
+import type { ISignal } from '@lumino/signaling';
 
 import { fetchSpendHistory, isNotFound, ISpendHistory } from './api';
 import { PolledModel, PollState } from './polledmodel';
 import { DEFAULT_CHART_MINUTES } from './spendchart';
 
-/** Seconds between two polls of a shown chart. */
+/** Seconds between two polls of a shown chart that follows nothing (or whose model is quiet). */
 export const CHART_REFRESH_SECONDS = 60;
+
+/**
+ * Shortest time between two refreshes that follow new samples, seconds, by
+ * bucket length: minute buckets follow every sample (a young ledger, a cheap
+ * query, and a summary that must agree with the totals); the longer windows
+ * of coarser buckets, whose query reads days of minutes, less often.
+ */
+export const FOLLOW_GAP_SECONDS: { [bucketSeconds: number]: number } = { 60: 0, 300: 30 };
+/** The gap for buckets not in FOLLOW_GAP_SECONDS. */
+export const FOLLOW_GAP_DEFAULT = 60;
+
+/** What a chart follows: a model whose `status.time` is the sample it shows. */
+export interface ISampleSource {
+  readonly changed: ISignal<unknown, void>;
+  readonly status: { time?: number | null } | null;
+}
 
 export namespace SpendChartModel {
   export interface IOptions {
@@ -27,6 +49,14 @@ export namespace SpendChartModel {
     notebook?: string | null;
     /** Seconds between two polls (default 60). */
     interval?: number;
+    /**
+     * Fit the window to the ledger's history when that is shorter (default
+     * true): a young server is drawn over its own minutes, not in the right
+     * edge of 6 hours.
+     */
+    fit?: boolean;
+    /** Refresh on each new sample of this model (the cost panel's status poll). */
+    follow?: ISampleSource;
     /** Stand by also while this answers true (e.g. the widget's view is detached). */
     standby?: () => boolean;
   }
@@ -44,6 +74,9 @@ export class SpendChartModel extends PolledModel<ISpendHistory> {
     this._settings = options.serverSettings;
     this._minutes = options.minutes ?? DEFAULT_CHART_MINUTES;
     this._notebook = options.notebook ?? null;
+    this._fit = options.fit ?? true;
+    this._follow = options.follow ?? null;
+    this._follow?.changed.connect(this._onFollowed, this);
   }
 
   /** The last answer for the current window and notebook, or null. */
@@ -101,7 +134,28 @@ export class SpendChartModel extends PolledModel<ISpendHistory> {
   }
 
   protected fetch(): Promise<ISpendHistory> {
-    return fetchSpendHistory(this._minutes, this._notebook, this._settings);
+    this._askedAt = Date.now();
+    return fetchSpendHistory(this._minutes, this._notebook, this._settings, this._fit);
+  }
+
+  protected onDispose(): void {
+    this._follow?.changed.disconnect(this._onFollowed, this);
+    super.onDispose();
+  }
+
+  /** A change of the followed model: ask again when it holds a new sample. */
+  private _onFollowed(): void {
+    const time = this._follow?.status?.time;
+    if (!this.isRunning || this.isDisposed || typeof time !== 'number' || time === this._followed) {
+      return;
+    }
+    this._followed = time;
+    const bucket = this._data?.bucket_seconds ?? 60;
+    const gap = FOLLOW_GAP_SECONDS[bucket] ?? FOLLOW_GAP_DEFAULT;
+    if (Date.now() - this._askedAt < gap * 1000) {
+      return;
+    }
+    void this.poll.refresh();
   }
 
   protected apply(doc: ISpendHistory): void {
@@ -130,7 +184,11 @@ export class SpendChartModel extends PolledModel<ISpendHistory> {
     }
   }
 
+  private _askedAt = -Infinity;
   private _data: ISpendHistory | null = null;
+  private _fit: boolean;
+  private _follow: ISampleSource | null;
+  private _followed: number | null = null;
   private _minutes: number;
   private _notebook: string | null;
   private _notebooks: string[] = [];

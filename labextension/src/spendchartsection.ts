@@ -11,8 +11,9 @@
  * `select.jp-costguard-spend-chart-notebook` (value `""`: all notebooks;
  * absent in the widget), `.jp-costguard-spend-chart-summary`;
  * `.jp-costguard-spend-chart` (`data-state` = the model's state or `empty`,
- * `data-minutes`, `data-bucket-seconds`, `data-notebook` when one is
- * chosen) holding `svg.jp-costguard-spend-chart-svg` (viewBox, width 100%)
+ * `data-minutes`, `data-bucket-seconds`, `data-buckets` (how many),
+ * `data-since` (the ledger's first minute, when the window was fitted to
+ * it), `data-notebook` when one is chosen) holding `svg.jp-costguard-spend-chart-svg` (viewBox, width 100%)
  * with `path.jp-costguard-spend-chart-area[data-band]` per band
  * (`data-notebook` on notebook bands, `data-band="other"` /
  * `data-band="unattributed"` otherwise; `data-spend` / `data-waste`: the
@@ -39,8 +40,8 @@ import {
   IBand,
   IChartGeometry,
   IChartLayout,
-  rangeOf,
-  summaryLine
+  summaryLine,
+  windowPhrase
 } from './spendchart';
 import { SpendChartModel } from './spendchartmodel';
 
@@ -108,7 +109,7 @@ function titled<T extends SVGElement>(node: T, text: string): T {
 export function drawChart(
   svg: SVGSVGElement,
   geometry: IChartGeometry,
-  options: { currency: string; words: string; hatchId: string }
+  options: { currency: string; phrase: string; hatchId: string }
 ): void {
   const { layout, plot } = geometry;
   svg.textContent = '';
@@ -153,7 +154,7 @@ export function drawChart(
     if (b.path !== null) {
       area.setAttribute('data-notebook', b.path);
     }
-    areas.appendChild(titled(area, bandTitle(b, options.words, options.currency)));
+    areas.appendChild(titled(area, bandTitle(b, options.phrase, options.currency)));
     if (shape.wasteArea) {
       const waste = svgEl(
         'path',
@@ -170,7 +171,7 @@ export function drawChart(
         waste.setAttribute('data-notebook', b.path);
       }
       areas.appendChild(
-        titled(waste, `${b.label}: waste ${formatMoney(b.totalWaste, options.currency)} in ${options.words}`)
+        titled(waste, `${b.label}: waste ${formatMoney(b.totalWaste, options.currency)} ${options.phrase}`)
       );
     }
   }
@@ -241,7 +242,7 @@ export class SpendChartSection extends Disposable {
       const button = el('button', 'jp-costguard-spend-chart-range-button', r.label);
       button.type = 'button';
       button.dataset.minutes = String(r.minutes);
-      button.title = `Spend over ${r.words}`;
+      button.title = `Spend over ${r.words} at most: from the first sample while the server is younger`;
       button.addEventListener('click', () => {
         this.model.minutes = r.minutes;
       });
@@ -317,7 +318,7 @@ export class SpendChartSection extends Disposable {
     this._renderSelect();
     setAttr(this._chart, 'data-minutes', String(model.minutes));
     setAttr(this._chart, 'data-notebook', model.notebook);
-    const words = rangeOf(model.minutes).words;
+    const phrase = windowPhrase(doc, model.minutes);
     if (!doc) {
       this._geometry = null;
       this._svg.textContent = '';
@@ -326,6 +327,8 @@ export class SpendChartSection extends Disposable {
       // question's, so the chart says loading.
       setAttr(this._chart, 'data-state', model.state === 'ok' ? 'loading' : model.state);
       setAttr(this._chart, 'data-bucket-seconds', null);
+      setAttr(this._chart, 'data-since', null);
+      setAttr(this._chart, 'data-buckets', null);
       setText(this._message, this._stateMessage());
       this._message.hidden = false;
       setText(this._summary, '');
@@ -340,13 +343,15 @@ export class SpendChartSection extends Disposable {
     this._currency = currency;
     setAttr(this._chart, 'data-state', geometry.empty ? 'empty' : 'ok');
     setAttr(this._chart, 'data-bucket-seconds', String(geometry.bucketSeconds));
+    setAttr(this._chart, 'data-since', typeof doc.since === 'number' ? String(doc.since) : null);
+    setAttr(this._chart, 'data-buckets', String(geometry.times.length));
     this._svg.style.display = '';
-    drawChart(this._svg, geometry, { currency, words, hatchId: this._hatchId });
+    drawChart(this._svg, geometry, { currency, phrase, hatchId: this._hatchId });
     this._svg.setAttribute(
       'aria-label',
       `${SPEND_CHART_TITLE}: ${summaryLine(doc, bands, currency)}`
     );
-    setText(this._message, geometry.empty ? `Nothing spent in ${words}` : '');
+    setText(this._message, geometry.empty ? `Nothing spent ${phrase}` : '');
     this._message.hidden = !geometry.empty;
     setText(this._summary, summaryLine(doc, bands, currency));
     this._renderLegend(bands, currency);
@@ -392,7 +397,7 @@ export class SpendChartSection extends Disposable {
   private _renderLegend(bands: ReadonlyArray<IBand>, currency: string): void {
     const legend = this._legend;
     legend.textContent = '';
-    const words = rangeOf(this.model.minutes).words;
+    const phrase = windowPhrase(this.model.data, this.model.minutes);
     for (const b of bands) {
       if (b.kind === 'unattributed' && b.totalSpend <= 0) {
         continue;
@@ -402,7 +407,7 @@ export class SpendChartSection extends Disposable {
       if (b.path !== null) {
         item.dataset.notebook = b.path;
       }
-      item.title = bandTitle(b, words, currency);
+      item.title = bandTitle(b, phrase, currency);
       item.appendChild(el('span', `${SpendChartClasses.swatch} ${SpendChartClasses.color(b)}`));
       item.appendChild(el('span', 'jp-costguard-spend-chart-legend-label', b.label));
       item.appendChild(

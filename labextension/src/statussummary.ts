@@ -84,6 +84,43 @@ export const LOADING_TEXT = 'costguard: …';
 /** Status-bar part shown while a JupyterHub budget is spent. */
 export const BUDGET_SPENT_PART = 'budget spent';
 
+/**
+ * Waste and unattributed, in a word each: an idle GPU a kernel holds is
+ * waste (its notebook can free it); an idle GPU nobody holds is not waste
+ * but unattributed (only a smaller or stopped instance saves it). So "waste
+ * 4%" can stand beside GPUs that are 99% idle.
+ */
+export const WASTE_WORDS = 'idle GPUs a kernel holds';
+export const UNHELD_WORDS = 'GPUs nobody holds';
+/** The longer tooltips of the cost panel's Waste and Unattributed rows. */
+export const WASTE_EXPLAINED =
+  'Waste: GPU time a kernel held while the GPU sat idle and the kernel was not busy. ' +
+  'Shutting the kernel down (or freeing its GPU memory) stops it.';
+export const UNATTRIBUTED_EXPLAINED =
+  "Unattributed: what no notebook spent. An idle GPU that no kernel holds counts here, " +
+  "not as waste: no notebook can free it; a smaller or stopped instance saves it. " +
+  "Also the host's unused share and kernels without a notebook.";
+
+type Totals = ICostStatus['totals'] | null | undefined;
+
+/** The line under Waste: `41% of spend: idle GPUs a kernel holds`. */
+export function wasteNote(totals: Totals): string {
+  const spend = totals?.spend;
+  const waste = totals?.waste;
+  const share =
+    isNumber(spend) && isNumber(waste) && spend > 0
+      ? `${Math.round((100 * waste) / spend)}% of spend: `
+      : '';
+  return `${share}${WASTE_WORDS}`;
+}
+
+/** The line under Unattributed: `USD 0.05 of it: GPUs nobody holds (not waste)`. */
+export function unattributedNote(totals: Totals, currency: string): string {
+  const gpu = totals?.unattributed_gpu;
+  const part = isNumber(gpu) ? `${formatMoney(gpu, currency)} of it: ` : 'incl. ';
+  return `${part}${UNHELD_WORDS} (not waste)`;
+}
+
 /** What one summary is made of, read once from the status document. */
 interface IFacts {
   status: ICostStatus;
@@ -178,10 +215,13 @@ function spendLines(facts: IFacts): string[] {
       lines.push(`Server spent: ${formatMoney(totals.spend, currency)}${since}`);
     }
     if (isNumber(totals.waste)) {
-      lines.push(`Waste: ${formatMoney(totals.waste, currency)}`);
+      lines.push(`Waste: ${formatMoney(totals.waste, currency)} (${wasteNote(totals)})`);
     }
     if (isNumber(totals.unattributed)) {
-      lines.push(`Unattributed: ${formatMoney(totals.unattributed, currency)}`);
+      lines.push(
+        `Unattributed: ${formatMoney(totals.unattributed, currency)} ` +
+          `(${unattributedNote(totals, currency)})`
+      );
     }
   }
   return lines;

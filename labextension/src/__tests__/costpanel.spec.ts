@@ -127,8 +127,26 @@ describe('CostPanel', () => {
     expect(link?.rel).toContain('noopener');
     const totals = panel.node.querySelector('.jp-costguard-totals')!;
     expect(totals.querySelector('dd[data-field="spend"]')?.textContent).toBe('USD 1.23');
-    expect(totals.querySelector('dd[data-field="waste"]')?.textContent).toBe('USD 0.50');
-    expect(totals.querySelector('dd[data-field="unattributed"]')?.textContent).toBe('USD 0.10');
+    const figure = (name: string) =>
+      totals.querySelector(`dd[data-field="${name}"] .jp-costguard-detail-text`)?.textContent;
+    expect(figure('waste')).toBe('USD 0.50');
+    expect(figure('unattributed')).toBe('USD 0.10');
+    panel.dispose();
+  });
+
+  it('says which idle GPUs are waste and which are unattributed', () => {
+    // "Waste 41%" beside GPUs that are mostly idle: the idle GPUs nobody holds are not waste
+    const { panel } = setup();
+    const totals = panel.node.querySelector('.jp-costguard-totals')!;
+    const note = (name: string) =>
+      totals.querySelector(`dd[data-field="${name}"] .jp-costguard-detail-note`)?.textContent;
+    expect(note('waste')).toBe('41% of spend: idle GPUs a kernel holds');
+    expect(note('unattributed')).toBe('USD 0.05 of it: GPUs nobody holds (not waste)');
+    const label = (name: string) =>
+      totals.querySelector<HTMLElement>(`dt[data-field="${name}"]`)?.title ?? '';
+    expect(label('waste')).toMatch(/kernel held while the GPU sat idle/);
+    expect(label('unattributed')).toMatch(/idle GPU that no kernel holds counts here, not as waste/);
+    expect(totals.querySelector('dd[data-field="spend"] .jp-costguard-detail-note')).toBeNull();
     panel.dispose();
   });
 

@@ -136,8 +136,8 @@ describe('status tooltip with price', () => {
       'Rate: USD 32.77/h on-demand',
       'Price: set in configuration — c.CostGuard.instance_type',
       expect.stringMatching(/^Server spent: USD 1\.23 since /),
-      'Waste: USD 0.50',
-      'Unattributed: USD 0.10',
+      'Waste: USD 0.50 (41% of spend: idle GPUs a kernel holds)',
+      'Unattributed: USD 0.10 (USD 0.05 of it: GPUs nobody holds (not waste))',
       'Simulated: numbers come from a replayed trace, not this machine',
       'Click to open the cost panel'
     ]);

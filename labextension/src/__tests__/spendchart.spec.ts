@@ -7,12 +7,15 @@ import {
   bucketSeconds,
   chartGeometry,
   DEFAULT_LAYOUT,
+  formatClock,
+  formatDay,
   formatRateTick,
   formatTimeTick,
   MIN_PARTIAL_SECONDS,
   rangeOf,
   summaryLine,
-  timeTicks
+  timeTicks,
+  windowPhrase
 } from '../spendchart';
 import { niceStep, niceTicks } from '../chartscale';
 import { historyDoc, T0 } from './spendchartfixtures';
@@ -174,7 +177,8 @@ describe('chartGeometry', () => {
   });
 
   it('divides the bucket still filling by the time elapsed in it', () => {
-    expect(bucketSeconds([T0, T0 + 60], 60, T0 + 60 + 15)).toEqual([60, MIN_PARTIAL_SECONDS]);
+    expect(bucketSeconds([T0, T0 + 60], 60, T0 + 60 + 0.2)).toEqual([60, MIN_PARTIAL_SECONDS]);
+    expect(bucketSeconds([T0, T0 + 60], 60, T0 + 60 + 15)).toEqual([60, 15]);
     expect(bucketSeconds([T0, T0 + 60], 60, T0 + 60 + 45)).toEqual([60, 45]);
     expect(bucketSeconds([T0, T0 + 60], 60, null)).toEqual([60, 60]);
     const filling = historyDoc({ n: 2, server: 0.3, time: T0 + 60 + 30 });
@@ -220,7 +224,7 @@ describe('words', () => {
     expect(summaryLine(doc, bands)).toBe(
       'Spent USD 4.00 in the last 6 hours, waste USD 0.25 (6%)'
     );
-    expect(bandTitle(bands[0], 'the last 6 hours')).toBe(
+    expect(bandTitle(bands[0], 'in the last 6 hours')).toBe(
       'a.ipynb: spent USD 1.00, waste USD 0.25 (25%) in the last 6 hours'
     );
     expect(bandTitle(bands[1], 'x')).toContain('What no notebook spent');
@@ -228,6 +232,27 @@ describe('words', () => {
     expect(rangeOf(10080).words).toBe('the last 7 days');
     expect(rangeOf(120).label).toBe('2 h');
     expect(rangeOf(90).label).toBe('90 min');
+  });
+
+  it('words a fitted window from the first sample', () => {
+    const since = T0 + 13 * 60;
+    const doc = historyDoc({ n: 3, minutes: 360, server: 0.1, since, time: since + 150 });
+    const clock = formatClock(since);
+    expect(windowPhrase(doc, 360)).toBe(`since ${clock}`);
+    expect(summaryLine(doc, bandsOf(doc))).toBe(`Spent USD 0.30 since ${clock}, waste USD 0.00 (0%)`);
+    // a day or more ago: with the day
+    const old = historyDoc({ n: 3, minutes: 10080, since, time: since + 2 * 86400 });
+    expect(windowPhrase(old, 10080)).toBe(`since ${formatDay(since)} ${clock}`);
+    // not fitted (an older server, or a ledger older than the window)
+    expect(windowPhrase(historyDoc({ minutes: 1440 }), 360)).toBe('in the last 24 hours');
+    expect(windowPhrase(null, 10080)).toBe('in the last 7 days');
+  });
+
+  it('ticks a few minutes of a young ledger', () => {
+    const ticks = timeTicks(T0 + 17 * 60, T0 + 21 * 60);
+    expect(ticks.length).toBeGreaterThanOrEqual(2);
+    expect(ticks[1] - ticks[0]).toBe(60);
+    expect(timeTicks(T0, T0 + 20 * 60)[1] - timeTicks(T0, T0 + 20 * 60)[0]).toBe(300);
   });
 
   it('builds closed area paths', () => {

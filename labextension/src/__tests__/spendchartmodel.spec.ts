@@ -1,5 +1,7 @@
+import { Signal } from '@lumino/signaling';
+
 import { historyEndpoint } from '../api';
-import { CHART_REFRESH_SECONDS, SpendChartModel } from '../spendchartmodel';
+import { CHART_REFRESH_SECONDS, FOLLOW_GAP_SECONDS, SpendChartModel } from '../spendchartmodel';
 import { FakeServer, IRecorded } from './fakeserver';
 import { historyDoc } from './spendchartfixtures';
 
@@ -43,6 +45,7 @@ describe('historyEndpoint', () => {
       'history?minutes=1440&notebook=work%2Fa%20b.ipynb'
     );
     expect(historyEndpoint(60, null)).toBe('history?minutes=60');
+    expect(historyEndpoint(360, 'a.ipynb', true)).toBe('history?minutes=360&notebook=a.ipynb&fit=true');
   });
 });
 
@@ -54,7 +57,7 @@ describe('SpendChartModel', () => {
     expect(m.interval).toBe(CHART_REFRESH_SECONDS);
     expect(CHART_REFRESH_SECONDS).toBe(60);
     await m.refresh();
-    expect(s.requests.map(r => r.path)).toEqual(['history?minutes=360']);
+    expect(s.requests.map(r => r.path)).toEqual(['history?minutes=360&fit=true']);
     expect(m.state).toBe('ok');
     expect(m.data?.series.map(x => x.path)).toEqual(['a.ipynb', 'b.ipynb', null]);
     expect(m.notebooks).toEqual(['a.ipynb', 'b.ipynb']);
@@ -67,7 +70,7 @@ describe('SpendChartModel', () => {
     expect(m.isRunning).toBe(true);
     await m.poll.tick;
     await new Promise(resolve => setTimeout(resolve, 20));
-    expect(s.count('GET', 'history?minutes=360')).toBe(1);
+    expect(s.count('GET', 'history?minutes=360&fit=true')).toBe(1);
     m.active = false;
     expect(m.isRunning).toBe(false);
     expect(m.active).toBe(false);
@@ -87,9 +90,9 @@ describe('SpendChartModel', () => {
     m.notebook = 'a.ipynb';
     await new Promise(resolve => setTimeout(resolve, 20));
     expect(s.requests.map(r => r.path)).toEqual([
-      'history?minutes=360',
-      'history?minutes=1440',
-      'history?minutes=1440&notebook=a.ipynb'
+      'history?minutes=360&fit=true',
+      'history?minutes=1440&fit=true',
+      'history?minutes=1440&notebook=a.ipynb&fit=true'
     ]);
     expect(m.data?.notebook).toBe('a.ipynb');
     expect(m.data?.series.map(x => x.path)).toEqual(['a.ipynb']);
@@ -122,5 +125,84 @@ describe('SpendChartModel', () => {
     m.notebook = 'a.ipynb';
     await expect(m.refresh()).rejects.toBeTruthy();
     expect(m.state).toBe('offline');
+  });
+
+  it('fits the window unless told not to', async () => {
+    const s = server();
+    await model(s, { fit: false }).refresh();
+    expect(s.requests.map(r => r.path)).toEqual(['history?minutes=360']);
+  });
+});
+
+/** A model the chart follows, as the shared status model: `changed`, and its sample's time. */
+class Source {
+  readonly changed = new Signal<this, void>(this);
+  status: { time: number } | null = null;
+  sample(time: number): void {
+    this.status = { time };
+    this.changed.emit();
+  }
+}
+
+const settle = () => new Promise(resolve => setTimeout(resolve, 20));
+
+describe('SpendChartModel following the totals', () => {
+  it('asks again with each new sample while shown, and nothing while hidden', async () => {
+    const s = server();
+    const source = new Source();
+    const m = model(s, { follow: source });
+    const asked = () => s.count('GET', 'history?minutes=360&fit=true');
+    source.sample(1);
+    await settle();
+    expect(asked()).toBe(0); // not shown yet
+    m.active = true;
+    await settle();
+    expect(asked()).toBe(1);
+    source.sample(2);
+    await settle();
+    expect(asked()).toBe(2);
+    source.changed.emit(); // the same sample (alerts, the active notebook…): not again
+    await settle();
+    expect(asked()).toBe(2);
+    source.sample(3);
+    await settle();
+    expect(asked()).toBe(3);
+    expect(m.interval).toBe(CHART_REFRESH_SECONDS); // its own poll only fills gaps
+    m.active = false;
+    source.sample(4);
+    source.sample(5);
+    await settle();
+    expect(asked()).toBe(3);
+    m.dispose();
+    source.sample(6);
+    await settle();
+    expect(asked()).toBe(3);
+  });
+
+  it('follows windows of coarser buckets at most every FOLLOW_GAP_SECONDS', async () => {
+    const s = server();
+    s.routes['GET history'] = () => ({
+      body: historyDoc({ minutes: 1440, bucket: 300, notebooks: { 'a.ipynb': { spend: [1, 1, 1, 1] } } })
+    });
+    const source = new Source();
+    let now = 1_000_000;
+    const clock = jest.spyOn(Date, 'now').mockImplementation(() => now);
+    try {
+      const m = model(s, { follow: source, minutes: 1440 });
+      m.active = true;
+      await settle();
+      expect(s.requests).toHaveLength(1);
+      expect(FOLLOW_GAP_SECONDS[300]).toBe(30);
+      now += 10_000;
+      source.sample(1);
+      await settle();
+      expect(s.requests).toHaveLength(1); // 10 s after the last question
+      now += 25_000;
+      source.sample(2);
+      await settle();
+      expect(s.requests).toHaveLength(2);
+    } finally {
+      clock.mockRestore();
+    }
   });
 });

@@ -15,16 +15,18 @@ let answer: (minutes: number, notebook: string | null) => unknown;
 
 jest.mock('../api', () => ({
   ...jest.requireActual('../api'),
-  fetchSpendHistory: jest.fn(async (minutes: number, notebook?: string | null) => {
+  fetchSpendHistory: jest.fn(
+    async (minutes: number, notebook?: string | null, _settings?: unknown, fit?: boolean) => {
     const { historyEndpoint } = jest.requireActual('../api');
-    asked.push(historyEndpoint(minutes, notebook));
+    asked.push(historyEndpoint(minutes, notebook, fit));
     return answer(minutes, notebook ?? null);
   })
 }));
 
 import { SpendChartModel } from '../spendchartmodel';
 import { SpendChartSection } from '../spendchartsection';
-import { historyDoc } from './spendchartfixtures';
+import { formatClock } from '../spendchart';
+import { historyDoc, T0 } from './spendchartfixtures';
 
 const NOTEBOOKS = {
   'train.ipynb': { spend: [0.4, 0.4, 0.1, 0], waste: [0, 0, 0.1, 0] },
@@ -101,7 +103,7 @@ describe('SpendChartSection', () => {
     s.setShown(true);
     expect(s.model.active).toBe(true);
     await settle();
-    expect(asked).toEqual(['history?minutes=360']);
+    expect(asked).toEqual(['history?minutes=360&fit=true']);
     const chart = s.node.querySelector('.jp-costguard-spend-chart')!;
     expect(chart.getAttribute('data-state')).toBe('ok');
     expect(chart.getAttribute('data-bucket-seconds')).toBe('60');
@@ -165,9 +167,9 @@ describe('SpendChartSection', () => {
     select.dispatchEvent(new Event('change'));
     await settle();
     expect(asked).toEqual([
-      'history?minutes=360',
-      'history?minutes=1440',
-      'history?minutes=1440&notebook=explore.ipynb'
+      'history?minutes=360&fit=true',
+      'history?minutes=1440&fit=true',
+      'history?minutes=1440&notebook=explore.ipynb&fit=true'
     ]);
     expect(
       q(s, 'path.jp-costguard-spend-chart-area').map(a => a.getAttribute('data-notebook'))
@@ -242,10 +244,35 @@ describe('SpendChartSection', () => {
     s.setShown(true);
     await settle();
     expect(s.node.querySelector('select')).toBeNull();
-    expect(asked).toEqual(['history?minutes=360&notebook=train.ipynb']);
+    expect(asked).toEqual(['history?minutes=360&notebook=train.ipynb&fit=true']);
     expect(s.node.querySelector('svg')?.getAttribute('viewBox')).toBe('0 0 480 140');
     expect(
       q(s, 'path.jp-costguard-spend-chart-area').map(a => a.getAttribute('data-notebook'))
     ).toEqual(['train.ipynb']);
+  });
+
+  it('draws a young server over its own minutes and says since when', async () => {
+    const since = T0 + 60;
+    answer = (minutes, notebook) =>
+      historyDoc({ n: 5, minutes, notebook, server: 0.3, since, time: T0 + 4 * 60 + 20,
+                   notebooks: { 'train.ipynb': { spend: [0, 0.2, 0.2, 0.2, 0.1] } } });
+    const s = section();
+    s.setShown(true);
+    await settle();
+    const chart = s.node.querySelector('.jp-costguard-spend-chart')!;
+    expect(chart.getAttribute('data-since')).toBe(String(since));
+    expect(chart.getAttribute('data-buckets')).toBe('5');
+    const clock = formatClock(since);
+    expect(s.node.querySelector('.jp-costguard-spend-chart-summary')?.textContent).toBe(
+      `Spent USD 1.50 since ${clock}, waste USD 0.00 (0%)`
+    );
+    const title = q(s, 'path.jp-costguard-spend-chart-area[data-notebook]')[0].querySelector('title');
+    expect(title?.textContent).toContain(`since ${clock}`);
+    // every bucket has room under the pointer: five across the plot, not one sliver
+    const xs = s.geometry!.xs;
+    expect(xs[1] - xs[0]).toBeGreaterThan(40);
+    // the 6 h button says it is a maximum
+    const button = s.node.querySelector<HTMLButtonElement>('button[data-minutes="360"]')!;
+    expect(button.title).toContain('at most');
   });
 });
