@@ -162,6 +162,23 @@ def test_buckets_add_up_to_the_ledger_and_never_exceed_the_rate(tmp_path, kernel
         ledger.close()
 
 
+def test_the_window_ends_with_the_last_samples_bucket(tmp_path, kernels):
+    """Read just after a minute began, before its first sample: the chart ends with the
+    last sample's minute (whole), not with a new one empty so far."""
+    ledger, last, _ = sampled(tmp_path, kernels)
+    try:
+        minute = float(int(last // 60) * 60)
+        doc = timeline.read(ledger, minute + 61.0, 360, None, True)
+        assert doc["times"][-1] == minute and doc["time"] == last
+        assert doc["total"]["spend"][-1] > 0
+        # a ledger that stopped sampling long ago ends at now: nothing since
+        stale = timeline.read(ledger, last + 3600, 360, None, False)
+        assert stale["times"][-1] == float(int((last + 3600) // 60) * 60)
+        assert stale["total"]["spend"][-1] == 0
+    finally:
+        ledger.close()
+
+
 def test_a_fresh_ledger_is_drawn_over_a_few_minutes(tmp_path):
     ledger = Ledger(tmp_path / "l.sqlite", now=T0)
     try:
@@ -175,7 +192,8 @@ def test_a_fresh_ledger_is_drawn_over_a_few_minutes(tmp_path):
         doc = timeline.read(seeded, T0 + 3 * 60, 360, None, True)
         assert doc["since"] == T0 + 60  # the seeded minute, two before now
         assert len(doc["times"]) == timeline.FIT_MIN_MINUTES
-        assert doc["times"][-1] == T0 + 3 * 60 and doc["bucket_seconds"] == 60
+        # it ends with the last sample's minute (the seeded one: recent)
+        assert doc["times"][-1] == T0 + 60 and doc["bucket_seconds"] == 60
     finally:
         seeded.close()
 

@@ -32,6 +32,8 @@ from jupyter_costguard.cost.money import round_money
 MAX_MINUTES = 7 * 1440
 #: The window when none is asked for.
 DEFAULT_MINUTES = 6 * 60
+#: A last sample this recent (seconds) ends the window: its bucket is the current one.
+LIVE_SECONDS = 120
 #: The shortest fitted window: a ledger younger than this is drawn over this many minutes.
 FIT_MIN_MINUTES = 5
 #: (longest window, bucket minutes), shortest first.
@@ -98,15 +100,20 @@ def read(ledger: Ledger, now: float, minutes: int, notebook: str | None,
          fit: bool) -> dict[str, Any]:
     """The document for the last `minutes` up to `now` (fitted to the ledger's first minute
     when `fit`), with `time` the ledger's last sample: read together on the worker thread
-    that records samples, so the buckets hold exactly the spend up to `time`."""
+    that records samples, so the buckets hold exactly the spend up to `time`. The window
+    ends with the last sample's bucket when that sample is recent (a new minute that has no
+    sample yet would draw as a drop to nothing at the chart's right edge)."""
+    last = ledger.server.last_sample
+    if last is not None and now - LIVE_SECONDS <= last <= now:
+        now = last
     if fit:
         win = fitted(now, minutes, ledger.first_history_bucket())
     else:
         win = window(now, minutes)
     rows = ledger.history_buckets(win.first, win.end, win.step)
     doc = timeline_doc(rows, win, notebook)
-    if ledger.server.last_sample is not None:
-        doc["time"] = ledger.server.last_sample
+    if last is not None:
+        doc["time"] = last
     return doc
 
 
