@@ -36,6 +36,7 @@ from jupyter_costguard.offload.accounting import kernel_gpu_usage, pick_gpus
 from jupyter_costguard.offload.backends.base import Backend
 from jupyter_costguard.offload.backends.kubernetes.traits import KubernetesTraits
 from jupyter_costguard.offload.backends.local import LocalBackend
+from jupyter_costguard.offload.backends.skypilot.traits import SkyPilotTraits
 from jupyter_costguard.offload.backends.slurm import SlurmTraits
 from jupyter_costguard.offload.service import JobService
 from jupyter_costguard.offload.settings import OffloadTraits, ServerHooks
@@ -48,7 +49,7 @@ from jupyter_costguard.web.routes import handlers
 
 
 class CostGuard(ExtensionApp, CostTraits, SamplingTraits, GuardTraits, OffloadTraits,
-                SlurmTraits, KubernetesTraits, HubReportTraits):
+                SlurmTraits, KubernetesTraits, SkyPilotTraits, HubReportTraits):
     """Cost of GPU notebooks: sampling, ledger, guard, batch jobs, REST API and metrics."""
 
     name = "jupyter_costguard"
@@ -182,7 +183,8 @@ class CostGuard(ExtensionApp, CostTraits, SamplingTraits, GuardTraits, OffloadTr
             "local": LocalBackend(warm_dir=jobs_dir / "warm",
                                   warm_kernels=max(0, self.offload_warm_kernels),
                                   warm_kernel_name=default_kernel)}
-        for backend in (self.slurm_backend(), self.kubernetes_backend()):
+        for backend in (self.slurm_backend(), self.kubernetes_backend(),
+                        self.skypilot_backend()):
             if backend is not None:
                 backends[backend.name] = backend
         hooks = ServerHooks(

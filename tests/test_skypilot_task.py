@@ -1,0 +1,230 @@
+"""The SkyPilot backend without SkyPilot: the task a job becomes, what SkyPilot's answers mean
+for the job, and the remote side's round trip through object storage (a real runner in a real
+kernel, with a ``file://`` store standing for the bucket the server and the machine share).
+SkyPilot itself (launch, queue, cancel, recovery) is exercised by tests/test_skypilot.py."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from jupyter_costguard.offload import jobdir
+from jupyter_costguard.offload.backends.skypilot import remote
+from jupyter_costguard.offload.backends.skypilot import task as sky_task
+from jupyter_costguard.offload.backends.skypilot.backend import STATE, SkyPilotBackend
+from jupyter_costguard.offload.backends.skypilot.task import SkyPilotSettings
+from jupyter_costguard.offload.spec import Job, JobSpec, Resources, SpecCell
+
+
+def _job(job_id: int = 7, resources: Resources | None = None, code: str = "x = 41 + 1",
+         checkpoint_location: str | None = None, bring_back: tuple[str, ...] = ()) -> Job:
+    spec = JobSpec(notebook="p/train.ipynb", cwd="/home/u/p", kernel_name="python3",
+                   cells=(SpecCell("c", 0, True, code, code),),
+                   resources=resources or Resources(), backend="skypilot",
+                   bring_back=bring_back, checkpoint_location=checkpoint_location)
+    return Job(id=job_id, spec=spec, state="queued", phase="queued", created=0.0)
+
+
+# --- the task ----------------------------------------------------------------------------
+
+
+def test_the_task_asks_skypilot_for_what_the_job_needs_where_the_admin_allows() -> None:
+    job = _job(resources=Resources(gpus=2, cpus=3.5, memory_gib=15.2))
+    settings = SkyPilotSettings(accelerator="H100", use_spot=True, infra=("aws", "gcp/us-east1"),
+                                setup="pip install jupyter-costguard", env={"A": "1"},
+                                recovery_strategy="EAGER_NEXT_REGION",
+                                extra_resources={"disk_size": 100})
+    doc = sky_task.task_config(job, settings, "/jobs/7/skypilot-input")
+    res = doc["resources"]
+    assert res["accelerators"] == "H100:2"
+    assert res["use_spot"] is True
+    assert (res["cpus"], res["memory"]) == ("4+", "16+")  # at least what it asked, rounded up
+    assert res["any_of"] == [{"infra": "aws"}, {"infra": "gcp/us-east1"}]
+    assert "infra" not in res
+    # a failure is the runner's to retry; SkyPilot recovers only preemptions
+    assert res["job_recovery"] == {"max_restarts_on_errors": 0,
+                                   "strategy": "EAGER_NEXT_REGION"}
+    assert res["disk_size"] == 100
+    assert doc["file_mounts"] == {"~/.costguard/job-7/input": "/jobs/7/skypilot-input"}
+    assert doc["setup"] == "pip install jupyter-costguard"
+    assert doc["envs"] == {"A": "1", jobdir.ENV_JOB_ID: "7"}
+    assert doc["name"] == "costguard-job-7"
+
+
+def test_a_cpu_job_on_demand_in_one_place_asks_for_no_accelerator() -> None:
+    doc = sky_task.task_config(_job(resources=Resources(gpus=0)),
+                               SkyPilotSettings(use_spot=False, infra=("slurm",)), "/in")
+    res = doc["resources"]
+    assert "accelerators" not in res and "cpus" not in res and "memory" not in res
+    assert res["use_spot"] is False
+    assert res["infra"] == "slurm" and "any_of" not in res
+    assert "setup" not in doc
+
+
+def test_a_gpu_job_without_an_accelerator_type_is_refused_with_the_setting_to_change() -> None:
+    with pytest.raises(sky_task.TaskError, match="skypilot_accelerator"):
+        sky_task.task_config(_job(resources=Resources(gpus=1)),
+                             SkyPilotSettings(accelerator=""), "/in")
+
+
+def test_the_run_command_reaches_the_remote_entry_point_with_its_paths(tmp_path: Path) -> None:
+    """The shell SkyPilot runs ``run`` in expands the home-relative paths and keeps a storage
+    URL with spaces and quotes as one argument."""
+    store = "file:///tmp/a 'b' $HOME"
+    script = tmp_path / "echo.py"
+    script.write_text("import sys\nprint('\\n'.join(sys.argv[1:]))\n")
+    settings = SkyPilotSettings(python=sys.executable, storage_url=store)
+    command = sky_task.run_command(_job(), settings).replace(
+        f"-m {sky_task.REMOTE_MODULE}", str(script))
+    out = subprocess.run(["bash", "-c", command], capture_output=True, text=True,
+                         env={"HOME": str(tmp_path)}, check=True)
+    assert out.stdout.splitlines() == [f"{tmp_path}/.costguard/job-7/input",
+                                       f"{tmp_path}/.costguard/job-7/work",
+                                       f"{store.rstrip('/')}/job-7"]
+
+
+def test_the_remote_spec_has_the_remote_machines_paths_and_keeps_checkpoints_in_storage() -> None:
+    spec_doc = {"id": 7, "spec": _job().spec.to_json(), "checkpoint_dir": "/jobs/7/checkpoints",
+                "environment": {"CUDA_VISIBLE_DEVICES": "GPU-1", "COSTGUARD_X": "y"}}
+    doc = sky_task.remote_spec_doc(spec_doc, _job(), SkyPilotSettings(storage_url="s3://b/cg/"))
+    assert doc["spec"]["cwd"] == "~/.costguard/job-7/work"
+    assert doc["environment"] == {"COSTGUARD_X": "y"}  # the server's GPU pick stays here
+    assert doc["checkpoint_dir"] == "s3://b/cg/job-7/checkpoints"  # survives a recovery
+    assert spec_doc["checkpoint_dir"] == "/jobs/7/checkpoints"  # the server's copy unchanged
+    own = sky_task.remote_spec_doc(spec_doc, _job(checkpoint_location="gs://mine/ck"),
+                                   SkyPilotSettings(storage_url="s3://b/cg"))
+    assert own["checkpoint_dir"] == "gs://mine/ck"
+    bare = sky_task.remote_spec_doc(spec_doc, _job(), SkyPilotSettings())
+    assert bare["checkpoint_dir"] == "~/.costguard/job-7/work/checkpoints"
+
+
+# --- SkyPilot's answers --------------------------------------------------------------------
+
+
+def test_queue_records_are_read_whatever_form_the_status_comes_in() -> None:
+    class Status:
+        value = "RECOVERING"
+
+    info = sky_task.parse_record({"job_id": 3, "status": Status(), "recovery_count": 2,
+                                  "cloud": "AWS", "region": "us-east-1",
+                                  "cluster_resources": "1x(gpus=A100:1)", "start_at": 0})
+    assert info is not None
+    assert (info.job_id, info.status, info.recovery_count) == (3, "RECOVERING", 2)
+    assert info.active and info.start_at is None
+    assert info.where == "AWS, us-east-1, 1x(gpus=A100:1)"
+    named = sky_task.parse_record({"job_id": "4", "status": "ManagedJobStatus.FAILED_SETUP",
+                                   "cluster_resources": "-"})
+    assert named is not None and named.status == "FAILED_SETUP" and not named.active
+    assert named.where is None
+    assert sky_task.parse_record({"job_id": 5}) is None
+
+
+def test_how_a_job_skypilot_ended_ends_for_the_user() -> None:
+    def ended(status: str, reason: str | None = None, cancel: bool = False,
+              storage: bool = True) -> tuple[str, str | None]:
+        info = sky_task.ManagedJob(job_id=9, status=status, failure_reason=reason)
+        return sky_task.ended_as(info, cancel, storage)
+
+    state, why = ended("FAILED_NO_RESOURCE", "no A100 in us-east-1")
+    assert state == "failed" and why is not None
+    assert "no capacity" in why and "no A100 in us-east-1" in why and "managed job 9" in why
+    assert ended("FAILED_PRECHECKS")[0] == "failed"
+    assert ended("CANCELLED", cancel=True) == ("cancelled", "cancelled by the user")
+    assert ended("CANCELLED") == ("cancelled", "cancelled in SkyPilot")
+    assert ended("SUCCEEDED", storage=False) == ("succeeded", None)
+    state, why = ended("SUCCEEDED")  # with storage the runner's own status should have come
+    assert state == "failed" and why is not None and "skypilot_storage_url" in why
+
+
+def test_waiting_and_recovering_jobs_are_queued_not_lost() -> None:
+    assert sky_task.waiting_as(sky_task.ManagedJob(1, "PENDING")) == ("queued", "queued")
+    assert sky_task.waiting_as(sky_task.ManagedJob(1, "RECOVERING")) == ("running", "queued")
+    assert sky_task.waiting_as(sky_task.ManagedJob(1, "RUNNING")) is None
+
+
+def test_the_price_cap_refuses_only_a_dearer_choice() -> None:
+    assert sky_task.price_refusal(2.0, None, "AWS p4d") is None
+    assert sky_task.price_refusal(2.0, 2.0, "AWS p4d") is None
+    assert sky_task.price_refusal(None, 1.0, "AWS p4d") is None
+    refusal = sky_task.price_refusal(2.5, 1.0, "AWS p4d")
+    assert refusal is not None and "AWS p4d" in refusal and "max_price_per_hour" in refusal
+
+
+# --- the remote side and the server's copy, through storage -------------------------------
+
+
+def _stage(tmp_path: Path, job: Job, settings: SkyPilotSettings) -> Path:
+    staging = tmp_path / "input"
+    staging.mkdir()
+    spec_doc = {"id": job.id, "spec": job.spec.to_json(), "checkpoint_dir": "unused",
+                "environment": {}}
+    jobdir.write_json(staging / jobdir.SPEC, sky_task.remote_spec_doc(spec_doc, job, settings))
+    return staging
+
+
+def _remote(staging: Path, home: Path, store: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "HOME": str(home)}
+    return subprocess.run([sys.executable, "-m", remote.__name__, str(staging),
+                           "~/.costguard/job-7/work", store], env=env, capture_output=True,
+                          text=True, timeout=180, check=False)
+
+
+def test_a_job_run_remotely_comes_back_through_storage(tmp_path: Path) -> None:
+    """The remote entry point runs the runner in a real kernel on the "machine" (a home of its
+    own), and the backend's sync copies the log, results and final status into the server's
+    job directory, where the follower reads them."""
+    store_root = tmp_path / "bucket"
+    settings = SkyPilotSettings(storage_url=f"file://{store_root}")
+    job = _job(code="import os\nanswer = 41 + 1\nprint('cwd', os.getcwd())",
+               bring_back=("answer",))
+    home = tmp_path / "machine"
+    proc = _remote(_stage(tmp_path, job, settings), home,
+                   sky_task.storage_prefix(settings, job) or "")
+    assert proc.returncode == 0, proc.stderr
+    server_dir = tmp_path / "server" / "7"
+    jobdir.private_dir(server_dir)
+    jobdir.say(server_dir, "sent to SkyPilot")
+    jobdir.write_json(server_dir / STATE, {"request_id": None, "job_id": None, "log_offset": 0})
+    backend = SkyPilotBackend(settings)
+    backend.sync(job, server_dir)
+    status = jobdir.read_status(server_dir)
+    assert status is not None and status.state == "succeeded"
+    log = (server_dir / jobdir.LOG).read_text()
+    assert "sent to SkyPilot" in log  # the server's own lines are kept
+    assert f"cwd {home}/.costguard/job-7/work" in log  # ran in the remote work directory
+    index = jobdir.read_results_index(server_dir)
+    assert index["sha256"] == jobdir.sha256_file(server_dir / jobdir.RESULTS)
+    assert json.loads((server_dir / STATE).read_text())["final"] is True
+    backend.sync(job, server_dir)  # ended: nothing is appended again
+    assert (server_dir / jobdir.LOG).read_text() == log
+
+
+def test_a_recovered_job_continues_its_attempt_from_the_status_in_storage(
+        tmp_path: Path) -> None:
+    """SkyPilot launches a preempted job again on a new machine: the status left in storage
+    (attempt 1 interrupted) makes the runner there a requeue of that attempt, not a retry."""
+    store_root = tmp_path / "bucket"
+    settings = SkyPilotSettings(storage_url=f"file://{store_root}")
+    prefix = store_root / "job-7"
+    prefix.mkdir(parents=True)
+    interrupted = jobdir.RunnerStatus(
+        state="running", phase="queued", attempt=1, restarts=0,
+        attempts=[{"attempt": 1, "start": 1.0, "end": 2.0, "outcome": "interrupted"}],
+        phase_times={"queued": 0.5, "starting": 1.0, "running": 1.5})
+    (prefix / jobdir.STATUS).write_text(json.dumps(interrupted.to_json()))
+    (prefix / jobdir.LOG).write_text("first machine's lines\n")
+    proc = _remote(_stage(tmp_path, _job(), settings), tmp_path / "machine2",
+                   sky_task.storage_prefix(settings, _job()) or "")
+    assert proc.returncode == 0, proc.stderr
+    status = json.loads((prefix / jobdir.STATUS).read_text())
+    assert status["state"] == "succeeded"
+    assert status["restarts"] == 1
+    assert status["attempt"] == 1  # the same attempt, continued: no retry used
+    assert [a.get("outcome") for a in status["attempts"]] == ["requeued", "succeeded"]
+    log = (prefix / jobdir.LOG).read_text()
+    assert log.startswith("first machine's lines\n") and "requeued" in log
