@@ -3,8 +3,9 @@ panel at JupyterLab's default layout, and in the cost widget's expanded view.
 
 The server starts on a ledger holding three hours of minute history (seeded through the
 ledger's own writer, tests/support/history.py: nobody waits hours), and keeps sampling a real
-kernel of explore.ipynb that holds a GPU (replayed trace). Screenshots land in docs/ when
-COSTGUARD_SCREENSHOTS=1."""
+kernel of explore.ipynb that holds a GPU (replayed trace). The panel's chart fits its window
+to those hours, whatever maximum is chosen, and follows the totals above it. Screenshots
+land in docs/ when COSTGUARD_SCREENSHOTS=1."""
 
 from __future__ import annotations
 
@@ -32,6 +33,8 @@ pytestmark = pytest.mark.timeout(300)
 
 RATE = 32.0
 SECTION = ".jp-costguard-spend-chart-section"
+#: the first seeded minute's start (epoch seconds), set by the `lab` fixture
+SEEDED: dict[str, float] = {}
 #: documents round money to 1e-6; the page writes what the server sent
 ROUNDING = 1e-5
 
@@ -50,7 +53,9 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     root.mkdir(parents=True)
     (root / "explore.ipynb").write_text(notebook(["%load_ext jupyter_costguard"]))
     (root / "train.ipynb").write_text(notebook(["1 + 1"]))
-    seed_history(tmp / "ledger.sqlite", now=time.time(), minutes=180, rate_per_hour=RATE)
+    seeded = seed_history(tmp / "ledger.sqlite", now=time.time(), minutes=180,
+                          rate_per_hour=RATE)
+    SEEDED["first"] = float(min(bucket for bucket, _ in seeded) * 60)
     with lab_server(tmp, trace, hourly_rate=RATE) as server:
         yield server
 
@@ -152,13 +157,66 @@ def test_panel_chart_stacks_every_notebook_and_switches_to_one(lab: ServerProces
     assert section.locator("path[data-band=unattributed]").count() == 0
     assert section.locator("path[data-series=waste][data-notebook='train.ipynb']").count() == 1
 
-    # a week, in hourly buckets
+    # a week at most: the ledger's three hours still, in minutes (not a week of hours)
     section.locator("button[data-minutes='10080']").click()
     section.locator(".jp-costguard-spend-chart[data-minutes='10080'][data-state=ok]").wait_for(
         timeout=30_000)
-    assert section.locator(".jp-costguard-spend-chart").get_attribute(
-        "data-bucket-seconds") == "3600"
+    week = section.locator(".jp-costguard-spend-chart")
+    assert week.get_attribute("data-bucket-seconds") == "60"
+    assert float(week.get_attribute("data-since") or "nan") == SEEDED["first"]
     assert section.locator("button[data-minutes='10080']").get_attribute("aria-pressed") == "true"
+
+
+def open_chart(lab: ServerProcess, page: Any) -> Any:
+    open_notebook(lab, page, "explore.ipynb")
+    live_kernel_spends(lab)
+    page.locator("#jp-costguard-status").click()
+    panel = page.locator("#jp-costguard-panel")
+    panel.wait_for(state="visible", timeout=10_000)
+    section = panel.locator(SECTION)
+    section.locator(".jp-costguard-spend-chart[data-state=ok]").wait_for(timeout=30_000)
+    section.scroll_into_view_if_needed()
+    return section
+
+
+def test_panel_chart_fits_the_ledgers_hours_and_keeps_up_with_the_totals(
+        lab: ServerProcess, page: Any):
+    """6 h at most, but the ledger has 3: the chart starts at its first minute, so its left
+    edge is the seeded train.ipynb's spend, not three empty hours; and its figure keeps up
+    with the totals above it (it asks again with their samples, not once a minute)."""
+    section = open_chart(lab, page)
+    chart = section.locator(".jp-costguard-spend-chart")
+    assert chart.get_attribute("data-minutes") == "360"
+    assert float(chart.get_attribute("data-since") or "nan") == SEEDED["first"]
+    assert 180 < int(chart.get_attribute("data-buckets") or 0) <= 185
+    assert " since " in section.locator(".jp-costguard-spend-chart-summary").inner_text()
+
+    # the leftmost bucket, under the pointer at the plot's left edge, is train.ipynb's
+    box = section.locator("svg.jp-costguard-spend-chart-svg").bounding_box()
+    assert box
+    left = box["x"] + box["width"] * (47 / 300)  # the plot starts at 46 of 300 user units
+    page.mouse.move(left, box["y"] + box["height"] * 0.5)
+    readout = section.locator(".jp-costguard-spend-chart-readout")
+    readout.wait_for(state="visible", timeout=5_000)
+    assert readout.get_attribute("data-index") == "0"
+    assert "train.ipynb: USD" in readout.inner_text()
+    page.mouse.move(10, 10)
+
+    # the window holds the ledger's whole life: the chart's stack is the Totals' spend, a
+    # few samples apart at most, also well after it first drew (the server samples every
+    # 2 s at 32/h: a chart a minute behind would be up to USD 0.53 short)
+    page.wait_for_timeout(15_000)
+    chart_total, totals = page.evaluate("""() => {
+        const panel = document.getElementById('jp-costguard-panel');
+        const areas = panel.querySelectorAll('path.jp-costguard-spend-chart-area');
+        let sum = 0;
+        areas.forEach(a => { sum += Number(a.getAttribute('data-spend')); });
+        const dd = panel.querySelector(
+            '.jp-costguard-totals dd[data-field=spend] .jp-costguard-detail-text') ||
+            panel.querySelector('.jp-costguard-totals dd[data-field=spend]');
+        return [sum, Number(dd.textContent.replace(/[^0-9.]/g, ''))];
+    }""")
+    assert totals > 0 and chart_total == pytest.approx(totals, abs=0.005 + RATE / 3600 * 8)
 
 
 def test_widget_expanded_view_shows_the_notebooks_chart(lab: ServerProcess, page: Any):
