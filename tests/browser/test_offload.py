@@ -1,19 +1,34 @@
 """Run as batch job, end to end in a real Chromium against a real server: select a cell whose
 inputs come from two earlier cells, click the cell toolbar's button, watch the job finish in
-the Jobs panel, and insert its output under the cell. COSTGUARD_SCREENSHOTS=1 saves
+the Jobs panel, and insert its output under the cell. On the demo's notebooks: the dialog
+says what the job brings back and what stays in it, and the training alert's "Offload heavy
+cells" selects the heavy cell and opens the dialog on it. COSTGUARD_SCREENSHOTS=1 saves
 docs/offload-dialog.png, docs/jobs-panel.png and docs/offload-output.png."""
 
 from __future__ import annotations
 
+import json
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.support.browser import chromium_page, jobs_lab, open_notebook, shot
-from tests.support.notebooks import code, markdown
+from jupyter_costguard.guard import training
+from tests.support.browser import (
+    chromium_page,
+    jobs_lab,
+    lab_server,
+    need_browser,
+    open_notebook,
+    shot,
+)
+from tests.support.notebooks import code, markdown, write_notebook
 from tests.support.server_proc import ServerProcess
+from tests.support.traces import write_trace
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.usefixtures("no_leftover_jobs")]
 
@@ -92,7 +107,6 @@ def test_shift_click_shows_the_slice_with_its_reasons_first(lab: ServerProcess, 
         "rate", "base", "answer"]
     assert "rate" in rows.nth(0).inner_text() and "base" in rows.nth(1).inner_text()
     assert rows.nth(2).get_attribute("data-selected") == "true"
-    shot(page, "offload-dialog.png", ".jp-Dialog-content")
     dialog.locator("input[name=time_limit_seconds]").fill("120")
     page.locator(".jp-Dialog-button.jp-mod-accept").click()
     page.locator(".Toastify__toast", has_text="submitted").first.wait_for(timeout=30_000)
@@ -101,3 +115,110 @@ def test_shift_click_shows_the_slice_with_its_reasons_first(lab: ServerProcess, 
     lab.wait_for(f"costguard/api/jobs/{job['id']}", lambda d: d["state"] == "succeeded",
                  timeout=90)
     assert job["notebook"] == "model.ipynb"
+
+
+#: a notebook whose third cell is the heavy one: it takes seconds, the others next to nothing
+SWEEP = [
+    markdown("about", "# A sweep"),
+    code("setup", "import time\nrate = 3"),
+    code("fit", "time.sleep(3)  # stands in for training\nweights = [rate, 2]"),
+    code("show", "print('weights are', weights)"),
+]
+
+
+@pytest.fixture
+def demo(tmp_path: Path) -> Iterator[ServerProcess]:
+    """The demo's offload.ipynb and train.ipynb, local batch jobs, one idle GPU."""
+    need_browser()
+    frame = {"t": 0, "gpus": [{"utilization_percent": 3, "power_watts": 70, "processes": []}]}
+    trace = write_trace(tmp_path / "trace.json", [frame], gpus=1, instance_type="p4de.24xlarge")
+    root = tmp_path / "srv" / "root"
+    root.mkdir(parents=True)
+    for name in ("offload.ipynb", "train.ipynb"):
+        shutil.copy(EXAMPLES / name, root / name)
+    write_notebook(root, "sweep.ipynb", SWEEP)
+    with lab_server(tmp_path, trace, jobs_dir=str(tmp_path / "jobs"),
+                    offload_poll_interval=0.2) as server:
+        yield server
+
+
+def assert_brings_back_only_weights(dialog: Any) -> None:
+    back = dialog.locator(".jp-costguard-slice-brings-back")
+    assert back.get_attribute("data-names") == "weights"
+    assert back.inner_text() == "Brings back weights: later cells read it."
+    stays = dialog.locator(".jp-costguard-slice-stays")
+    assert stays.get_attribute("data-names") == "ckpt,epoch,err,f,grad,start,y"
+    assert stays.inner_text() == (
+        "Stays in the job: ckpt, epoch, err, f, grad, start and y (no later cell reads them).")
+
+
+def test_the_dialog_says_the_demo_training_cell_brings_back_only_weights(
+        demo: ServerProcess, page: Any):
+    cells = open_notebook(demo, page, "offload.ipynb")
+    train = cells.nth(5)  # `train`: "# the heavy cell: gradient descent..."
+    assert "# the heavy cell" in train.inner_text()
+    train.locator(".jp-InputArea-prompt").click()
+    train.locator(BUTTON).click(modifiers=["Shift"])
+    dialog = page.locator(".jp-costguard-offload-dialog")
+    dialog.wait_for(timeout=20_000)
+    ids = dialog.locator(".jp-costguard-slice-cell").evaluate_all(
+        "rows => rows.map(r => r.dataset.cellId)")
+    assert ids == ["setup", "data", "features", "train"], ids
+    assert_brings_back_only_weights(dialog)
+    shot(page, "offload-dialog.png", ".jp-Dialog-content")
+    page.locator(".jp-Dialog-button.jp-mod-reject").click()
+    dialog.wait_for(state="detached", timeout=10_000)
+    assert demo.get("costguard/api/jobs")["jobs"] == []
+
+
+def offload_from_alert(demo: ServerProcess, page: Any, notebook: str) -> Any:
+    """Raise the training alert (the rule's own title and actions) on `notebook`, click its
+    "Offload heavy cells"; the dialog that opens."""
+    code_, body = demo.request("costguard/api/alerts", "POST", {
+        "kind": "test", "key": f"training-{notebook}", "severity": "warning",
+        "notebook": notebook, "title": training.TITLE, "message": "GPUs 99% idle.",
+        "actions": list(training.ACTIONS)})
+    assert code_ == 201, body
+    alert_id = json.loads(body)["id"]
+    toast = page.locator(f'.Toastify__toast[data-costguard-alert="{alert_id}"]')
+    toast.locator(".jp-toast-button", has_text="Offload heavy cells").click(timeout=30_000)
+    dialog = page.locator(".jp-costguard-offload-dialog")
+    dialog.wait_for(timeout=20_000)
+    return dialog
+
+
+def current_tab(page: Any) -> str:
+    return str(page.locator("#jp-main-dock-panel .lm-TabBar-tab.lm-mod-current").inner_text())
+
+
+def test_offload_heavy_cells_selects_the_heavy_cell_and_opens_the_dialog(
+        demo: ServerProcess, page: Any):
+    cells = open_notebook(demo, page, "sweep.ipynb")
+    cells.first.click()
+    page.locator(".lm-MenuBar-item", has_text="Run").click()
+    page.locator(".lm-Menu-item", has_text="Run All Cells").first.click()
+    cells.nth(3).locator(".jp-OutputArea-output", has_text="weights are [3, 2]").wait_for(
+        timeout=90_000)
+
+    # train.ipynb (the demo's) is not open: opened, its only code cell selected
+    dialog = offload_from_alert(demo, page, "train.ipynb")
+    assert "train.ipynb" in current_tab(page)
+    rows = dialog.locator(".jp-costguard-slice-cell")
+    assert rows.count() == 1 and rows.first.get_attribute("data-cell-id") == "train-1"
+    assert rows.first.get_attribute("data-selected") == "true"
+    page.locator(".jp-Dialog-button.jp-mod-reject").click()
+    dialog.wait_for(state="detached", timeout=10_000)
+
+    # sweep.ipynb is open behind it: back to it, the cell that ran longest selected
+    dialog = offload_from_alert(demo, page, "sweep.ipynb")
+    assert "sweep.ipynb" in current_tab(page)
+    rows = dialog.locator(".jp-costguard-slice-cell")
+    assert rows.evaluate_all("rows => rows.map(r => [r.dataset.cellId, r.dataset.selected])") \
+        == [["setup", "false"], ["fit", "true"]]
+    assert dialog.locator(".jp-costguard-slice-brings-back").get_attribute(
+        "data-names") == "weights"
+    active = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Cell.jp-mod-active")
+    assert "time.sleep(3)" in active.inner_text()
+    page.locator(".jp-Dialog-button.jp-mod-reject").click()
+    dialog.wait_for(state="detached", timeout=10_000)
+    assert demo.get("costguard/api/jobs")["jobs"] == []
