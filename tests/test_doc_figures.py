@@ -524,7 +524,7 @@ CLAIMS: dict[str, Claim] = {
     "see: sidebar width": Claim(
         "README: What you will see", r"a sidebar wider than about (\d+) px", check_wide_sidebar),
     "see: chart ranges": Claim(
-        "README: What you will see", r"over the last (\d+) h, (\d+) h or (\d+) days",
+        "README: What you will see", r"over at most the last (\d+) h,\s+(\d+) h or (\d+) days",
         check_chart_ranges),
     "see: versions": Claim(
         "README: What you will see", r"in JupyterLab (\d+) and Notebook (\d+)", check_versions),

@@ -380,7 +380,14 @@ export class SpendChartSection extends Disposable {
     }
     const choices = ['', ...this.model.notebooks];
     const current = Array.from(select.options).map(o => o.value);
-    if (current.join('\n') !== choices.join('\n')) {
+    // compared item by item: [''] and [] join alike, which once left the
+    // picker empty on a server whose notebooks had spent nothing yet
+    const same =
+      current.length === choices.length && current.every((v, i) => v === choices[i]);
+    // nothing to pick but "All notebooks" until a notebook has spent
+    select.disabled = choices.length < 2;
+    select.title = select.disabled ? 'No notebook has spent anything yet' : '';
+    if (!same) {
       select.textContent = '';
       for (const value of choices) {
         const option = el('option', undefined, value || 'All notebooks');

@@ -143,6 +143,20 @@ describe('SpendChartSection', () => {
     ]);
   });
 
+  it('offers All notebooks, disabled, while no notebook has spent', async () => {
+    answer = (minutes, notebook) =>
+      historyDoc({ minutes, notebook, server: 0.6, notebooks: {} });
+    const s = section();
+    s.setShown(true);
+    await settle();
+    const select = s.node.querySelector('select')!;
+    expect(Array.from(select.options).map(o => [o.value, o.textContent])).toEqual([
+      ['', 'All notebooks']
+    ]);
+    expect(select.disabled).toBe(true);
+    expect(select.title).toBe('No notebook has spent anything yet');
+  });
+
   it('switches the window and the notebook', async () => {
     const s = section();
     s.setShown(true);
