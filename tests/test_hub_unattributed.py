@@ -13,7 +13,8 @@ import pytest
 from jupyter_costguard.common import hubprotocol as protocol
 from jupyter_costguard.common.hubprotocol import Limits, ReportError, check_report
 from jupyter_costguard.common.sqlite import Schema, open_db
-from jupyter_costguard.hub import report, store as hub_store
+from jupyter_costguard.hub import report
+from jupyter_costguard.hub import store as hub_store
 from jupyter_costguard.hub.store import HubStore
 
 NOW = 1_800_000_000.0 // 3600 * 3600 + 1800  # half past an hour
