@@ -17,7 +17,8 @@ c.CostGuard.sample_interval = 2.0
 # (30 min by default) and speaks once half of it is sampled. The demo shortens the window
 # to 90 s, so the warning (with the cheaper instance that fits) appears about 45 s after
 # launch when explore.ipynb is opened within the first 20 s, else about 45 s after it is
-# opened (the rule also waits until kernels have held GPUs for half the window). Not shorter: the trace's explore kernel bursts to 65% for 20 s every 5 minutes,
+# opened (the rule also waits until kernels have held GPUs for half the window). Not
+# shorter: the trace's explore kernel bursts to 65% for 20 s every 5 minutes,
 # which would lift a 1-minute average above the 20% line and make the warning come and go;
 # over 90 s the average stays below 17%.
 c.CostGuard.interactive_window_seconds = 90.0
