@@ -228,3 +228,63 @@ def test_a_recovered_job_continues_its_attempt_from_the_status_in_storage(
     assert [a.get("outcome") for a in status["attempts"]] == ["requeued", "succeeded"]
     log = (prefix / jobdir.LOG).read_text()
     assert log.startswith("first machine's lines\n") and "requeued" in log
+
+
+# --- the backend's verdicts, with SkyPilot's answers given ---------------------------------
+
+
+class _Answers(SkyPilotBackend):
+    """The backend with SkyPilot's queue answered by the test (None: no answer)."""
+
+    def __init__(self, answer: sky_task.ManagedJob | None) -> None:
+        super().__init__(SkyPilotSettings())
+        self.answer = answer
+
+    def query(self, job_id: int) -> sky_task.ManagedJob | None:
+        return self.answer
+
+
+def _launched(tmp_path: Path, status: jobdir.RunnerStatus | None = None) -> Path:
+    d = tmp_path / "7"
+    jobdir.private_dir(d)
+    jobdir.write_json(d / STATE, {"request_id": "r", "job_id": 12, "log_offset": 0})
+    if status is not None:
+        jobdir.write_status(d, status)
+    return d
+
+
+def test_a_job_skypilot_still_runs_or_cannot_be_asked_about_stays_as_it_is(
+        tmp_path: Path) -> None:
+    running = jobdir.RunnerStatus(state="running", phase="queued", attempt=1)
+    d = _launched(tmp_path, running)
+    for answer in (sky_task.ManagedJob(12, "RECOVERING", recovery_count=1), None):
+        assert _Answers(answer).reconcile(_job(), d) is True
+        status = jobdir.read_status(d)
+        assert status is not None and status.state == "running"
+
+
+def test_a_cancel_ends_the_job_cancelled_with_its_last_attempt(tmp_path: Path) -> None:
+    """The remote side ended the attempt "interrupted" (it cannot tell a cancel from a
+    preemption); once SkyPilot says CANCELLED the job and that attempt are cancelled."""
+    d = _launched(tmp_path, jobdir.RunnerStatus(
+        state="running", phase="queued", attempt=1,
+        attempts=[{"attempt": 1, "start": 1.0, "end": 2.0, "outcome": "interrupted"}]))
+    (d / jobdir.CANCEL).write_text("{}")
+    assert _Answers(sky_task.ManagedJob(12, "CANCELLED")).reconcile(_job(), d) is False
+    status = jobdir.read_status(d)
+    assert status is not None
+    assert (status.state, status.exit_reason) == ("cancelled", "cancelled by the user")
+    assert status.attempts[-1]["outcome"] == "cancelled" and status.attempts[-1]["end"] == 2.0
+    assert "job cancelled" in (d / jobdir.LOG).read_text()
+
+
+def test_a_job_skypilot_could_not_place_fails_with_skypilots_reason(tmp_path: Path) -> None:
+    d = _launched(tmp_path)
+    info = sky_task.ManagedJob(12, "FAILED_NO_RESOURCE",
+                               failure_reason="no H100 spot capacity in gcp/us-central1")
+    assert _Answers(info).reconcile(_job(), d) is False
+    status = jobdir.read_status(d)
+    assert status is not None and status.state == "failed"
+    assert status.exit_reason is not None
+    assert "no H100 spot capacity in gcp/us-central1" in status.exit_reason
+    assert status.phase == "done" and "done" in status.phase_times

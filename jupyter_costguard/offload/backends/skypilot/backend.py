@@ -249,14 +249,16 @@ class SkyPilotBackend(Backend):
         return False
 
     def cancel(self, job: Job, job_dir: Path, force: bool = False) -> None:
-        """``sky.jobs.cancel``: SkyPilot stops the task and tears its machine down."""
+        """``sky.jobs.cancel``: SkyPilot stops the task and tears its machine down. Only the
+        request is sent (SkyPilot takes tens of seconds to carry it out, which the worker
+        thread must not wait for); `reconcile` ends the job once SkyPilot says CANCELLED."""
         jobdir.write_json(job_dir / jobdir.CANCEL, {"at": time.time(), "force": force})
         job_id = _read_state(job_dir).get("job_id")
         if job_id is None:
             return
         try:
             sky = _sky()
-            sky.get(sky.jobs.cancel(job_ids=[int(job_id)]))
+            sky.jobs.cancel(job_ids=[int(job_id)])
         except Exception as e:
             if not force:
                 raise JobError(f"SkyPilot did not take the cancel of managed job {job_id}: "
@@ -291,8 +293,12 @@ class SkyPilotBackend(Backend):
         times = dict(status.phase_times)
         times["done"] = now
         attempts = list(status.attempts)
-        if attempts and "end" not in attempts[-1]:
-            attempts[-1] = {**attempts[-1], "end": now, "outcome": state, "reason": reason}
+        if attempts and ("end" not in attempts[-1]
+                         or attempts[-1].get("outcome") == "interrupted"):
+            # the remote side cannot tell a cancel (or a failure SkyPilot saw) from a
+            # preemption: it ended the attempt "interrupted"
+            attempts[-1] = {**attempts[-1], "end": attempts[-1].get("end", now),
+                            "outcome": state, "reason": reason}
         jobdir.say(job_dir, f"job {state}" + (f": {reason}" if reason else ""))
         jobdir.write_status(job_dir, dataclasses.replace(
             status, state=state, phase="done", exit_reason=reason, kernel_pid=None,
