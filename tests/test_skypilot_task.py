@@ -236,8 +236,9 @@ def test_a_recovered_job_continues_its_attempt_from_the_status_in_storage(
 class _Answers(SkyPilotBackend):
     """The backend with SkyPilot's queue answered by the test (None: no answer)."""
 
-    def __init__(self, answer: sky_task.ManagedJob | None) -> None:
-        super().__init__(SkyPilotSettings())
+    def __init__(self, answer: sky_task.ManagedJob | None,
+                 settings: SkyPilotSettings | None = None) -> None:
+        super().__init__(settings or SkyPilotSettings())
         self.answer = answer
 
     def query(self, job_id: int) -> sky_task.ManagedJob | None:
@@ -288,3 +289,31 @@ def test_a_job_skypilot_could_not_place_fails_with_skypilots_reason(tmp_path: Pa
     assert status.exit_reason is not None
     assert "no H100 spot capacity in gcp/us-central1" in status.exit_reason
     assert status.phase == "done" and "done" in status.phase_times
+
+
+def test_a_job_skypilot_recovers_waits_until_its_new_machine_reports(tmp_path: Path) -> None:
+    """The runner died with its machine, so the status in storage still says running; while
+    SkyPilot recovers the job it waits (phase queued), and the new machine's status wins."""
+    store = tmp_path / "bucket"
+    settings = SkyPilotSettings(storage_url=f"file://{store}")
+    remote_dir = store / "job-7"
+    remote_dir.mkdir(parents=True)
+    stale = jobdir.RunnerStatus(state="running", phase="running", attempt=1)
+    (remote_dir / jobdir.STATUS).write_text(json.dumps(stale.to_json()))
+    d = _launched(tmp_path)
+    backend = _Answers(sky_task.ManagedJob(12, "RECOVERING", recovery_count=1), settings)
+    backend.sync(_job(), d)
+    status = jobdir.read_status(d)
+    assert status is not None and (status.state, status.phase) == ("running", "queued")
+    log = (d / jobdir.LOG).read_text()
+    assert "recovery 1" in log and "waiting for SkyPilot (RECOVERING)" in log
+    backend.sync(_job(), d)  # the stale status is not read again
+    status = jobdir.read_status(d)
+    assert status is not None and status.phase == "queued"
+    resumed = jobdir.RunnerStatus(state="running", phase="running", attempt=1, restarts=1)
+    (remote_dir / jobdir.STATUS).write_text(json.dumps(resumed.to_json()))
+    backend.answer = sky_task.ManagedJob(12, "RUNNING", recovery_count=1)
+    backend.sync(_job(), d)
+    status = jobdir.read_status(d)
+    assert status is not None and (status.phase, status.restarts) == ("running", 1)
+    assert (d / jobdir.LOG).read_text().count("recovery 1") == 1

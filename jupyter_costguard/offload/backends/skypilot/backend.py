@@ -21,6 +21,7 @@ a job `lost`.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import logging
 import os
@@ -179,17 +180,18 @@ class SkyPilotBackend(Backend):
             return
         try:
             job_id = self._managed_id(job_dir)
-            if job_id is not None:
-                info = self.query(job_id)
-                if info is not None and info.recovery_count > int(state.get("recoveries", 0)):
-                    state["recoveries"] = info.recovery_count
-                    _write_state(job_dir, state)
-                    jobdir.say(job_dir, f"SkyPilot recovered the job (recovery "
-                               f"{info.recovery_count}): it was preempted or its machine "
-                               "failed; it resumes from its latest checkpoint")
+            info = self.query(job_id) if job_id is not None else None
+            if info is not None and info.recovery_count > int(state.get("recoveries", 0)):
+                state["recoveries"] = info.recovery_count
+                _write_state(job_dir, state)
+                jobdir.say(job_dir, f"SkyPilot recovered the job (recovery "
+                           f"{info.recovery_count}): it was preempted or its machine "
+                           "failed; it resumes from its latest checkpoint")
             prefix = sky_task.storage_prefix(self.settings, job)
             if prefix is not None:
                 self._pull(job_dir, prefix, state)
+            if info is not None:
+                self._waiting(job_dir, info)
         except Exception as e:
             self._warn(f"sync-{job.id}", f"cannot follow job {job.id} in SkyPilot: "
                        f"{_reason(e)}")
@@ -214,6 +216,10 @@ class SkyPilotBackend(Backend):
             raw = fs.cat_file(f"{root}/{jobdir.STATUS}")
         except FileNotFoundError:
             return
+        digest = hashlib.sha256(raw).hexdigest()
+        if digest == state.get("status_sha256"):
+            return  # unchanged: what the server wrote since (a recovery's wait) stays
+        state["status_sha256"] = digest
         doc = json.loads(raw)
         if doc.get("state") in TERMINAL:  # outputs first: the status says they are there
             for name in jobdir.OUTPUT_FILES:
@@ -224,6 +230,18 @@ class SkyPilotBackend(Backend):
             state["final"] = True
         jobdir.write_bytes(job_dir / jobdir.STATUS, raw)
         _write_state(job_dir, state)
+
+    def _waiting(self, job_dir: Path, info: ManagedJob) -> None:
+        """A job SkyPilot is recovering (or still starting) waits: its runner, killed with
+        its machine, could not say so."""
+        waiting = sky_task.waiting_as(info)
+        status = jobdir.read_status(job_dir)
+        if waiting is None or status is None or status.state in TERMINAL \
+                or status.phase == waiting[1]:
+            return
+        jobdir.say(job_dir, f"waiting for SkyPilot ({info.status})")
+        jobdir.write_status(job_dir, dataclasses.replace(
+            status, state=waiting[0], phase=waiting[1], kernel_pid=None, updated=self.clock()))
 
     def reconcile(self, job: Job, job_dir: Path) -> bool:
         """True while SkyPilot may still run the job (launching, pending, running,
