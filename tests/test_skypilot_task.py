@@ -141,10 +141,12 @@ def test_how_a_job_skypilot_ended_ends_for_the_user() -> None:
     assert state == "failed" and why is not None and "skypilot_storage_url" in why
 
 
-def test_waiting_and_recovering_jobs_are_queued_not_lost() -> None:
-    assert sky_task.waiting_as(sky_task.ManagedJob(1, "PENDING")) == ("queued", "queued")
+def test_only_a_recovery_overrides_what_the_runner_last_said() -> None:
+    """SkyPilot's STARTING lags behind a runner that has already reported (seen against the
+    real SkyPilot: a running job shown queued); a recovery means that machine is gone."""
     assert sky_task.waiting_as(sky_task.ManagedJob(1, "RECOVERING")) == ("running", "queued")
-    assert sky_task.waiting_as(sky_task.ManagedJob(1, "RUNNING")) is None
+    for status in ("PENDING", "STARTING", "RUNNING"):
+        assert sky_task.waiting_as(sky_task.ManagedJob(1, status)) is None
 
 
 def test_the_price_cap_refuses_only_a_dearer_choice() -> None:

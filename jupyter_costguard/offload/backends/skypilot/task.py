@@ -49,9 +49,10 @@ ENDED_REASONS = {
     "FAILED_CONTROLLER": "SkyPilot's managed-jobs controller failed",
     "CANCELLED": "cancelled in SkyPilot",
 }
-#: what a SkyPilot status is for the job while it has not ended: (state, phase)
-WAITING = {"PENDING": ("queued", "queued"), "SUBMITTED": ("queued", "queued"),
-           "STARTING": ("queued", "queued"), "RECOVERING": ("running", "queued")}
+#: SkyPilot statuses in which the runner's last status is stale, and what the job is then:
+#: (state, phase). Only a recovery: while SkyPilot says PENDING or STARTING the runner may
+#: already have started and reported (SkyPilot's status lags), and its word stands.
+WAITING = {"RECOVERING": ("running", "queued")}
 
 
 class TaskError(ValueError):
@@ -256,7 +257,7 @@ def ended_as(info: ManagedJob, cancel_asked: bool, storage: bool) -> tuple[str, 
 
 
 def waiting_as(info: ManagedJob) -> tuple[str, str] | None:
-    """(state, phase) for a job SkyPilot has not started (or is recovering), else None."""
+    """(state, phase) for a job SkyPilot is recovering (its machine is gone), else None."""
     return WAITING.get(info.status)
 
 
