@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -300,7 +301,8 @@ def test_a_job_skypilot_recovers_waits_until_its_new_machine_reports(tmp_path: P
     settings = SkyPilotSettings(storage_url=f"file://{store}")
     remote_dir = store / "job-7"
     remote_dir.mkdir(parents=True)
-    stale = jobdir.RunnerStatus(state="running", phase="running", attempt=1)
+    stale = jobdir.RunnerStatus(state="running", phase="running", attempt=1,
+                                updated=time.time() - 60)
     (remote_dir / jobdir.STATUS).write_text(json.dumps(stale.to_json()))
     d = _launched(tmp_path)
     backend = _Answers(sky_task.ManagedJob(12, "RECOVERING", recovery_count=1), settings)
@@ -312,9 +314,11 @@ def test_a_job_skypilot_recovers_waits_until_its_new_machine_reports(tmp_path: P
     backend.sync(_job(), d)  # the stale status is not read again
     status = jobdir.read_status(d)
     assert status is not None and status.phase == "queued"
-    resumed = jobdir.RunnerStatus(state="running", phase="running", attempt=1, restarts=1)
+    # the new machine's runner reports while SkyPilot's queue still says RECOVERING
+    resumed = jobdir.RunnerStatus(state="running", phase="running", attempt=1, restarts=1,
+                                  updated=time.time() + 1)
     (remote_dir / jobdir.STATUS).write_text(json.dumps(resumed.to_json()))
-    backend.answer = sky_task.ManagedJob(12, "RUNNING", recovery_count=1)
+    backend.sync(_job(), d)
     backend.sync(_job(), d)
     status = jobdir.read_status(d)
     assert status is not None and (status.phase, status.restarts) == ("running", 1)

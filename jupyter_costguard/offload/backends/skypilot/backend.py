@@ -191,7 +191,7 @@ class SkyPilotBackend(Backend):
             if prefix is not None:
                 self._pull(job_dir, prefix, state)
             if info is not None:
-                self._waiting(job_dir, info)
+                self._waiting(job_dir, info, state)
         except Exception as e:
             self._warn(f"sync-{job.id}", f"cannot follow job {job.id} in SkyPilot: "
                        f"{_reason(e)}")
@@ -221,6 +221,7 @@ class SkyPilotBackend(Backend):
             return  # unchanged: what the server wrote since (a recovery's wait) stays
         state["status_sha256"] = digest
         doc = json.loads(raw)
+        state["remote_updated"] = doc.get("updated")
         if doc.get("state") in TERMINAL:  # outputs first: the status says they are there
             for name in jobdir.OUTPUT_FILES:
                 try:
@@ -231,13 +232,22 @@ class SkyPilotBackend(Backend):
         jobdir.write_bytes(job_dir / jobdir.STATUS, raw)
         _write_state(job_dir, state)
 
-    def _waiting(self, job_dir: Path, info: ManagedJob) -> None:
-        """A job SkyPilot is recovering (or still starting) waits: its runner, killed with
-        its machine, could not say so."""
+    def _waiting(self, job_dir: Path, info: ManagedJob, state: dict[str, Any]) -> None:
+        """A job SkyPilot is recovering waits: its runner, killed with its machine, could not
+        say so. Once the new machine's runner has reported (SkyPilot's queue lags behind it),
+        its word stands."""
         waiting = sky_task.waiting_as(info)
+        if waiting is None:
+            if state.pop("recovering_since", None) is not None:
+                _write_state(job_dir, state)
+            return
+        since = state.setdefault("recovering_since", self.clock())
+        _write_state(job_dir, state)
+        reported = state.get("remote_updated")
+        if isinstance(reported, (int, float)) and reported > since:
+            return
         status = jobdir.read_status(job_dir)
-        if waiting is None or status is None or status.state in TERMINAL \
-                or status.phase == waiting[1]:
+        if status is None or status.state in TERMINAL or status.phase == waiting[1]:
             return
         jobdir.say(job_dir, f"waiting for SkyPilot ({info.status})")
         jobdir.write_status(job_dir, dataclasses.replace(
