@@ -407,6 +407,33 @@ def write_status(job_dir: Path, status: RunnerStatus) -> None:
     write_json(job_dir / STATUS, status.to_json())
 
 
+def end_status(job_dir: Path, state: str, reason: str | None, now: float, *,
+               reopened: frozenset[str] = frozenset(), runner_gone: bool = False) -> bool:
+    """End the job in its status as the runner would have, for a backend that learnt of the
+    end from its cluster (the runner could not say): the last attempt ends with `state` and
+    `reason` (also one the runner ended with an outcome in `reopened`, which the cluster
+    knows better), and the log says so. `runner_gone` also clears the runner's PID. False,
+    and nothing written, when the status already ended."""
+    status = read_status(job_dir)
+    if status is not None and status.state in TERMINAL:
+        return False
+    status = status or RunnerStatus(state=state, phase="done")
+    times = dict(status.phase_times)
+    times["done"] = now
+    attempts = list(status.attempts)
+    if attempts and ("end" not in attempts[-1]
+                     or attempts[-1].get("outcome") in reopened):
+        attempts[-1] = {**attempts[-1], "end": attempts[-1].get("end", now),
+                        "outcome": state, "reason": reason}
+    status = dataclasses.replace(
+        status, state=state, phase="done", exit_reason=reason, kernel_pid=None,
+        runner_pid=None if runner_gone else status.runner_pid, phase_times=times,
+        attempts=attempts, updated=now)
+    say(job_dir, f"job {state}" + (f": {reason}" if reason else ""))
+    write_status(job_dir, status)
+    return True
+
+
 # --- the server's record of a job, for code inside a kernel -----------------------------------
 
 def recorded_results_digest(jobs_dir: Path | str, job_id: int) -> str | None:

@@ -33,7 +33,6 @@ many jobs does not hammer the controller.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import os
 import re
@@ -53,7 +52,6 @@ from traitlets import Bool, HasTraits, Int, List, TraitError, Unicode, validate
 from jupyter_costguard.offload import jobdir
 from jupyter_costguard.offload.backends.base import Backend
 from jupyter_costguard.offload.errors import JobError
-from jupyter_costguard.offload.jobdir import RunnerStatus
 from jupyter_costguard.offload.spec import TERMINAL, Job
 
 #: Slurm job states in which the job may still run (or run again, once requeued)
@@ -478,21 +476,7 @@ class SlurmBackend(Backend):
 
     def _fail(self, job_dir: Path, reason: str, state: str = "failed") -> None:
         """End the job in its status (as the runner would), keeping its attempts."""
-        status = jobdir.read_status(job_dir)
-        if status is not None and status.state in TERMINAL:
-            return
-        status = status or RunnerStatus(state=state, phase="done")
-        now = time.time()
-        times = dict(status.phase_times)
-        times["done"] = now
-        attempts = list(status.attempts)
-        if attempts and "end" not in attempts[-1]:
-            attempts[-1] = {**attempts[-1], "end": now, "outcome": state, "reason": reason}
-        status = dataclasses.replace(status, state=state, phase="done", exit_reason=reason,
-                                     kernel_pid=None, phase_times=times, attempts=attempts,
-                                     updated=now)
-        jobdir.say(job_dir, f"job {state}: {reason}")
-        jobdir.write_status(job_dir, status)
+        jobdir.end_status(job_dir, state, reason, time.time())
 
 
 def _drop_server_gpus(job_dir: Path) -> None:

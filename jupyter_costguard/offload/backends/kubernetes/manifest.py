@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from jupyter_costguard.offload import jobdir
+from jupyter_costguard.offload.backends import remotecopy
+from jupyter_costguard.offload.backends.remotecopy import DROPPED_ENVIRONMENT, remote_spec
 from jupyter_costguard.offload.spec import Job
 
 MANAGED_BY = "jupyter-costguard"
@@ -37,9 +39,6 @@ POD_MODULE = "jupyter_costguard.offload.backends.kubernetes.pod"
 MAX_CONFIGMAP_BYTES = 1_000_000
 #: exit code of the runner when it cannot read its spec: retrying will not help
 EXIT_USAGE = 2
-#: environment the server picks for local jobs that means nothing in a pod (the device plugin
-#: chooses the pod's GPUs)
-DROPPED_ENVIRONMENT = frozenset({"CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES"})
 
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 
@@ -102,9 +101,7 @@ def label_value(text: str) -> str:
 
 
 def storage_prefix(settings: KubernetesSettings, job: Job) -> str | None:
-    if not settings.storage_url:
-        return None
-    return f"{settings.storage_url.rstrip('/')}/job-{job.id}"
+    return remotecopy.storage_prefix(settings.storage_url, job)
 
 
 def outputs_url(prefix: str, name: str) -> str:
@@ -140,19 +137,10 @@ def pod_spec_doc(spec_doc: Mapping[str, Any], job: Job, settings: KubernetesSett
                  name: str) -> dict[str, Any]:
     """The pod's copy of the job's spec file: paths the pod has, one attempt per pod (Kubernetes
     retries pods: ``backoffLimit``), and no GPU selection made on the server's GPUs."""
-    doc = json.loads(json.dumps(spec_doc))
-    spec = doc["spec"]
-    spec["cwd"] = settings.work_dir
-    spec["retries"] = 0
-    doc["environment"] = {k: v for k, v in dict(doc.get("environment") or {}).items()
-                          if k not in DROPPED_ENVIRONMENT}
     prefix = storage_prefix(settings, job)
-    if job.spec.checkpoint_location:
-        doc["checkpoint_dir"] = job.spec.checkpoint_location
-    elif prefix:
-        doc["checkpoint_dir"] = f"{prefix}/{jobdir.CHECKPOINTS}"
-    else:  # lives as long as the pod: a retry in a new pod starts over
-        doc["checkpoint_dir"] = f"{settings.work_dir}/{jobdir.CHECKPOINTS}"
+    # without storage, checkpoints live as long as the pod: a retry in a new pod starts over
+    doc = remote_spec(spec_doc, job, settings.work_dir, prefix)
+    doc["spec"]["retries"] = 0
     doc["kubernetes"] = {"job": name,
                          "outputs_url": outputs_url(prefix, name) if prefix else None,
                          "inputs_url": None}

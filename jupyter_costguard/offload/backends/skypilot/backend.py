@@ -37,7 +37,6 @@ from jupyter_costguard.offload.backends.base import Backend
 from jupyter_costguard.offload.backends.skypilot import task as sky_task
 from jupyter_costguard.offload.backends.skypilot.task import ManagedJob, SkyPilotSettings
 from jupyter_costguard.offload.errors import JobError
-from jupyter_costguard.offload.jobdir import RunnerStatus
 from jupyter_costguard.offload.spec import TERMINAL, Job
 
 log = logging.getLogger("jupyter_costguard")
@@ -312,25 +311,12 @@ class SkyPilotBackend(Backend):
     # --- reporting what the runner could not -------------------------------------------
 
     def _end(self, job_dir: Path, state: str, reason: str | None) -> None:
-        """End the job in its status (as the runner would), keeping its attempts."""
-        status = jobdir.read_status(job_dir)
-        if status is not None and status.state in TERMINAL:
+        """End the job in its status (as the runner would), keeping its attempts. The
+        remote side cannot tell a cancel (or a failure SkyPilot saw) from a preemption: an
+        attempt it ended "interrupted" takes SkyPilot's end instead."""
+        if not jobdir.end_status(job_dir, state, reason, self.clock(),
+                                 reopened=frozenset({"interrupted"}), runner_gone=True):
             return
-        status = status or RunnerStatus(state=state, phase="done")
-        now = self.clock()
-        times = dict(status.phase_times)
-        times["done"] = now
-        attempts = list(status.attempts)
-        if attempts and ("end" not in attempts[-1]
-                         or attempts[-1].get("outcome") == "interrupted"):
-            # the remote side cannot tell a cancel (or a failure SkyPilot saw) from a
-            # preemption: it ended the attempt "interrupted"
-            attempts[-1] = {**attempts[-1], "end": attempts[-1].get("end", now),
-                            "outcome": state, "reason": reason}
-        jobdir.say(job_dir, f"job {state}" + (f": {reason}" if reason else ""))
-        jobdir.write_status(job_dir, dataclasses.replace(
-            status, state=state, phase="done", exit_reason=reason, kernel_pid=None,
-            runner_pid=None, phase_times=times, attempts=attempts, updated=now))
         st = _read_state(job_dir)
         st["final"] = True
         _write_state(job_dir, st)

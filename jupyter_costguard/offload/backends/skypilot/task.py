@@ -16,7 +16,6 @@ runner continues the interrupted attempt from the latest checkpoint (kept there 
 
 from __future__ import annotations
 
-import json
 import math
 import shlex
 from collections.abc import Mapping, Sequence
@@ -24,6 +23,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from jupyter_costguard.offload import jobdir
+from jupyter_costguard.offload.backends import remotecopy
+from jupyter_costguard.offload.backends.remotecopy import remote_spec
 from jupyter_costguard.offload.spec import Job
 
 #: the remote entry point
@@ -32,8 +33,6 @@ REMOTE_MODULE = "jupyter_costguard.offload.backends.skypilot.remote"
 INPUT_MOUNT = "~/.costguard/job-{id}/input"
 #: the runner's directory on the remote machine
 WORK_DIR = "~/.costguard/job-{id}/work"
-#: environment the server picks for local jobs that means nothing on another machine
-DROPPED_ENVIRONMENT = frozenset({"CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES"})
 
 #: SkyPilot's managed-job statuses in which the job may still run
 ACTIVE = frozenset({"PENDING", "SUBMITTED", "STARTING", "RUNNING", "WINDING_DOWN",
@@ -97,9 +96,7 @@ def job_name(job: Job) -> str:
 
 def storage_prefix(settings: SkyPilotSettings, job: Job) -> str | None:
     """Where the job's files live in object storage: ``<storage_url>/job-<id>``."""
-    if not settings.storage_url:
-        return None
-    return f"{settings.storage_url.rstrip('/')}/job-{job.id}"
+    return remotecopy.storage_prefix(settings.storage_url, job)
 
 
 def remote_spec_doc(spec_doc: Mapping[str, Any], job: Job,
@@ -107,18 +104,8 @@ def remote_spec_doc(spec_doc: Mapping[str, Any], job: Job,
     """The remote machine's copy of the job's spec file: its own paths (the notebook's
     directory does not exist there), no GPU picked among the server's, and checkpoints in
     object storage so that a recovered job on another machine resumes from them."""
-    doc = json.loads(json.dumps(spec_doc))
-    doc["spec"]["cwd"] = WORK_DIR.format(id=job.id)
-    doc["environment"] = {k: v for k, v in dict(doc.get("environment") or {}).items()
-                          if k not in DROPPED_ENVIRONMENT}
-    prefix = storage_prefix(settings, job)
-    if job.spec.checkpoint_location:
-        doc["checkpoint_dir"] = job.spec.checkpoint_location
-    elif prefix:
-        doc["checkpoint_dir"] = f"{prefix}/{jobdir.CHECKPOINTS}"
-    else:  # lives as long as the machine: a recovery starts over
-        doc["checkpoint_dir"] = f"{WORK_DIR.format(id=job.id)}/{jobdir.CHECKPOINTS}"
-    return doc
+    # without storage, checkpoints live as long as the machine: a recovery starts over
+    return remote_spec(spec_doc, job, WORK_DIR.format(id=job.id), storage_prefix(settings, job))
 
 
 def accelerators(job: Job, settings: SkyPilotSettings) -> str | None:
