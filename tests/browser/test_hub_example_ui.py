@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.browser import chromium, need_browser
+from tests.support.browser import chromium, hub_form_login, need_browser
 from tests.support.examplehub import NOTEBOOKS, ExampleHub
 from tests.support.hub import wait_for
 
@@ -53,16 +53,7 @@ def logged_in(browser: Any, hub: ExampleHub, user: str) -> Iterator[Any]:
     errors: list[str] = []
     pg.on("pageerror", lambda e: errors.append(str(e)))
     try:
-        pg.goto(hub.url + "/services/costguard/")
-        pg.wait_for_selector("#username_input", timeout=30_000)
-        pg.fill("#username_input", user)
-        pg.fill("#password_input", hub.admin_password if user == "admin" else hub.password)
-        pg.click("#login_submit")
-        try:
-            pg.wait_for_selector("#cg-kpis .kpi", timeout=30_000)
-        except Exception as e:
-            raise AssertionError(f"{user} did not land on the page: {pg.url}\n"
-                                 f"{pg.inner_text('body')[:1500]}\n{hub.log()}") from e
+        hub_form_login(pg, hub, user, "#cg-kpis .kpi")
         yield pg
     finally:
         context.close()

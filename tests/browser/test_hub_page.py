@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from jupyter_costguard.hub import report
-from tests.support.browser import DOCS, SHOTS, chromium, need_browser
+from tests.support.browser import DOCS, SHOTS, chromium, hub_form_login, need_browser
 from tests.support.hub import Hub, HubUser, wait_for
 from tests.support.traces import write_trace
 from tests.support.units import GiB
@@ -109,16 +109,7 @@ def logged_in(browser: Any, hub: Hub, user: str) -> Iterator[Any]:
     pg.on("response", lambda r: bad.append(f"{r.status} {r.url}")
           if "/services/costguard/api/" in r.url and r.status != 200 else None)
     try:
-        pg.goto(hub.url + "/services/costguard/")
-        pg.wait_for_selector("#username_input", timeout=30_000)
-        pg.fill("#username_input", user)
-        pg.fill("#password_input", hub.admin_password if user == "admin" else hub.password)
-        pg.click("#login_submit")
-        try:
-            pg.wait_for_selector("#cg-table tbody tr[data-key]", timeout=30_000)
-        except Exception as e:
-            raise AssertionError(f"{user} did not land on the page: {pg.url}\n"
-                                 f"{pg.inner_text('body')[:2000]}\n{hub.log()}") from e
+        hub_form_login(pg, hub, user, "#cg-table tbody tr[data-key]")
         assert re.match(r".*/services/costguard/(\?.*)?$", pg.url), pg.url
         yield pg
     finally:

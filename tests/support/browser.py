@@ -142,3 +142,20 @@ def chromium_page(costguard_errors_only: bool = True) -> Iterator[Any]:
                 yield pg
         finally:
             browser.close()
+
+
+def hub_form_login(pg: Any, hub: Any, user: str, landed: str) -> None:
+    """`user` logs in through the Hub's own login form on the way to the costguard service's
+    page (the admin with the hub's admin password, others with the users' one), and the page
+    shows `landed`; otherwise the assertion says where the browser ended and what the hub
+    logged. `hub` is a `tests.support.hub.Hub` or an `ExampleHub`."""
+    pg.goto(hub.url + "/services/costguard/")
+    pg.wait_for_selector("#username_input", timeout=30_000)
+    pg.fill("#username_input", user)
+    pg.fill("#password_input", hub.admin_password if user == "admin" else hub.password)
+    pg.click("#login_submit")
+    try:
+        pg.wait_for_selector(landed, timeout=30_000)
+    except Exception as e:
+        raise AssertionError(f"{user} did not land on the page: {pg.url}\n"
+                             f"{pg.inner_text('body')[:2000]}\n{hub.log()}") from e
