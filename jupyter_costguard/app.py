@@ -160,8 +160,7 @@ class CostGuard(ExtensionApp, CostTraits, SamplingTraits, GuardTraits, OffloadTr
 
         def swap() -> None:
             if service is not None:
-                service.catalog = catalog
-                service._pricing_key = None  # the cached price was the old catalog's
+                service.use_catalog(catalog)
             if guard is not None:
                 guard.catalog = catalog
 

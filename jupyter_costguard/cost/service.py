@@ -249,6 +249,13 @@ class CostService:
         self.published = published
         return published
 
+    def use_catalog(self, catalog: Catalog) -> None:
+        """Price from `catalog` from the next sample on (a refreshed one; worker thread, so
+        no sample sees half of the change): the price worked out from the old one is
+        forgotten."""
+        self.catalog = catalog
+        self._pricing_key = None
+
     def run_start(self) -> tuple[float, float, float, float]:
         """(when this run started, the ledger's spend, waste and unattributed then)."""
         return (self.run_since, self._spend_at_start, self._waste_at_start,
