@@ -27,3 +27,6 @@ c.CostGuard.interactive_window_seconds = 90.0
 # (they would go to the link-local metadata address) and no container share.
 c.CostGuard.cloud_metadata = False
 c.CostGuard.container_share = "off"
+# ...and the shipped catalog's prices, with no background download of new ones (it would
+# run where gpuhunt is installed, as in the environment scripts/test.sh makes)
+c.CostGuard.catalog_refresh_hours = 0

@@ -58,6 +58,14 @@ def demo_settings() -> Any:
     return loader.load_config().CostGuard
 
 
+def test_the_demo_stays_on_this_machine() -> None:
+    """The demo asks no cloud's metadata service and downloads no prices (the environment
+    scripts/test.sh makes has gpuhunt, which the background refresh would use)."""
+    settings = demo_settings()
+    assert settings.cloud_metadata is False
+    assert settings.catalog_refresh_hours == 0
+
+
 @cache
 def demo_config() -> GuardConfig:
     """The guard's settings in the demo."""

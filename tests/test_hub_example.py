@@ -90,6 +90,8 @@ def test_each_user_has_their_own_home_with_the_notebooks_and_own_jobs(
                               ).read_text())["CostGuard"]["jobs_dir"]
             for user in ("alice", "bob", "carol", "admin")}
     assert len(set(jobs.values())) == 4 and config["jobs_dir"] == jobs["alice"]
+    # loopback only: no cloud metadata lookups, no background price download
+    assert config["cloud_metadata"] is False and config["catalog_refresh_hours"] == 0
     wait_for(lambda: (Path(jobs["alice"]) / "jobs.sqlite").exists(), 30, "alice's job store")
     assert not (hub.state / "ledgers" / "jobs").exists()
 

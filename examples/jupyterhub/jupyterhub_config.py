@@ -98,6 +98,8 @@ for user, offset in OFFSETS.items():
         "sample_interval": 2.0,
         "cloud_metadata": False,
         "container_share": "off",
+        # the demo's prices are the shipped catalog's: no background download of new ones
+        "catalog_refresh_hours": 0,
     }}))
 (state / "ledgers").mkdir(exist_ok=True)
 service_port = int(os.environ.get("COSTGUARD_DEMO_SERVICE_PORT", "10101"))
