@@ -14,7 +14,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from jupyter_costguard.offload.spec import Job
+from jupyter_costguard.offload.estimate import Estimate, EstimateContext, rates_estimate
+from jupyter_costguard.offload.spec import Job, Resources
 
 
 class Backend(ABC):
@@ -52,6 +53,19 @@ class Backend(ABC):
         """What the backend says about a job that has not ended (why it waits, where it
         runs), for the API; None: nothing to add."""
         return None
+
+    def machines(self, job: Job, job_dir: Path) -> list[Mapping[str, Any]] | None:
+        """The machines the job ran on, each with its cloud identity, start, last sight and
+        end (SkyPilot's): its spend is then each machine's time at that instance's price.
+        None: the backend cannot say, and the allocation is charged at `cluster_rates`."""
+        return None
+
+    def estimate(self, resources: Resources, context: EstimateContext) -> Estimate:
+        """What a job asking `resources` would cost here, before it is submitted (the
+        offload dialog shows it). Default: the site's `cluster_rates` for this backend, the
+        rates its jobs' spend is charged at. It may ask the backend's service (seconds): the
+        service calls it off the IO loop and off the job worker."""
+        return rates_estimate(self.name, resources, context)
 
     def start(self) -> None:
         """The service begins following jobs (e.g. start warm kernels)."""

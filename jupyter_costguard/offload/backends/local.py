@@ -17,7 +17,8 @@ from pathlib import Path
 
 from jupyter_costguard.offload import jobdir
 from jupyter_costguard.offload.backends.base import Backend
-from jupyter_costguard.offload.spec import Job
+from jupyter_costguard.offload.estimate import Estimate, EstimateContext, local_estimate
+from jupyter_costguard.offload.spec import Job, Resources
 
 #: seconds between SIGTERM (the runner shuts its kernel down) and SIGKILL on cancel
 CANCEL_GRACE_SECONDS = 5.0
@@ -43,6 +44,10 @@ class LocalBackend(Backend):
         self.warm_kernels = warm_kernels if warm_dir is not None else 0
         self.warm_kernel_name = warm_kernel_name
         self._warm: list[tuple[int, Path]] = []
+
+    def estimate(self, resources: Resources, context: EstimateContext) -> Estimate:
+        """This machine's price: a local job's spend is the ledger's, at that rate."""
+        return local_estimate(self.name, resources, context)
 
     def _spawn(self, args: list[str], cwd: Path, out: Path) -> int:
         with os.fdopen(jobdir.open_private(out), "ab") as f:

@@ -35,9 +35,11 @@ from typing import Any
 from jupyter_costguard.offload import jobdir
 from jupyter_costguard.offload.backends.base import Backend
 from jupyter_costguard.offload.backends.skypilot import task as sky_task
+from jupyter_costguard.offload.backends.skypilot.estimate import ESTIMATOR
 from jupyter_costguard.offload.backends.skypilot.task import ManagedJob, SkyPilotSettings
 from jupyter_costguard.offload.errors import JobError
-from jupyter_costguard.offload.spec import TERMINAL, Job
+from jupyter_costguard.offload.estimate import Estimate, EstimateContext
+from jupyter_costguard.offload.spec import TERMINAL, Job, Resources
 
 log = logging.getLogger("jupyter_costguard")
 
@@ -114,6 +116,10 @@ class SkyPilotBackend(Backend):
         best = dag.tasks[0].best_resources
         hourly = float(best.get_cost(3600)) if best is not None else None
         return sky_task.price_refusal(hourly, cap, str(best))
+
+    def estimate(self, resources: Resources, context: EstimateContext) -> Estimate:
+        """The optimizer's choice for a job asking `resources`, priced (`estimate`)."""
+        return ESTIMATOR.estimate(_sky, self.name, self.settings, resources, context)
 
     def _managed_id(self, job_dir: Path) -> int | None:
         """The managed job's id, once the API server has answered the launch request."""
