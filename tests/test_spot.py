@@ -99,11 +99,46 @@ def test_the_aws_spot_figure_is_an_indicative_market_price() -> None:
             assert "indicative" in r.notes and "market price" in r.notes, r.name
     g5 = SHIPPED.get("g5.xlarge", "aws")
     assert g5 is not None and g5.priced_as("spot").retrieved == g5.spot_retrieved
-    assert g5.priced_as("spot").source_url == "https://aws.amazon.com/ec2/spot/pricing/"
+    assert g5.priced_as("spot").source_url == g5.spot_source_url != g5.source_url
     assert g5.priced_as("on-demand") is g5
 
 
-def test_a_user_spot_price_is_dated_by_the_user_not_by_the_shipped_snapshot(tmp_path: Path):
+#: GPU rows of providers with a spot market that ship no spot figure yet, each for a reason
+#: the catalog header gives: AWS types not yet read from the snapshot, and Azure's H100 v5
+#: types, whose spot price SkyPilot's catalog gives equal to on-demand (none published)
+NO_SPOT_YET = {
+    ("aws", t) for t in ("p5.48xlarge", "p4d.24xlarge", "p4de.24xlarge", "p3.8xlarge",
+                         "p3.16xlarge", "p3dn.24xlarge", "g6.xlarge", "g6.2xlarge",
+                         "g6.12xlarge", "g6e.xlarge", "g6e.12xlarge")
+} | {("azure", "Standard_ND96isr_H100_v5"), ("azure", "Standard_NC40ads_H100_v5")}
+
+
+def test_spot_market_gpu_rows_ship_a_dated_sourced_spot_figure_below_on_demand() -> None:
+    """Every AWS, GCP and Azure GPU row has a spot figure with its own source and date, below
+    its on-demand price, except the listed gaps; CoreWeave and Lambda rows have none."""
+    gpu = [r for r in SHIPPED if r.is_gpu]
+    lacking = {(r.provider, r.instance_type) for r in gpu if r.spot_per_hour is None
+               and r.provider in ("aws", "gcp", "azure")}
+    assert lacking == NO_SPOT_YET  # a new figure (or a lost one) updates the list
+    for r in gpu:
+        if r.provider in ("coreweave", "lambda"):
+            assert r.spot_per_hour is None, r.name
+            continue
+        if (r.provider, r.instance_type) in NO_SPOT_YET:
+            continue
+        assert r.spot_per_hour is not None and 0 < r.spot_per_hour < r.on_demand_per_hour
+        assert r.spot_source_url.startswith("https://") and r.spot_retrieved, r.name
+        spot = r.priced_as("spot")
+        assert (spot.source_url, spot.retrieved) == (r.spot_source_url, r.spot_retrieved)
+        if r.provider != "aws":  # GCP and Azure publish spot list prices
+            assert "published spot list price" in r.notes, r.name
+    # GCP lists a GPU VM's machine and its GPUs apart: the figure is the two parts added
+    a2 = SHIPPED.get("a2-highgpu-1g", "gcp")
+    assert a2 is not None and a2.spot_per_hour == round(0.29576 + 1.1472, 5)
+    assert "0.29576" in a2.notes and "1.1472" in a2.notes
+
+
+def test_a_user_spot_price_is_dated_by_the_user_not_by_the_shipped_snapshot(tmp_path: Path) -> None:
     f = tmp_path / "mine.csv"
     f.write_text("provider,instance_type,spot_per_hour,retrieved\n"
                  "aws,g5.xlarge,0.31,2026-11-30\n")
