@@ -27,7 +27,7 @@ RATE_KEYS = (("gpu_per_hour", "GPU"), ("cpu_per_hour", "CPU"), ("memory_gib_per_
 
 
 @dataclass(frozen=True)
-class MachinePrice:
+class LocalPrice:
     """This machine's price as the cost service decided it (its price document's facts)."""
 
     rate_per_hour: float | None
@@ -52,7 +52,7 @@ class EstimateContext:
     cluster_rates: Mapping[str, Mapping[str, float]]
     #: the currency of `cluster_rates` (the server's)
     currency: str
-    machine: MachinePrice | None = None
+    machine: LocalPrice | None = None
 
 
 @dataclass(frozen=True)
@@ -148,7 +148,7 @@ def rates_estimate(backend: str, resources: Resources, context: EstimateContext,
                     f"{_rates_words(rates, resources)} per hour")
 
 
-def machine_words(m: MachinePrice) -> str:
+def machine_words(m: LocalPrice) -> str:
     """"catalog: aws p4d.24xlarge on-demand, as of 2025-06-05": where the machine's price
     came from."""
     if m.instance_type:

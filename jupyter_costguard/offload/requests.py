@@ -27,6 +27,7 @@ from jupyter_costguard.offload.spec import (
 )
 
 SUBMIT_REQUEST = RequestSchema("SubmitRequest")
+ESTIMATE_REQUEST = RequestSchema("EstimateRequest")
 #: names a job brings back (a limit the spec parser applies too, so read from the document)
 MAX_BRING_BACK: int = SUBMIT_REQUEST.limit(["bring_back"], "maxItems")
 #: cells sent or saved (the saved notebook's too, which no request schema sees)
@@ -105,6 +106,27 @@ def parse_options(body: Mapping[str, Any], settings: JobSettings,
         raise JobError("send needs kernel_id: the kernel the variables live in")
     return SubmitOptions(resources, retries, send, bring_back, tuple(inputs), backend,
                          kernel_id)
+
+
+def estimate_request(body: Any, settings: JobSettings,
+                     backends: Collection[str]) -> tuple[str, Resources]:
+    """(backend, resources) of an estimate request (`EstimateRequest`: the submit's
+    ``backend`` and ``resources``), the server's defaults applied as a submit applies them."""
+    try:
+        ESTIMATE_REQUEST.check(body)
+    except SchemaError as e:
+        raise JobError(str(e)) from None
+    doc: Mapping[str, Any] = body
+    try:
+        resources = Resources.parse(doc.get("resources")) \
+            if doc.get("resources") is not None else settings.resources
+    except SpecError as e:
+        raise JobError(str(e)) from None
+    backend = doc.get("backend") or settings.backend
+    if backend not in backends:
+        raise JobError(f"unknown backend {backend!r}; configured: "
+                       f"{', '.join(sorted(backends))}")
+    return backend, resources
 
 
 def notebook_file(root: Path, path: Any) -> Path:

@@ -28,6 +28,7 @@ from jupyter_costguard.offload.accounting import Accounting
 from jupyter_costguard.offload.backends.base import Backend
 from jupyter_costguard.offload.documents import JobDocuments
 from jupyter_costguard.offload.errors import JobError
+from jupyter_costguard.offload.estimate import EstimateContext, LocalPrice
 from jupyter_costguard.offload.follower import Follower
 from jupyter_costguard.offload.launcher import Launcher
 from jupyter_costguard.offload.record import make_record
@@ -35,6 +36,7 @@ from jupyter_costguard.offload.requests import (
     asked_bring_back,
     check_request,
     choose_bring_back,
+    estimate_request,
     job_spec,
     kernel_name,
     notebook_file,
@@ -50,6 +52,9 @@ from jupyter_costguard.sampling.records import KernelInfo
 
 log = logging.getLogger("jupyter_costguard")
 T = TypeVar("T")
+#: how long a backend's estimate may take (SkyPilot's optimizer: seconds; its API server may
+#: be starting)
+ESTIMATE_TIMEOUT_SECONDS = 60.0
 
 
 def server_log(hooks: ServerHooks) -> Any:
@@ -104,6 +109,10 @@ class JobService:
         #: that store reads on the job worker must not wait behind it
         self._prepare = ThreadPoolExecutor(max_workers=2,
                                            thread_name_prefix="costguard-prepare")
+        #: estimates: a backend may ask its service (SkyPilot's optimizer takes seconds),
+        #: which neither the job worker nor a submit's preparation waits behind
+        self._estimates = ThreadPoolExecutor(max_workers=2,
+                                             thread_name_prefix="costguard-estimate")
         self._task: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
         self._metrics: list[Metric] = []
@@ -211,6 +220,22 @@ class JobService:
             return {"slice": sl.to_json(), "bring_back": list(chosen), "bring_back_from": why}
 
         return await self._prep(work)
+
+    async def estimate(self, body: Any, machine: LocalPrice | None = None,
+                       timeout: float = ESTIMATE_TIMEOUT_SECONDS) -> dict[str, Any]:
+        """What a job of `body` (`EstimateRequest`) would cost on its backend before it is
+        submitted (`Backend.estimate`); `machine`: this machine's price, for the local
+        backend. 504 when the backend does not answer within `timeout`."""
+        name, resources = estimate_request(body, self.settings, self.backends)
+        context = EstimateContext(self.settings.cluster_rates, self.currency(), machine)
+        work = asyncio.get_running_loop().run_in_executor(
+            self._estimates, self.backends[name].estimate, resources, context)
+        try:
+            found = await asyncio.wait_for(work, timeout)
+        except asyncio.TimeoutError:
+            raise JobError(f"the {name} backend gave no estimate within {timeout:g} s", 504) \
+                from None
+        return found.to_json()
 
     async def submit(self, body: Any, user: str | None = None) -> tuple[Job, Slice]:
         body = check_request(body)
@@ -347,6 +372,7 @@ class JobService:
             await self._on_worker(backend.close)
         self._executor.shutdown(wait=True)
         self._prepare.shutdown(wait=True)
+        self._estimates.shutdown(wait=False, cancel_futures=True)
 
     async def _follow_forever(self) -> None:
         await self._on_worker(self._load_active)

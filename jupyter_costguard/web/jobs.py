@@ -1,19 +1,23 @@
 """REST handlers for jobs under {base_url}costguard/api/jobs: thin over `JobService`.
 
 Permissions (the authorizer's, besides authentication): reading jobs, logs and results needs
-`read` on `costguard`; a slice preview (runs nothing) `write` on `costguard`. A job runs code,
-so submit and rerun need `write` on `costguard` and `execute` on `kernels`; `send` (the named
-kernel pickles variables into the job) asks for `execute` on `kernels` again, for that kernel;
-cancel stops running code and needs the same as submit."""
+`read` on `costguard`; a slice preview or an estimate (runs nothing) `write` on `costguard`.
+A job runs code, so submit and rerun need `write` on `costguard` and `execute` on `kernels`;
+`send` (the named kernel pickles variables into the job) asks for `execute` on `kernels` again,
+for that kernel; cancel stops running code and needs the same as submit."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from jupyter_server.auth.decorator import authorized
 from tornado import web
 
+from jupyter_costguard.cost.service import CostService
+from jupyter_costguard.cost.views import price_doc
 from jupyter_costguard.offload.errors import JobError
+from jupyter_costguard.offload.estimate import LocalPrice
 from jupyter_costguard.offload.service import JobService
 from jupyter_costguard.offload.store import PAGE_DEFAULT, PAGE_MAX
 from jupyter_costguard.web.base import CostguardHandler
@@ -115,6 +119,32 @@ class SlicePreviewHandler(JobsHandler):
         self.write_json({**doc, "max_send_bytes": self.jobs.settings.max_send_bytes})
 
 
+def local_price(service: CostService | None, now: float) -> LocalPrice | None:
+    """This machine's price as the status document says it (its source, date and age)."""
+    if service is None:
+        return None
+    pricing = service.published.pricing
+    doc = price_doc(pricing, now, service.pricing_config.stale_after_days)
+    return LocalPrice(
+        rate_per_hour=pricing.rate_per_hour, currency=pricing.currency, source=pricing.source,
+        detail=pricing.detail, provider=doc["provider"], instance_type=doc["instance_type"],
+        market=doc["market_priced"], region=doc["region_priced"] or doc["region"],
+        retrieved=doc["retrieved"], age_days=doc["age_days"], stale=bool(doc["stale"]))
+
+
+class EstimateHandler(JobsHandler):
+    """POST jobs/estimate: what a job would cost on its backend before it is submitted. A
+    backend may ask its service (SkyPilot's optimizer): answered off the IO loop."""
+
+    @web.authenticated
+    @authorized
+    async def post(self) -> None:
+        self._check_params()
+        service: CostService | None = self.settings.get("costguard_service")
+        machine = local_price(service, time.time())
+        self.write_json(await self._call(self.jobs.estimate(self.read_json_body(), machine)))
+
+
 class JobHandler(JobsHandler):
     @web.authenticated
     @authorized
@@ -209,6 +239,7 @@ def routes(url: Any) -> list[tuple[str, type[web.RequestHandler], dict[str, Any]
     return [
         (url("/jobs"), JobListHandler, {}),
         (url("/jobs/slice"), SlicePreviewHandler, {}),
+        (url("/jobs/estimate"), EstimateHandler, {}),
         (url(r"/jobs/([^/]+)"), JobHandler, {}),
         (url(r"/jobs/([^/]+)/log"), JobLogHandler, {}),
         (url(r"/jobs/([^/]+)/results"), JobResultsHandler, {}),
