@@ -19,7 +19,7 @@ from jupyter_costguard.common.owner import owner_from_doc, owner_from_environ
 from jupyter_costguard.cost.config import CostTraits
 from jupyter_costguard.cost.hubreport import HubReporter, HubReportTraits, reporter_from
 from jupyter_costguard.cost.ledger import Ledger
-from jupyter_costguard.cost.pricing import ContainerFacts
+from jupyter_costguard.cost.pricing import ContainerFacts, MachinePrice, price_machine
 from jupyter_costguard.cost.published import Published
 from jupyter_costguard.cost.refresh import CatalogRefresher, background_refresh_off
 from jupyter_costguard.cost.service import CostService, load_catalog, new_worker
@@ -170,6 +170,12 @@ class CostGuard(ExtensionApp, CostTraits, SamplingTraits, GuardTraits, OffloadTr
         assert self.service is not None
         return self.service.published
 
+    def _machine_price(self, provider: str, instance_type: str, region: str | None,
+                       market: str) -> MachinePrice | None:
+        """A machine a job ran on, at the price of the catalog in use (refreshed or not)."""
+        assert self.service is not None
+        return price_machine(self.service.catalog, provider, instance_type, region, market)
+
     def _job_service(self, ledger: Ledger) -> JobService:
         # the default sits next to the ledger, whose path is the cost settings'
         jobs_dir = Path(self.jobs_dir or os.path.join(os.path.dirname(self.db_path), "jobs"))
@@ -194,7 +200,8 @@ class CostGuard(ExtensionApp, CostTraits, SamplingTraits, GuardTraits, OffloadTr
             budget_refuses=budget.refuses if budget is not None else (lambda path: None),
             gpu_picker=lambda n: pick_gpus(self._published().sample, n),
             local_capacity=self._local_capacity(),
-            gpu_usage=lambda kid: kernel_gpu_usage(self._published().sample, kid))
+            gpu_usage=lambda kid: kernel_gpu_usage(self._published().sample, kid),
+            machine_price=self._machine_price)
         return JobService(JobStore(jobs_dir / jobdir.JOBS_DB), jobs_dir, backends, Path(root),
                           self.job_settings(), hooks, owner=owner_from_environ(os.environ))
 

@@ -463,3 +463,28 @@ def _detect(catalog: Catalog, gpu: GpuReading | None, host: HostSample | None,
 def _rate_text(x: float) -> str:
     """A rate for the pricing detail line: four significant figures, whole units from 1,000."""
     return f"{x:.4g}" if x < 1000 else f"{x:,.0f}"
+
+
+@dataclass(frozen=True)
+class MachinePrice:
+    """What one hour of a machine a job ran on costs (a SkyPilot job's instance), and whence."""
+
+    rate_per_hour: float
+    currency: str
+    market: str  # the market priced: on-demand where the catalog has no spot figure
+    detail: str
+
+
+def price_machine(catalog: Catalog, provider: str, instance_type: str, region: str | None,
+                  market: str) -> MachinePrice | None:
+    """The catalog's price of ``provider``'s ``instance_type`` in ``region`` (its home
+    region's where the catalog has none there) on ``market``; None when it has no such type."""
+    row = catalog.get(instance_type, provider)
+    if row is None:
+        return None
+    row, region_note = catalog.in_region(row, region)
+    p = _priced(row, SOURCE_METADATA, f"{provider} {row.instance_type}", market, None)
+    if p.rate_per_hour is None:
+        return None
+    detail = p.detail + (f"; {region_note}" if region_note else "")
+    return MachinePrice(p.rate_per_hour, p.currency, p.market_priced or market, detail)

@@ -7,8 +7,10 @@ the configured rates. The GPUs a local job gets are picked from the latest sampl
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
+from jupyter_costguard.cost.pricing import MachinePrice
 from jupyter_costguard.offload.errors import JobError
 from jupyter_costguard.offload.estimate import allocation_rate
 from jupyter_costguard.offload.spec import Job
@@ -20,16 +22,53 @@ class Accounting:
 
     def __init__(self, cluster_rates: Mapping[str, Mapping[str, float]],
                  job_spend: Callable[[str], float],
-                 gpu_usage: Callable[[str], tuple[float, float, float] | None]) -> None:
+                 gpu_usage: Callable[[str], tuple[float, float, float] | None],
+                 machine_price: Callable[[str, str, str | None, str], MachinePrice | None]
+                 = lambda provider, instance_type, region, market: None) -> None:
         self.cluster_rates = {k: dict(v) for k, v in cluster_rates.items()}
         self.job_spend = job_spend
         self.gpu_usage = gpu_usage
+        self.machine_price = machine_price
         #: job -> [last sample time counted, utilisation x seconds, seconds]
         self._gpu_seen: dict[int, list[float]] = {}
 
-    def spend(self, job: Job, local: bool, phase_times: Mapping[str, float], now: float) -> float:
-        return self.job_spend(f"job-{job.id}") if local \
-            else self.allocation_spend(job, phase_times, now)
+    def spend(self, job: Job, local: bool, phase_times: Mapping[str, float], now: float,
+              machines: Sequence[Mapping[str, Any]] | None = None) -> float:
+        if local:
+            return self.job_spend(f"job-{job.id}")
+        if machines:
+            return sum(m["spend"] for m in self.priced_machines(job, machines))
+        return self.allocation_spend(job, phase_times, now)
+
+    def priced_machines(self, job: Job, machines: Sequence[Mapping[str, Any]]
+                        ) -> list[dict[str, Any]]:
+        """Each machine the job ran on (a SkyPilot job's, as its runner recorded them) with
+        its time and spend: from its start to its end (or, still up or gone, the last time it
+        was seen) at its own instance's catalog price; a machine with no cloud identity (or
+        one the catalog lacks) at the site's `cluster_rates` for the backend."""
+        out = []
+        for m in machines:
+            start, seen = _number(m.get("start")), _number(m.get("end", m.get("seen")))
+            seconds = max(0.0, seen - start) if start is not None and seen is not None else 0.0
+            price = None
+            provider, instance_type = m.get("provider"), m.get("instance_type")
+            if isinstance(provider, str) and isinstance(instance_type, str):
+                region = m.get("region") if isinstance(m.get("region"), str) else None
+                market = str(m.get("market") or "on-demand")
+                price = self.machine_price(provider, instance_type, region, market)
+            if price is not None:
+                rate, source = price.rate_per_hour, price.detail
+            else:
+                rate = allocation_rate(self.cluster_rates.get(job.spec.backend) or {},
+                                       job.spec.resources)
+                source = (f"the site's rate for {job.spec.backend} (cluster_rates): "
+                          + ("no cloud identity" if not provider
+                             else f"{provider} {instance_type} is not in the catalog"))
+            out.append({"provider": provider, "instance_type": instance_type,
+                        "region": m.get("region"), "market": m.get("market"),
+                        "seconds": round(seconds, 3), "rate_per_hour": rate,
+                        "price_source": source, "spend": seconds * rate / 3600.0})
+        return out
 
     def allocation_spend(self, job: Job, phase_times: Mapping[str, float], now: float) -> float:
         """A cluster job's spend: the time its allocation was held (from its runner's start
@@ -70,6 +109,11 @@ class Accounting:
             return None
         return {"mean_utilization_percent": round(seen[1] / seen[2], 2),
                 "sampled_seconds": round(seen[2], 3)}
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) \
+        else None
 
 
 def kernel_gpu_usage(sample: Sample | None, kernel_id: str) -> tuple[float, float, float] | None:

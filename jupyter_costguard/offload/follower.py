@@ -157,7 +157,8 @@ class Follower:
         status, problem = jobdir.check_status(d)
         said = status.phase_times if status is not None else {}
         local = self.launcher.local(job.spec.backend)
-        spend = self.accounting.spend(job, local, said, now)
+        machines = backend.machines(job, d) if backend is not None else None
+        spend = self.accounting.spend(job, local, said, now, machines)
         phase_times = dict(job.phase_times)
         phase_spend = dict(job.phase_spend)
         for phase, when in said.items():
@@ -191,6 +192,8 @@ class Follower:
             digest = self._results_digest(job, d)
             if digest is not None:
                 record["results_sha256"] = digest
+            if machines:  # where a SkyPilot job really ran, and at what price
+                record["machines"] = self.accounting.priced_machines(job, machines)
             gpu = self.accounting.gpu_record(job.id)
             if gpu is not None:
                 record["gpu"] = gpu

@@ -96,7 +96,7 @@ class JobService:
         #: called with each job that ends (worker thread); the first logs the end
         self.listeners: list[Callable[[Job], None]] = [self._log_end]
         self.accounting = Accounting(self.settings.cluster_rates, hooks.job_spend,
-                                     hooks.gpu_usage)
+                                     hooks.gpu_usage, hooks.machine_price)
         self.launcher = Launcher(store, self.backends, self.job_dir,
                                  self.settings.pushgateway_url, hooks.gpu_picker,
                                  hooks.local_capacity, self.clock)

@@ -11,6 +11,7 @@ from typing import Any
 
 from traitlets import Bool, Dict, Float, HasTraits, Int, Unicode
 
+from jupyter_costguard.cost.pricing import MachinePrice
 from jupyter_costguard.offload.spec import Resources
 
 
@@ -53,6 +54,10 @@ class ServerHooks:
     #: kernel id -> (sample time, interval, mean utilisation % of the GPUs it holds) in the
     #: latest sample, or None when it holds none (`accounting.kernel_gpu_usage`)
     gpu_usage: Callable[[str], tuple[float, float, float] | None] = lambda kernel_id: None
+    #: (provider, instance type, region, market) -> that machine's catalog price, or None:
+    #: what the machines a SkyPilot job ran on are charged at (`Accounting.priced_machines`)
+    machine_price: Callable[[str, str, str | None, str], MachinePrice | None] = \
+        lambda provider, instance_type, region, market: None
     clock: Callable[[], float] = time.time
     #: where job submits and ends are logged; None: the server's own log (its kernel
     #: manager's) under a Jupyter server, else the ``jupyter_costguard`` logger

@@ -36,6 +36,7 @@ from jupyter_costguard.offload import jobdir
 from jupyter_costguard.offload.backends.base import Backend
 from jupyter_costguard.offload.backends.skypilot import task as sky_task
 from jupyter_costguard.offload.backends.skypilot.estimate import ESTIMATOR
+from jupyter_costguard.offload.backends.skypilot.remote import MACHINES
 from jupyter_costguard.offload.backends.skypilot.task import ManagedJob, SkyPilotSettings
 from jupyter_costguard.offload.errors import JobError
 from jupyter_costguard.offload.estimate import Estimate, EstimateContext
@@ -217,6 +218,10 @@ class SkyPilotBackend(Backend):
                 out.write(fresh)
             state["log_offset"] = offset + len(fresh)
             _write_state(job_dir, state)
+        try:  # the machines it ran on, for its spend (small: a record per machine)
+            jobdir.write_bytes(job_dir / MACHINES, fs.cat_file(f"{root}/{MACHINES}"))
+        except FileNotFoundError:
+            pass
         try:
             raw = fs.cat_file(f"{root}/{jobdir.STATUS}")
         except FileNotFoundError:
@@ -313,6 +318,13 @@ class SkyPilotBackend(Backend):
         return {"skypilot_job_id": job_id, "skypilot_status": info.status,
                 "recoveries": info.recovery_count, "where": info.where,
                 "reason": info.failure_reason}
+
+    def machines(self, job: Job, job_dir: Path) -> list[Mapping[str, Any]] | None:
+        """The machines the job ran on, as its runner recorded them (`remote.MACHINES`)."""
+        found = jobdir.read_json(job_dir / MACHINES) if (job_dir / MACHINES).exists() else None
+        if not isinstance(found, list):
+            return None
+        return [m for m in found if isinstance(m, dict)] or None
 
     # --- reporting what the runner could not -------------------------------------------
 

@@ -7,6 +7,11 @@ machine left them (SkyPilot recovered the job after a preemption), runs the job 
 and keeps STORE up to date with the runner's status and log while it runs and with its outputs
 when it ends. The server reads STORE; it never reaches the remote machine itself.
 
+Each machine the job starts on is recorded in ``machines.json`` (`MACHINES`): its cloud
+identity, read from the metadata service as the server reads its own, when it started, when it
+was last seen and when it ended. The server prices the job's spend from those records (each
+machine at its own instance's price): what SkyPilot really launched, not what was asked.
+
 A recovery is a requeue to the runner: `jobdir.ENV_RESTART_COUNT` is one more than the restart
 count in the status found, so the runner continues the interrupted attempt from the latest
 checkpoint without using a retry (see runner.py's scheduler hooks). STORE empty: no status,
@@ -22,6 +27,8 @@ import signal
 import subprocess
 import sys
 import threading
+import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -29,8 +36,10 @@ from jupyter_costguard.offload import jobdir
 
 #: seconds between two uploads of the status and the log while the job runs
 PUSH_INTERVAL = 2.0
+#: the machines the job ran on, one record each, for pricing its spend
+MACHINES = "machines.json"
 #: what travels while the job runs; outputs travel once it has ended
-LIVE_FILES = (jobdir.STATUS, jobdir.LOG)
+LIVE_FILES = (jobdir.STATUS, jobdir.LOG, MACHINES)
 
 
 def _fs(url: str) -> tuple[Any, str]:
@@ -68,6 +77,39 @@ def push(store: str, work: Path, names: tuple[str, ...], sent: dict[str, tuple[i
         sent[name] = key
 
 
+def identify(environ: Mapping[str, str]) -> dict[str, Any]:
+    """This machine as the server would price it: its cloud identity from the metadata
+    service (off with ``COSTGUARD_CLOUD_METADATA=off``), or why there is none."""
+    from jupyter_costguard.cloud.metadata import lookup
+
+    result = lookup(environ)
+    found = result.identity
+    if found is None:
+        return {"provider": None, "detail": "; ".join(result.tried)}
+    return {"provider": found.provider, "instance_type": found.instance_type,
+            "region": found.region, "market": found.market, "detail": found.detail}
+
+
+def start_machine(work: Path, restarts: int, environ: Mapping[str, str]) -> list[dict[str, Any]]:
+    """The job's machine records with this machine's appended (the earlier ones came back
+    from object storage with the status)."""
+    found = jobdir.read_json(work / MACHINES) if (work / MACHINES).exists() else None
+    machines = [m for m in found if isinstance(m, dict)] if isinstance(found, list) else []
+    now = time.time()
+    machines.append({"restart": restarts, "start": now, "seen": now, **identify(environ)})
+    jobdir.write_json(work / MACHINES, machines)
+    return machines
+
+
+def mark_machine(work: Path, machines: list[dict[str, Any]], ended: bool = False) -> None:
+    """This machine is still up (or has ended its part)."""
+    now = time.time()
+    machines[-1]["seen"] = now
+    if ended:
+        machines[-1]["end"] = now
+    jobdir.write_json(work / MACHINES, machines)
+
+
 def restart_count(work: Path) -> int:
     """0 for a first run; one more than the status found says for a recovery."""
     status = jobdir.read_status(work)
@@ -102,6 +144,7 @@ def prepare(input_dir: Path, work: Path, store: str) -> int:
 def remote_main(input_dir: Path, work: Path, store: str) -> int:
     """Run the job runner in `work`, keeping `store` up to date; exits with its code."""
     restarts = prepare(input_dir, work, store)
+    machines = start_machine(work, restarts, os.environ)
     env = dict(os.environ)
     env[jobdir.ENV_RESTART_COUNT] = str(restarts)
     proc = subprocess.Popen(jobdir.runner_command(work), cwd=str(work), env=env)
@@ -117,6 +160,7 @@ def remote_main(input_dir: Path, work: Path, store: str) -> int:
     def pusher() -> None:
         while not done.wait(PUSH_INTERVAL):
             try:
+                mark_machine(work, machines)
                 push(store, work, LIVE_FILES, sent)
             except Exception as e:  # the next round tries again
                 print(f"costguard: could not update {store}: {e}", file=sys.stderr)
@@ -128,8 +172,10 @@ def remote_main(input_dir: Path, work: Path, store: str) -> int:
     done.set()
     if thread is not None:
         thread.join(30)
+    mark_machine(work, machines, ended=True)
+    if thread is not None:
         # outputs first: the final status tells the server the outputs are there
-        push(store, work, (*jobdir.OUTPUT_FILES, jobdir.LOG), sent)
+        push(store, work, (*jobdir.OUTPUT_FILES, jobdir.LOG, MACHINES), sent)
         push(store, work, (jobdir.STATUS,), sent)
     return rc
 
