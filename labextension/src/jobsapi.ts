@@ -38,6 +38,21 @@ export type ISlice = Schemas['Slice'];
  */
 export interface ISlicePreview extends Lenient<Schemas['SlicePreview'], 'slice'> {}
 
+/**
+ * Body of `POST jobs/estimate` (`EstimateRequest`): the submit's `backend`
+ * and `resources` (the server's defaults where absent).
+ */
+export type IEstimateRequest = Schemas['EstimateRequest'];
+
+/**
+ * Response of `POST jobs/estimate` (`Estimate`): the hourly price of what the
+ * job asks for on its backend (null: not priced, `detail` says why), the most
+ * it can cost within its time limit, where the figure came from (`source`,
+ * `detail`) and its currency; for SkyPilot the optimizer's `choice` and the
+ * price cap.
+ */
+export type IEstimate = Schemas['Estimate'];
+
 /** Job states; the last four are terminal. */
 export type JobState = Schemas['Job']['state'];
 
@@ -169,7 +184,9 @@ export type JobsApiContract = [
   Accepts<IJobLog, Schemas['JobLog']>,
   // outputs are nbformat's, which the document leaves as objects
   Accepts<Omit<IJobResults, 'cells'>, Omit<Schemas['JobResults'], 'cells'>>,
-  Accepts<Schemas['SubmitRequest'], ISubmitRequest>
+  Accepts<Schemas['SubmitRequest'], ISubmitRequest>,
+  Accepts<IEstimate, Schemas['Estimate']>,
+  Accepts<Schemas['EstimateRequest'], IEstimateRequest>
 ];
 
 /** States a job ends in. */
@@ -241,6 +258,18 @@ export async function previewSlice(
   settings?: ServerConnection.ISettings
 ): Promise<ISlice> {
   return (await previewSliceDoc(request, settings)).slice;
+}
+
+/** `POST jobs/estimate`: what a job would cost on its backend, before it is submitted. */
+export function estimateJob(
+  request: IEstimateRequest,
+  settings?: ServerConnection.ISettings
+): Promise<IEstimate> {
+  return requestAPI<IEstimate>(
+    'jobs/estimate',
+    { method: 'POST', body: JSON.stringify(request) },
+    settings
+  );
 }
 
 /** `POST jobs`: submit; answers the queued job with its slice. */

@@ -19,14 +19,25 @@
  * (send instead), `.jp-costguard-slice-sent li[data-name]` with its
  * `button.jp-costguard-slice-unsend`, `.jp-costguard-slice-cost` (what
  * re-running the earlier cells took), inputs
- * `input[name=gpus|cpus|memory_gib|time_limit_seconds|retries|send]`.
+ * `input[name=gpus|cpus|memory_gib|time_limit_seconds|retries|send]`,
+ * `.jp-costguard-offload-estimate[data-state=loading|ok|error]` (what the job
+ * will cost: fields `[data-field=price|most|source|cap|error]`), asked again
+ * as the resources change; it never blocks the submit.
  */
 import { Widget } from '@lumino/widgets';
 
 import { el, setText } from './dom';
+import { estimateRequest, EstimateModel, estimateText } from './estimatemodel';
 import type { ISlice, ISliceCell, ISlicePreview, ISubmitRequest } from './jobsapi';
 import { formatBytes, formatDuration } from './format';
-import { bringBackOf, firstLine, formFromRequest, IBringBack, IOffloadForm } from './offloadmodel';
+import {
+  applyForm,
+  bringBackOf,
+  firstLine,
+  formFromRequest,
+  IBringBack,
+  IOffloadForm
+} from './offloadmodel';
 import { ISendOffer, lastRunTimes, sendOffers } from './sendoffer';
 
 /**
@@ -89,6 +100,8 @@ export namespace OffloadDialogBody {
     bringBack?: IBringBack | null;
     /** The preview again, with `send` sent by value instead of re-run. */
     reslice?: (send: string[]) => Promise<ISlicePreview>;
+    /** What the job will cost (asked for the form's resources as they change). */
+    estimate?: EstimateModel | null;
   }
 }
 
@@ -221,7 +234,64 @@ export class OffloadDialogBody extends Widget {
     this._sliceNode = el('div', 'jp-costguard-slice-view');
     this.node.appendChild(this._sliceNode);
     this._renderSlice();
+    this._estimateNode = el('div', 'jp-costguard-offload-estimate');
+    this._estimateNode.dataset.state = 'idle';
+    this._estimateNode.hidden = !options.estimate;
+    this.node.appendChild(this._estimateNode);
     this._buildForm(request);
+    const model = options.estimate;
+    if (model) {
+      model.changed.connect(this._renderEstimate, this);
+      this._form.addEventListener('input', () => this._askEstimate(false));
+      this._askEstimate(true);
+    }
+  }
+
+  dispose(): void {
+    this._options.estimate?.changed.disconnect(this._renderEstimate, this);
+    super.dispose();
+  }
+
+  /** Ask for the estimate of the form as typed (a form with an error keeps the last one). */
+  private _askEstimate(now: boolean): void {
+    const applied = applyForm(this._request, { ...this.getValue(), send: '' });
+    if ('request' in applied) {
+      this._options.estimate?.request(estimateRequest(applied.request), now);
+    }
+  }
+
+  /** What the job will cost, or that it is being asked, or why it could not be. */
+  private _renderEstimate(model: EstimateModel): void {
+    const node = this._estimateNode;
+    node.dataset.state = model.state;
+    node.textContent = '';
+    const line = (field: string, text: string, className = ''): void => {
+      const p = el('p', className, text);
+      p.dataset.field = field;
+      node.appendChild(p);
+    };
+    if (model.state === 'loading') {
+      line('price', 'Estimating what the job will cost…');
+    } else if (model.state === 'error') {
+      line('error', `Could not estimate the cost: ${model.error ?? 'no answer'}`);
+    }
+    const estimate = model.estimate;
+    if (model.state !== 'ok' || !estimate) {
+      return;
+    }
+    const text = estimateText(estimate);
+    line('price', text.price, 'jp-costguard-offload-estimate-price');
+    if (text.most) {
+      line('most', text.most);
+    }
+    line('source', text.source, 'jp-costguard-offload-estimate-source');
+    if (text.cap) {
+      line('cap', text.cap);
+      node.dataset.aboveCap = estimate.above_cap ? 'true' : 'false';
+    }
+    for (const note of text.notes) {
+      line('note', note);
+    }
   }
 
   /** The slice shown (after any "send instead"). */
@@ -435,7 +505,7 @@ export class OffloadDialogBody extends Widget {
   }
 
   private _buildForm(request: ISubmitRequest): void {
-    const form = el('div', 'jp-costguard-offload-form');
+    const form = (this._form = el('div', 'jp-costguard-offload-form'));
     const values = formFromRequest(request);
     for (const [name, label, placeholder, caption] of FIELDS) {
       const field = el('label', 'jp-costguard-offload-field');
@@ -462,6 +532,8 @@ export class OffloadDialogBody extends Widget {
 
   private _bringBack: IBringBack | null;
   private _error!: HTMLElement;
+  private _estimateNode: HTMLElement;
+  private _form!: HTMLElement;
   private _inputs = new Map<keyof IOffloadForm, HTMLInputElement>();
   private _options: OffloadDialogBody.IOptions;
   private _request: ISubmitRequest;

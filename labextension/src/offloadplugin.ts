@@ -31,8 +31,9 @@ import type { Kernel, ServerConnection } from '@jupyterlab/services';
 import { ISettingRegistry } from '@jupyterlab/settingregistry';
 
 import { CommandIDs, PALETTE_CATEGORY } from './commands';
+import { EstimateModel } from './estimatemodel';
 import { runAsJobIcon } from './icons';
-import { ISlice, ISubmitRequest, previewSliceDoc } from './jobsapi';
+import { estimateJob, ISlice, ISubmitRequest, previewSliceDoc } from './jobsapi';
 import { samePath } from './notebooks';
 import { OffloadDialogBody } from './offloaddialog';
 import {
@@ -150,7 +151,9 @@ async function confirmSubmit(
   serverSettings: ServerConnection.ISettings
 ): Promise<ISubmitRequest | null> {
   const sizes = await kernelValueSizes(kernel, providedNames(slice));
+  const estimate = new EstimateModel({ fetch: r => estimateJob(r, serverSettings) });
   const body = new OffloadDialogBody(slice, request, {
+    estimate,
     sizes,
     maxSendBytes: context.maxSendBytes,
     bringBack: context.bringBack,
@@ -166,6 +169,7 @@ async function confirmSubmit(
     buttons: [Dialog.cancelButton(), Dialog.okButton({ label: 'Submit' })],
     focusNodeSelector: 'input'
   });
+  estimate.dispose();
   if (!result.button.accept || !result.value) {
     return null;
   }

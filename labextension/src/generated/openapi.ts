@@ -577,6 +577,61 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/jobs/estimate": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * What a job would cost on its backend, before it is submitted.
+         * @description The hourly price of what the job asks for on the backend, and the most it can cost
+         *     within its time limit; every figure says where it came from and its currency. local:
+         *     this machine's price (the status document's `price`); slurm, kubernetes: the site's
+         *     `cluster_rates` for the backend times the resources (what the job's spend is charged
+         *     at); skypilot: the optimizer's choice (cloud, region, instance, spot) and its price,
+         *     against `skypilot_max_price_per_hour` (a choice SkyPilot prices at 0, its Slurm and
+         *     Kubernetes infra, is priced at `cluster_rates["skypilot"]`). A backend whose price is
+         *     unknown answers `priced: false` and says why in `detail`, never 0. Answered off the
+         *     IO loop; 504 when the backend gives no answer within 60 s. 400 for a bad body or an
+         *     unknown backend.
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": components["schemas"]["EstimateRequest"];
+                };
+            };
+            responses: {
+                /** @description The estimate. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Estimate"];
+                    };
+                };
+                400: components["responses"]["Error"];
+                403: components["responses"]["Error"];
+                504: components["responses"]["Error"];
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/jobs/{id}/log": {
         parameters: {
             query?: never;
@@ -1223,6 +1278,52 @@ export interface components {
             inputs?: string[] | null;
             /** @description A configured backend; absent, null or empty, the server's default. */
             backend?: string | null;
+        };
+        /** @description What the estimate depends on, as a submit says it (`SubmitRequest`'s `backend` and `resources`; the server's defaults where absent). */
+        EstimateRequest: {
+            /** @description A configured backend; absent, null or empty, the server's default. */
+            backend?: string | null;
+            /** @description Absent or null, the server's default resources. */
+            resources?: components["schemas"]["Resources"] | null;
+        };
+        Estimate: {
+            backend: string;
+            /** @description whether the hourly price is known */
+            priced: boolean;
+            hourly_price: number | null;
+            currency: string;
+            time_limit_seconds: number | null;
+            /** @description hourly_price x the time limit; null without a limit or a price */
+            max_cost: number | null;
+            /**
+             * @description where hourly_price came from (`none` when nowhere; `detail` says why)
+             * @enum {unknown}
+             */
+            source: "catalog" | "hourly_rate" | "cluster_rates" | "skypilot_optimizer" | "none" | "config" | "environment" | "metadata" | "detected";
+            /** @description the source in words ("catalog: aws p4d.24xlarge on-demand, as of 2025-06-05", "site rate for slurm (c.CostGuard.cluster_rates): ...", "SkyPilot optimizer: AWS us-east-1, p4d.24xlarge (A100:8), spot"), or why there is no price */
+            detail: string;
+            /**
+             * Format: date
+             * @description the catalog price's date
+             */
+            retrieved: string | null;
+            age_days: number | null;
+            stale: boolean;
+            /** @description where SkyPilot's optimizer would run the job (skypilot only) */
+            choice: null | {
+                cloud: string | null;
+                region: string | null;
+                instance_type: string | null;
+                accelerators: string | null;
+                use_spot: boolean;
+            };
+            /** @description skypilot_max_price_per_hour */
+            price_cap: number | null;
+            /** @description the launch would refuse the job */
+            above_cap: boolean;
+            /** @description why the launch would refuse it */
+            refusal: string | null;
+            notes: string[];
         };
         SliceCell: {
             cell_id: string;
