@@ -103,14 +103,13 @@ def test_the_aws_spot_figure_is_an_indicative_market_price() -> None:
     assert g5.priced_as("on-demand") is g5
 
 
-#: GPU rows of providers with a spot market that ship no spot figure yet, each for a reason
-#: the catalog header gives: AWS types not yet read from the snapshot, and Azure's H100 v5
-#: types, whose spot price SkyPilot's catalog gives equal to on-demand (none published)
-NO_SPOT_YET = {
-    ("aws", t) for t in ("p5.48xlarge", "p4d.24xlarge", "p4de.24xlarge", "p3.8xlarge",
-                         "p3.16xlarge", "p3dn.24xlarge", "g6.xlarge", "g6.2xlarge",
-                         "g6.12xlarge", "g6e.xlarge", "g6e.12xlarge")
-} | {("azure", "Standard_ND96isr_H100_v5"), ("azure", "Standard_NC40ads_H100_v5")}
+#: GPU rows of providers with a spot market that ship no spot figure, for the reason the
+#: catalog header gives: SkyPilot's catalog gives Azure's H100 v5 spot price equal to
+#: on-demand (none published)
+NO_SPOT_YET = {("azure", "Standard_ND96isr_H100_v5"), ("azure", "Standard_NC40ads_H100_v5")}
+#: where every shipped AWS GPU spot figure was read (the one snapshot, not older figures)
+AWS_SPOT_SNAPSHOT = ("https://github.com/skypilot-org/skypilot-catalog/blob/"
+                     "001367d22a0033fac286a8c71aeac7109e431bcb/catalogs/v7/aws/vms.csv")
 
 
 def test_spot_market_gpu_rows_ship_a_dated_sourced_spot_figure_below_on_demand() -> None:
@@ -132,6 +131,8 @@ def test_spot_market_gpu_rows_ship_a_dated_sourced_spot_figure_below_on_demand()
         assert (spot.source_url, spot.retrieved) == (r.spot_source_url, r.spot_retrieved)
         if r.provider != "aws":  # GCP and Azure publish spot list prices
             assert "published spot list price" in r.notes, r.name
+        else:  # all from the one dated snapshot, none left from an older source
+            assert (r.spot_source_url, r.spot_retrieved) == (AWS_SPOT_SNAPSHOT, "2026-12-03")
     # GCP lists a GPU VM's machine and its GPUs apart: the figure is the two parts added
     a2 = SHIPPED.get("a2-highgpu-1g", "gcp")
     assert a2 is not None and a2.spot_per_hour == round(0.29576 + 1.1472, 5)
@@ -277,41 +278,44 @@ def server_config(tmp_path: Path, **extra: Any) -> dict[str, Any]:
 
 def test_the_server_replaces_the_rate_from_the_refreshed_catalog_without_a_restart(
         publisher: GpuhuntPublisher, tmp_path: Path) -> None:
-    """A spot p4d (no spot price shipped) says so; once the publisher has one, the background
-    refresh brings it in and the same server prices at it; a later figure replaces that."""
-    publisher.omit.add("aws")  # at first the mirror has no AWS prices
-    with MetadataStandin("aws", instance_type="p4d.24xlarge", region="us-east-1",
-                         market="spot") as aws:
+    """A spot ND96isr_H100_v5 (no spot price shipped) says so; once the publisher has one, the
+    background refresh brings it in and the same server prices at it; a later figure
+    replaces that. (An 8-GPU type that ships no spot figure: every AWS GPU row has one.)"""
+    itype = "Standard_ND96isr_H100_v5"
+    offer = f"{itype},eastus,{{price}},96,1900.0,8,H100,80.0,{{spot}},,nvidia,,x86,{{{{}}}}\n"
+    azure = fixture_catalogs()["azure"] + offer.format(price=98.32, spot=False)
+    publisher.catalogs["azure"] = azure + offer.format(price=30.5, spot=True)
+    publisher.omit.add("azure")  # at first the mirror has no Azure prices
+    with MetadataStandin("azure", instance_type=itype, region="eastus", market="spot",
+                         spot_via="Spot") as standin:
         server = ServerProcess(tmp_path / "s", server_config(
             tmp_path, catalog_refresh_hours=4 / 3600, catalog_refresh_timeout=120),
-            env={**env_for(aws=aws), **LOOKUPS_ON}).start()
+            env={**env_for(azure=standin), **LOOKUPS_ON}).start()
         try:
             before = server.wait_for("costguard/api/status",
                                      lambda d: d["price_source"] == "metadata")
             publisher.omit.clear()
             first = server.wait_for("costguard/api/status",
-                                    lambda d: d["rate_per_hour"] == 12.5, timeout=120)
-            catalogs = fixture_catalogs()
-            publisher.catalogs["aws"] = catalogs["aws"].replace(
-                "p4d.24xlarge,us-east-1,12.5,", "p4d.24xlarge,us-east-1,11.0,")
+                                    lambda d: d["rate_per_hour"] == 30.5, timeout=120)
+            publisher.catalogs["azure"] = azure + offer.format(price=28.0, spot=True)
             publisher.version = "20250613-7"
             second = server.wait_for("costguard/api/status",
-                                     lambda d: d["rate_per_hour"] == 11.0, timeout=120)
+                                     lambda d: d["rate_per_hour"] == 28.0, timeout=120)
         finally:
             server.stop()
     validate("/status", 200, before)
     validate("/status", 200, second)
-    p4d = SHIPPED.get("p4d.24xlarge", "aws")
-    assert p4d is not None and p4d.spot_per_hour is None
+    shipped = SHIPPED.get(itype, "azure")
+    assert shipped is not None and shipped.spot_per_hour is None
     price = before["price"]
     assert (before["market"], price["market"], price["market_priced"]) == (
         "spot", "spot", "on-demand")
-    assert before["rate_per_hour"] == p4d.on_demand_per_hour
-    assert "no spot price for aws/p4d.24xlarge" in price["market_note"]
+    assert before["rate_per_hour"] == shipped.on_demand_per_hour
+    assert f"no spot price for azure/{itype}" in price["market_note"]
     for doc, version_date in ((first, "2025-06-12"), (second, "2025-06-13")):
         assert (doc["price"]["market_priced"], doc["price"]["market_note"]) == ("spot", None)
         assert doc["price"]["retrieved"] == version_date  # of the gpuhunt version used
     user = tmp_path / "s" / "data" / "costguard" / "catalog.csv"
     assert read_fetched(user) is not None
-    assert "p4d.24xlarge,NVIDIA A100-SXM4-40GB,8,40,96,1152,us-east-1,USD,32.7726,11" in (
+    assert f"{itype},NVIDIA H100 80GB HBM3,8,80,96,1900,eastus,USD,98.32,28" in (
         user.read_text())
