@@ -171,7 +171,7 @@ def local_estimate(backend: str, resources: Resources, context: EstimateContext)
                         SOURCE_NONE, f"this machine is not priced: {why}")
     source = SOURCE_CATALOG if m.instance_type else (
         SOURCE_HOURLY_RATE if m.source == SOURCE_HOURLY_RATE else m.source)
-    notes = (f"the price is {m.age_days} days old (jupyter costguard catalog update)",) \
-        if m.stale else ()
+    notes = (f"The catalog price is {m.age_days} days old: `jupyter costguard catalog "
+             f"update` refreshes it.",) if m.stale else ()
     return Estimate(backend, m.rate_per_hour, m.currency, limit, source, machine_words(m),
                     retrieved=m.retrieved, age_days=m.age_days, stale=m.stale, notes=notes)
