@@ -243,8 +243,13 @@ class Catalog:
             seen[key] = r.line
             base = None
             if not shipped:
-                base = self._rows.get(key) or (
-                    self._rows.get((key[0], key[1], home)) if home is not None else None)
+                base = self._rows.get(key)
+                shape = self._rows.get((key[0], key[1], home)) if home is not None else None
+                if base is None and shape is not None:
+                    # a new region takes the home row's shape, not its region's spot figure
+                    # (a market price of that region only)
+                    base = replace(shape, spot_per_hour=None, spot_source_url="",
+                                   spot_retrieved=None)
             pending.append(_build_row(r.values, where, base, shipped=shipped,
                                       default_source=default_source))
         for row in pending:
