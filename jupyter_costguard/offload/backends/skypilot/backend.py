@@ -13,9 +13,10 @@ state (``sky.jobs.queue_v2``: pending, recovering, failed and why) fills in what
 cannot say. A launch request is answered by the API server later: its request id is kept in the
 job directory (`jobdir`'s ``skypilot.json``) until it says which managed job it became.
 
-Every SDK call runs on the job service's worker thread, never on the IO loop; queue answers are
-shared by all jobs for `query_interval` seconds. An API server that does not answer never makes
-a job `lost`.
+Every SDK call runs on the backend's own threads (`calls`), never on the IO loop nor on the job
+service's worker, which every job request goes through: the worker starts a call and applies
+its answer on a later tick. Queue answers are shared by all jobs for `query_interval` seconds.
+An API server that does not answer never makes a job `lost`.
 """
 
 from __future__ import annotations
@@ -35,10 +36,10 @@ from typing import Any
 from jupyter_costguard.offload import jobdir
 from jupyter_costguard.offload.backends.base import Backend
 from jupyter_costguard.offload.backends.skypilot import task as sky_task
-from jupyter_costguard.offload.backends.skypilot.estimate import ESTIMATOR
+from jupyter_costguard.offload.backends.skypilot.calls import Calls
+from jupyter_costguard.offload.backends.skypilot.estimate import ESTIMATOR, ask_optimizer
 from jupyter_costguard.offload.backends.skypilot.remote import MACHINES
 from jupyter_costguard.offload.backends.skypilot.task import ManagedJob, SkyPilotSettings
-from jupyter_costguard.offload.errors import JobError
 from jupyter_costguard.offload.estimate import Estimate, EstimateContext
 from jupyter_costguard.offload.spec import TERMINAL, Job, Resources
 
@@ -63,6 +64,10 @@ def _sky() -> Any:
 class SkyPilotBackend(Backend):
     """A `Backend` whose jobs are SkyPilot managed jobs (see the module docstring)."""
 
+    #: SkyPilot takes tens of seconds to stop a task and tear its machine down (~40 s on
+    #: its Slurm infra here); the job ends when it says CANCELLED, or after this
+    cancel_grace_seconds = 180.0
+
     def __init__(self, settings: SkyPilotSettings | None = None, *, name: str = "skypilot",
                  api_server_url: str | None = None, query_interval: float = 5.0,
                  clock: Callable[[], float] = time.time) -> None:
@@ -76,12 +81,17 @@ class SkyPilotBackend(Backend):
         self._known: dict[int, tuple[float, ManagedJob | None]] = {}
         self._asked: dict[int, float] = {}
         self._warned: dict[str, float] = {}
+        #: SDK calls run here, never on the job worker (`calls`)
+        self.calls = Calls()
+        self._resolved: dict[int, float] = {}
+        self._adopting: set[int] = set()
 
     # --- launching -----------------------------------------------------------------------
 
     def launch(self, job: Job, job_dir: Path, environment: Mapping[str, str] = {}) -> str | None:
-        """Stage the input, check the price cap, send the launch request; returns its id. A job
-        that cannot be a task, or that SkyPilot refuses, ends `failed` with why."""
+        """Stage the input and start sending the launch request (`calls`: the worker does not
+        wait for it); returns the managed job's name. A job that cannot be a task ends `failed`
+        with why; what SkyPilot answers is applied on a later `sync`."""
         staging = job_dir / STAGING
         shutil.rmtree(staging, ignore_errors=True)
         jobdir.private_dir(staging)
@@ -93,72 +103,145 @@ class SkyPilotBackend(Backend):
             if (job_dir / jobdir.INPUTS).exists():
                 shutil.copyfile(job_dir / jobdir.INPUTS, staging / jobdir.INPUTS)
             config = sky_task.task_config(job, self.settings, str(staging))
-            sky = _sky()
-            task = sky.Task.from_yaml_config(config)
-            refusal = self._price_refusal(sky, task)
-            if refusal is not None:
-                raise sky_task.TaskError(refusal)
-            request_id = str(sky.jobs.launch(task, name=sky_task.job_name(job)))
         except Exception as e:
-            self._end(job_dir, "failed", f"SkyPilot could not launch the job: "
-                      f"{_reason(e)}")
+            self._end(job_dir, "failed", f"SkyPilot could not launch the job: {_reason(e)}")
             return None
-        _write_state(job_dir, {"request_id": request_id, "job_id": None, "log_offset": 0,
-                               "recoveries": 0})
-        jobdir.say(job_dir, f"sent to SkyPilot as a managed job (request {request_id})")
-        return request_id
+        _write_state(job_dir, {"request_id": None, "job_id": None, "log_offset": 0,
+                               "recoveries": 0, "launching": self.clock()})
+        self.calls.start(f"launch-{job.id}", lambda: self._send_launch(job, config))
+        jobdir.say(job_dir, "sending the job to SkyPilot")
+        return sky_task.job_name(job)
 
-    def _price_refusal(self, sky: Any, task: Any) -> str | None:
+    def _send_launch(self, job: Job, config: dict[str, Any]) -> str:
+        """(SkyPilot's thread) The price cap, then the launch request; returns its id."""
+        sky = _sky()
+        refusal = self._price_refusal(sky, config)
+        if refusal is not None:
+            raise sky_task.TaskError(refusal)
+        task = sky.Task.from_yaml_config(config)
+        return str(sky.jobs.launch(task, name=sky_task.job_name(job)))
+
+    def _price_refusal(self, sky: Any, config: dict[str, Any]) -> str | None:
         """The optimizer's choice against `max_price_per_hour` (asked only when one is set)."""
         cap = self.settings.max_price_per_hour
         if cap is None:
             return None
-        dag = sky.get(sky.optimize(_dag(sky, task)))
-        best = dag.tasks[0].best_resources
-        hourly = float(best.get_cost(3600)) if best is not None else None
-        return sky_task.price_refusal(hourly, cap, str(best))
+        found = ask_optimizer(sky, config)
+        if found is None:
+            return None
+        choice, hourly = found
+        where = ", ".join(str(v) for v in (choice.cloud, choice.region, choice.instance_type)
+                          if v) or "its choice"
+        return sky_task.price_refusal(hourly, cap, where)
+
+    def _settle_launch(self, job: Job, job_dir: Path, state: dict[str, Any]) -> None:
+        """Apply the launch request's answer, once it has come; a launch this process did not
+        start (the server restarted meanwhile) is looked for by its name."""
+        if not state.get("launching"):
+            return
+        name = f"launch-{job.id}"
+        if not self.calls.known(name):
+            self._adopting.add(job.id)
+            self.calls.start(name, lambda: self._adopt(job))
+            return
+        call = self.calls.take(name)
+        if call is None:
+            return  # still sending
+        if job.id in self._adopting and call.exception() is not None:
+            self._warn(f"adopt-{job.id}", f"cannot look for job {job.id} in SkyPilot: "
+                       f"{_reason(call.exception())}")  # type: ignore[arg-type]
+            return  # the API server did not answer: ask again on a later tick
+        self._adopting.discard(job.id)
+        state.pop("launching", None)
+        try:
+            answer = call.result()
+        except Exception as e:
+            _write_state(job_dir, state)
+            self._end(job_dir, "failed", f"SkyPilot could not launch the job: {_reason(e)}")
+            return
+        if isinstance(answer, int):  # found in SkyPilot's queue by its name
+            state["job_id"] = answer
+            jobdir.say(job_dir, f"SkyPilot managed job {answer} (found by its name)")
+        elif answer is None:
+            _write_state(job_dir, state)
+            self._end(job_dir, "failed", "the server stopped while it sent the job to SkyPilot, "
+                      f"and SkyPilot has no managed job named {sky_task.job_name(job)}")
+            return
+        else:
+            state["request_id"] = answer
+            jobdir.say(job_dir, f"sent to SkyPilot as a managed job (request {answer})")
+        _write_state(job_dir, state)
+
+    def _adopt(self, job: Job) -> int | None:
+        """(SkyPilot's thread) The managed job named for `job` submitted since it was, if
+        any: the launch request a stopped server sent."""
+        sky = _sky()
+        answer = sky.get(sky.jobs.queue_v2(refresh=False, all_users=False,
+                                           fields=QUEUE_FIELDS))
+        records = answer[0] if isinstance(answer, tuple) else answer
+        found = []
+        for record in records:
+            doc = record.model_dump() if hasattr(record, "model_dump") else dict(record)
+            submitted = doc.get("submitted_at") or 0
+            if doc.get("job_name") == sky_task.job_name(job) and submitted >= job.created - 60:
+                found.append(int(doc["job_id"]))
+        return max(found) if found else None
 
     def estimate(self, resources: Resources, context: EstimateContext) -> Estimate:
         """The optimizer's choice for a job asking `resources`, priced (`estimate`)."""
         return ESTIMATOR.estimate(_sky, self.name, self.settings, resources, context)
 
-    def _managed_id(self, job_dir: Path) -> int | None:
-        """The managed job's id, once the API server has answered the launch request."""
-        state = _read_state(job_dir)
+    def _managed_id(self, job: Job, job_dir: Path, state: dict[str, Any]) -> int | None:
+        """The managed job's id, once the API server has answered the launch request (asked
+        on SkyPilot's thread at most every `query_interval` s)."""
         if state.get("job_id") is not None:
             return int(state["job_id"])
         request_id = state.get("request_id")
         if not request_id:
             return None
-        sky = _sky()
-        found = sky.api_status([request_id])
-        status = str(getattr(found[0], "status", "")) if found else ""
-        if not any(s in status for s in ("SUCCEEDED", "FAILED", "CANCELLED")):
-            return None  # still launching
+        name = f"resolve-{job.id}"
+        call = self.calls.take(name)
+        if call is None:
+            if not self.calls.known(name) and \
+                    self.clock() - self._resolved.get(job.id, 0.0) >= self.query_interval:
+                self._resolved[job.id] = self.clock()
+                self.calls.start(name, lambda: _resolve(str(request_id)))
+            return None
         try:
-            job_ids, _handle = sky.get(request_id)
+            job_id = call.result()
         except Exception as e:
             self._end(job_dir, "failed", f"SkyPilot could not launch the job: {_reason(e)}")
             state["request_id"] = None
             _write_state(job_dir, state)
             return None
-        state["job_id"] = int(job_ids[0])
+        if job_id is None:
+            return None  # still launching
+        state["job_id"] = int(job_id)
         _write_state(job_dir, state)
         jobdir.say(job_dir, f"SkyPilot managed job {state['job_id']}")
+        if (job_dir / jobdir.CANCEL).exists():  # cancelled while it was launched
+            self._send_cancel(job, int(job_id))
         return int(state["job_id"])
 
     # --- following -----------------------------------------------------------------------
 
     def query(self, job_id: int) -> ManagedJob | None:
-        """SkyPilot's view of managed job `job_id` (cached `query_interval` s); None when the
-        API server did not answer. One queue request covers every job asked about lately."""
+        """SkyPilot's last word on managed job `job_id`; None before the first answer or
+        when the API server did not answer. The queue is asked on SkyPilot's thread every
+        `query_interval` s, one request for every job asked about lately."""
         now = time.monotonic()
         with self._lock:
             self._asked[job_id] = now
             known = self._known.get(job_id)
-            if known is not None and now - known[0] < self.query_interval:
-                return known[1]
+            fresh = known is not None and now - known[0] < self.query_interval
             ids = sorted(i for i, t in self._asked.items() if now - t < 60.0)
+        if not fresh:
+            self.calls.start("queue", lambda: self._refresh(ids, now), keep=False)
+        return known[1] if known is not None else None
+
+    def _refresh(self, ids: list[int], asked: float) -> None:
+        """(SkyPilot's thread) One queue request for `ids`; its answers replace the kept
+        ones (a failed request keeps them, and says so at most once a minute)."""
         try:
             sky = _sky()
             answer = sky.get(sky.jobs.queue_v2(refresh=False, all_users=False, job_ids=ids,
@@ -172,20 +255,22 @@ class SkyPilotBackend(Backend):
                     found[info.job_id] = info
         except Exception as e:
             self._warn("queue", f"SkyPilot's API server did not answer: {_reason(e)}")
-            found = None
+            return
         with self._lock:
             for i in ids:
-                self._known[i] = (now, found.get(i) if found is not None else None)
-        return found.get(job_id) if found is not None else None
+                self._known[i] = (asked, found.get(i))
 
     def sync(self, job: Job, job_dir: Path) -> None:
         """Copy the runner's status, new log bytes and, once it has ended, its outputs from
-        object storage into the job directory; note recoveries in the log."""
+        object storage into the job directory; apply what SkyPilot has answered since the
+        last tick; note recoveries in the log."""
         state = _read_state(job_dir)
         if state.get("final"):
             return
         try:
-            job_id = self._managed_id(job_dir)
+            self._settle_launch(job, job_dir, state)
+            self._settle_cancel(job, job_dir)
+            job_id = self._managed_id(job, job_dir, state)
             info = self.query(job_id) if job_id is not None else None
             if info is not None and info.recovery_count > int(state.get("recoveries", 0)):
                 state["recoveries"] = info.recovery_count
@@ -272,8 +357,8 @@ class SkyPilotBackend(Backend):
         if status is not None and status.state in TERMINAL:
             return False
         job_id = state.get("job_id")
-        if job_id is None:
-            return bool(state.get("request_id"))  # the API server has not answered yet
+        if job_id is None:  # being sent, or the API server has not answered yet
+            return bool(state.get("launching") or state.get("request_id"))
         info = self.query(int(job_id))
         if info is None or info.active:
             return True  # no answer says nothing; active: it runs or will
@@ -287,22 +372,28 @@ class SkyPilotBackend(Backend):
         return False
 
     def cancel(self, job: Job, job_dir: Path, force: bool = False) -> None:
-        """``sky.jobs.cancel``: SkyPilot stops the task and tears its machine down. Only the
-        request is sent (SkyPilot takes tens of seconds to carry it out, which the worker
-        thread must not wait for); `reconcile` ends the job once SkyPilot says CANCELLED."""
+        """``sky.jobs.cancel``: SkyPilot stops the task and tears its machine down. The
+        request is sent from SkyPilot's thread (a job still being launched gets it once its
+        managed job is known); `reconcile` ends the job once SkyPilot says CANCELLED."""
         jobdir.write_json(job_dir / jobdir.CANCEL, {"at": time.time(), "force": force})
         job_id = _read_state(job_dir).get("job_id")
-        if job_id is None:
-            return
-        try:
-            sky = _sky()
-            sky.jobs.cancel(job_ids=[int(job_id)])
-        except Exception as e:
-            if not force:
-                raise JobError(f"SkyPilot did not take the cancel of managed job {job_id}: "
-                               f"{_reason(e)}", 503) from None
+        if job_id is not None:
+            self._send_cancel(job, int(job_id))
+
+    def _send_cancel(self, job: Job, job_id: int) -> None:
+        def send() -> None:
+            _sky().jobs.cancel(job_ids=[job_id])
+
+        self.calls.start(f"cancel-{job.id}", send)
         with self._lock:
-            self._known.pop(int(job_id), None)
+            self._known.pop(job_id, None)
+
+    def _settle_cancel(self, job: Job, job_dir: Path) -> None:
+        """A cancel SkyPilot did not take is said in the job's log (cancel again)."""
+        call = self.calls.take(f"cancel-{job.id}")
+        if call is not None and call.exception() is not None:
+            jobdir.say(job_dir, f"SkyPilot did not take the cancel: "
+                       f"{_reason(call.exception())}; cancel again")  # type: ignore[arg-type]
 
     def describe(self, job: Job, job_dir: Path) -> dict[str, Any] | None:
         """What SkyPilot says about the job: its managed job, status, recoveries, where."""
@@ -326,6 +417,9 @@ class SkyPilotBackend(Backend):
             return None
         return [m for m in found if isinstance(m, dict)] or None
 
+    def close(self) -> None:
+        self.calls.close()
+
     # --- reporting what the runner could not -------------------------------------------
 
     def _end(self, job_dir: Path, state: str, reason: str | None) -> None:
@@ -346,10 +440,15 @@ class SkyPilotBackend(Backend):
             log.warning("costguard: %s", text)
 
 
-def _dag(sky: Any, task: Any) -> Any:
-    with sky.Dag() as dag:
-        dag.add(task)
-    return dag
+def _resolve(request_id: str) -> int | None:
+    """(SkyPilot's thread) The managed job a launch request became; None while it runs."""
+    sky = _sky()
+    found = sky.api_status([request_id])
+    status = str(getattr(found[0], "status", "")) if found else ""
+    if not any(s in status for s in ("SUCCEEDED", "FAILED", "CANCELLED")):
+        return None
+    job_ids, _handle = sky.get(request_id)
+    return int(job_ids[0])
 
 
 def _reason(e: BaseException) -> str:
