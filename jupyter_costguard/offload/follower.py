@@ -24,8 +24,6 @@ from jupyter_costguard.offload.store import JobStore
 
 log = logging.getLogger("jupyter_costguard")
 
-#: seconds between the cancel (SIGTERM: the runner shuts its kernel down) and SIGKILL
-CANCEL_GRACE_SECONDS = 5.0
 #: a job whose runner is gone is given this long to have written its final status
 LOST_GRACE_SECONDS = 2.0
 #: the states a runner reports; anything else (a cluster's "queued") leaves the job's own
@@ -226,10 +224,11 @@ class Follower:
     def _check_alive(self, job: Job, d: Path, now: float) -> Job:
         backend = self.backends[job.spec.backend]
         cancel_at = self.cancel_at.get(job.id)
-        if cancel_at is not None and now - cancel_at > CANCEL_GRACE_SECONDS:
+        grace = backend.cancel_grace_seconds
+        if cancel_at is not None and now - cancel_at > grace:
             backend.cancel(job, d, force=True)
-            return job.ended_as("cancelled", "cancelled by the user (killed after "
-                                f"{CANCEL_GRACE_SECONDS:g} s)", now)
+            return job.ended_as("cancelled", f"cancelled by the user (killed after {grace:g} s)",
+                                now)
         limit = job.spec.resources.time_limit_seconds
         started = job.phase_times.get("starting")
         if limit is not None and started is not None and now > started + limit + 30:

@@ -26,6 +26,9 @@ class Backend(ABC):
     #: spend comes from the ledger) and queues them against the local capacity. A cluster's
     #: jobs get its own GPUs and are charged by allocation.
     local: bool = False
+    #: how long a cancelled job may take to stop before the service ends it itself (and
+    #: cancels again with force): a cluster that tears a machine down takes longer
+    cancel_grace_seconds: float = 5.0
 
     @abstractmethod
     def launch(self, job: Job, job_dir: Path, environment: Mapping[str, str] = {}) -> str | None:
