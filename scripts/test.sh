@@ -17,6 +17,8 @@ command -v chromium >/dev/null || need+=(chromium)
 # a single-node Slurm on localhost (tests/support/slurm_cluster.py); the daemons live in /usr/sbin
 { command -v sbatch && [ -x /usr/sbin/slurmctld ] && [ -x /usr/sbin/slurmd ] && [ -x /usr/sbin/munged ]; } \
   >/dev/null || need+=(slurmctld slurmd slurm-client munge)
+# SkyPilot's Slurm infra reaches the cluster over SSH on loopback (tests/support/skypilot_infra.py)
+{ [ -x /usr/sbin/sshd ] && command -v rsync; } >/dev/null || need+=(openssh-server rsync)
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
@@ -39,6 +41,11 @@ chp=.venv/node/node_modules/.bin/configurable-http-proxy
 # link the built labextension into the env, so a rebuild is what the browser tests load
 rm -rf "$ext" && ln -s "$PWD/jupyter_costguard/labextension" "$ext"
 
+# SkyPilot's client venv and its remote runtime's wheels (cached; ~4 min the first time) build
+# in the background while the checks and the first tests run; its tests wait for them
+mkdir -p .venv/logs
+.venv/bin/python tests/support/skypilot_infra.py >.venv/logs/skypilot-build.log 2>&1 &
+
 .venv/bin/ruff check .
 .venv/bin/mypy
 .venv/bin/lint-imports --no-cache  # the layering (pyproject.toml [tool.importlinter])
@@ -47,4 +54,4 @@ rm -rf "$ext" && ln -s "$PWD/jupyter_costguard/labextension" "$ext"
 # file on one worker and the files that run a JupyterHub or a browser together on one
 # (tests/conftest.py). Two workers take ~23 min here instead of ~32, but on a loaded 2-core
 # machine a hub's single-user server has not always been ready in time (test_hub_budgethold)
-exec .venv/bin/pytest -n "${COSTGUARD_TEST_WORKERS:-0}" --dist loadscope "$@"
+exec .venv/bin/pytest -n "${COSTGUARD_TEST_WORKERS:-0}" --dist loadscope --durations=25 "$@"

@@ -35,6 +35,8 @@ class ServerProcess:
     port: int = field(default_factory=free_port)
     token: str = field(default_factory=lambda: secrets.token_hex(16))
     proc: subprocess.Popen[bytes] | None = None
+    #: the interpreter that runs the server (another venv's, for SkyPilot's client)
+    python: str = sys.executable
 
     @property
     def url(self) -> str:
@@ -73,7 +75,7 @@ class ServerProcess:
         self.log_path = self.workdir / "server.log"
         log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "jupyter_server", f"--config={cfg}"],
+            [self.python, "-m", "jupyter_server", f"--config={cfg}"],
             env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
         )
         deadline = time.monotonic() + timeout

@@ -80,12 +80,16 @@ def _memory_mb() -> int:
 class SlurmCluster:
     """munged + slurmctld + slurmd, one node named after this host, partition ``debug``."""
 
-    def __init__(self) -> None:
+    def __init__(self, cpus: int | None = None) -> None:
         self.root = Path(tempfile.mkdtemp(prefix="costguard-slurm-", dir="/tmp"))
         self.root.chmod(0o755)
         self.conf = self.root / "slurm.conf"
         self.node = socket.gethostname().split(".")[0]
-        self.cpus = os.cpu_count() or 1
+        real = os.cpu_count() or 1
+        #: more CPUs than the machine has (``SlurmdParameters=config_overrides``) lets jobs
+        #: that mostly wait share it, as SkyPilot's test jobs do
+        self.cpus = max(real, cpus or real)
+        self.overrides = "SlurmdParameters=config_overrides" if self.cpus > real else ""
         self.memory_mb = max(1024, int(_memory_mb() * 0.9))
         self.env = {**os.environ, "SLURM_CONF": str(self.conf)}
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
@@ -160,6 +164,7 @@ MinJobAge=600
 KillWait=5
 InactiveLimit=0
 SchedulerParameters=sched_interval=1
+{self.overrides}
 NodeName={self.node} NodeAddr=127.0.0.1 CPUs={self.cpus} RealMemory={self.memory_mb} State=UNKNOWN
 PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 """)
@@ -248,7 +253,7 @@ def _exe(name: str) -> str:
     return path
 
 
-def running_cluster() -> Iterator[SlurmCluster]:
+def running_cluster(cpus: int | None = None) -> Iterator[SlurmCluster]:
     """A started cluster for a test module's fixture (`yield from running_cluster()`): skipped
     where Slurm cannot run here, a failure in CI (which installs it), stopped afterwards."""
     import pytest
@@ -258,7 +263,7 @@ def running_cluster() -> Iterator[SlurmCluster]:
         if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
             pytest.fail(f"Slurm tests cannot run in CI: {reason}")
         pytest.skip(reason)
-    c = SlurmCluster().start()
+    c = SlurmCluster(cpus).start()
     try:
         yield c
     finally:
