@@ -42,9 +42,11 @@ chp=.venv/node/node_modules/.bin/configurable-http-proxy
 rm -rf "$ext" && ln -s "$PWD/jupyter_costguard/labextension" "$ext"
 
 # SkyPilot's client venv and its remote runtime's wheels (cached; ~4 min the first time) build
-# in the background while the checks and the first tests run; its tests wait for them
+# in the background while the checks and the first tests run; its tests wait for them. Started
+# from a subshell that exits at once, so that it is not a child of the pytest this script
+# becomes: its end would leave a zombie there (test_hardening_slurm counts pytest's children)
 mkdir -p .venv/logs
-.venv/bin/python tests/support/skypilot_infra.py >.venv/logs/skypilot-build.log 2>&1 &
+( .venv/bin/python tests/support/skypilot_infra.py >.venv/logs/skypilot-build.log 2>&1 & )
 
 .venv/bin/ruff check .
 .venv/bin/mypy
