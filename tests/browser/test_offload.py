@@ -18,15 +18,13 @@ import pytest
 from jupyter_costguard.guard import training
 from tests.support.browser import (
     chromium_page,
+    idle_gpu_lab,
     jobs_lab,
-    lab_server,
-    need_browser,
     open_notebook,
     shot,
 )
 from tests.support.notebooks import code, markdown, write_notebook
 from tests.support.server_proc import ServerProcess
-from tests.support.traces import write_trace
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -129,16 +127,12 @@ SWEEP = [
 @pytest.fixture
 def demo(tmp_path: Path) -> Iterator[ServerProcess]:
     """The demo's offload.ipynb and train.ipynb, local batch jobs, one idle GPU."""
-    need_browser()
-    frame = {"t": 0, "gpus": [{"utilization_percent": 3, "power_watts": 70, "processes": []}]}
-    trace = write_trace(tmp_path / "trace.json", [frame], gpus=1, instance_type="p4de.24xlarge")
     root = tmp_path / "srv" / "root"
     root.mkdir(parents=True)
     for name in ("offload.ipynb", "train.ipynb"):
         shutil.copy(EXAMPLES / name, root / name)
     write_notebook(root, "sweep.ipynb", SWEEP)
-    with lab_server(tmp_path, trace, jobs_dir=str(tmp_path / "jobs"),
-                    offload_poll_interval=0.2) as server:
+    with idle_gpu_lab(tmp_path) as server:
         yield server
 
 

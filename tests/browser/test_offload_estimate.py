@@ -14,9 +14,8 @@ from typing import Any
 
 import pytest
 
-from tests.support.browser import chromium_page, lab_server, need_browser, open_notebook, shot
+from tests.support.browser import chromium_page, idle_gpu_lab, open_notebook, shot
 from tests.support.server_proc import ServerProcess
-from tests.support.traces import write_trace
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 BUTTON = '.jp-cell-toolbar [data-command="costguard:run-as-job"]'
@@ -27,14 +26,10 @@ pytestmark = [pytest.mark.timeout(300), pytest.mark.usefixtures("no_leftover_job
 @pytest.fixture
 def demo(tmp_path: Path) -> Iterator[ServerProcess]:
     """The demo's offload.ipynb on a p4de.24xlarge (one idle GPU), local batch jobs."""
-    need_browser()
-    frame = {"t": 0, "gpus": [{"utilization_percent": 3, "power_watts": 70, "processes": []}]}
-    trace = write_trace(tmp_path / "trace.json", [frame], gpus=1, instance_type="p4de.24xlarge")
     root = tmp_path / "srv" / "root"
     root.mkdir(parents=True)
     shutil.copy(EXAMPLES / "offload.ipynb", root / "offload.ipynb")
-    with lab_server(tmp_path, trace, jobs_dir=str(tmp_path / "jobs"),
-                    offload_poll_interval=0.2) as server:
+    with idle_gpu_lab(tmp_path) as server:
         yield server
 
 

@@ -67,14 +67,21 @@ def lab_server(tmp: Path, trace: Path, **costguard: Any) -> Iterator[ServerProce
 
 
 @contextlib.contextmanager
-def jobs_lab(tmp: Path, name: str, cells: list[dict[str, Any]]) -> Iterator[ServerProcess]:
-    """A server with one notebook, `name` holding `cells`, one idle GPU and local batch jobs
-    (their state under `tmp`/jobs, followed every 0.2 s)."""
+def idle_gpu_lab(tmp: Path) -> Iterator[ServerProcess]:
+    """A server on a p4de.24xlarge with one idle GPU and local batch jobs (their state under
+    `tmp`/jobs, followed every 0.2 s), serving the notebooks under `tmp`/srv/root."""
     need_browser()
     frame = {"t": 0, "gpus": [{"utilization_percent": 3, "power_watts": 70, "processes": []}]}
     trace = write_trace(tmp / "trace.json", [frame], gpus=1, instance_type="p4de.24xlarge")
-    write_notebook(tmp / "srv" / "root", name, cells)
     with lab_server(tmp, trace, jobs_dir=str(tmp / "jobs"), offload_poll_interval=0.2) as server:
+        yield server
+
+
+@contextlib.contextmanager
+def jobs_lab(tmp: Path, name: str, cells: list[dict[str, Any]]) -> Iterator[ServerProcess]:
+    """`idle_gpu_lab` with one notebook, `name` holding `cells`."""
+    write_notebook(tmp / "srv" / "root", name, cells)
+    with idle_gpu_lab(tmp) as server:
         yield server
 
 
