@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -61,7 +62,7 @@ def test_spend_is_each_machines_time_at_its_own_instances_price() -> None:
     on_demand = price_machine(CATALOG, "aws", "p3.2xlarge", "us-east-1", "on-demand")
     assert spot is not None and on_demand is not None
     assert spot.market == "spot" and spot.rate_per_hour < on_demand.rate_per_hour
-    machines = [
+    machines: list[dict[str, Any]] = [
         # preempted after an hour: priced to its last sight
         {"provider": "aws", "instance_type": "p3.2xlarge", "region": "us-east-1",
          "market": "spot", "start": 1000.0, "seen": 4600.0},
