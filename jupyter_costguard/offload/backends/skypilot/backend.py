@@ -38,7 +38,7 @@ from jupyter_costguard.offload.backends.base import Backend
 from jupyter_costguard.offload.backends.skypilot import task as sky_task
 from jupyter_costguard.offload.backends.skypilot.calls import Calls
 from jupyter_costguard.offload.backends.skypilot.estimate import ESTIMATOR, ask_optimizer
-from jupyter_costguard.offload.backends.skypilot.remote import MACHINES
+from jupyter_costguard.offload.backends.skypilot.remote import MACHINES, read_machines
 from jupyter_costguard.offload.backends.skypilot.task import ManagedJob, SkyPilotSettings
 from jupyter_costguard.offload.estimate import Estimate, EstimateContext
 from jupyter_costguard.offload.spec import TERMINAL, Job, Resources
@@ -175,13 +175,8 @@ class SkyPilotBackend(Backend):
     def _adopt(self, job: Job) -> int | None:
         """(SkyPilot's thread) The managed job named for `job` submitted since it was, if
         any: the launch request a stopped server sent."""
-        sky = _sky()
-        answer = sky.get(sky.jobs.queue_v2(refresh=False, all_users=False,
-                                           fields=QUEUE_FIELDS))
-        records = answer[0] if isinstance(answer, tuple) else answer
         found = []
-        for record in records:
-            doc = record.model_dump() if hasattr(record, "model_dump") else dict(record)
+        for doc in _queue():
             submitted = doc.get("submitted_at") or 0
             if doc.get("job_name") == sky_task.job_name(job) and submitted >= job.created - 60:
                 found.append(int(doc["job_id"]))
@@ -243,13 +238,8 @@ class SkyPilotBackend(Backend):
         """(SkyPilot's thread) One queue request for `ids`; its answers replace the kept
         ones (a failed request keeps them, and says so at most once a minute)."""
         try:
-            sky = _sky()
-            answer = sky.get(sky.jobs.queue_v2(refresh=False, all_users=False, job_ids=ids,
-                                               fields=QUEUE_FIELDS))
-            records = answer[0] if isinstance(answer, tuple) else answer
             found = {}
-            for record in records:
-                doc = record.model_dump() if hasattr(record, "model_dump") else dict(record)
+            for doc in _queue(job_ids=ids):
                 info = sky_task.parse_record(doc)
                 if info is not None:
                     found[info.job_id] = info
@@ -412,10 +402,8 @@ class SkyPilotBackend(Backend):
 
     def machines(self, job: Job, job_dir: Path) -> list[Mapping[str, Any]] | None:
         """The machines the job ran on, as its runner recorded them (`remote.MACHINES`)."""
-        found = jobdir.read_json(job_dir / MACHINES) if (job_dir / MACHINES).exists() else None
-        if not isinstance(found, list):
-            return None
-        return [m for m in found if isinstance(m, dict)] or None
+        machines: list[Mapping[str, Any]] = list(read_machines(job_dir))
+        return machines or None
 
     def close(self) -> None:
         self.calls.close()
@@ -438,6 +426,16 @@ class SkyPilotBackend(Backend):
         if now - self._warned.get(key, 0.0) >= WARN_EVERY_SECONDS:
             self._warned[key] = now
             log.warning("costguard: %s", text)
+
+
+def _queue(**filters: Any) -> list[dict[str, Any]]:
+    """(SkyPilot's thread) The user's managed jobs (``sky.jobs.queue_v2``) as dicts, with
+    the fields the backend reads; `filters` narrow it (``job_ids``)."""
+    sky = _sky()
+    answer = sky.get(sky.jobs.queue_v2(refresh=False, all_users=False, fields=QUEUE_FIELDS,
+                                       **filters))
+    records = answer[0] if isinstance(answer, tuple) else answer
+    return [r.model_dump() if hasattr(r, "model_dump") else dict(r) for r in records]
 
 
 def _resolve(request_id: str) -> int | None:

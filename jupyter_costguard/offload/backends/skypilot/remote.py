@@ -90,11 +90,16 @@ def identify(environ: Mapping[str, str]) -> dict[str, Any]:
             "region": found.region, "market": found.market, "detail": found.detail}
 
 
+def read_machines(directory: Path) -> list[dict[str, Any]]:
+    """The machine records in `directory` (none when the file is missing or not a list)."""
+    found = jobdir.read_json(directory / MACHINES)
+    return [m for m in found if isinstance(m, dict)] if isinstance(found, list) else []
+
+
 def start_machine(work: Path, restarts: int, environ: Mapping[str, str]) -> list[dict[str, Any]]:
     """The job's machine records with this machine's appended (the earlier ones came back
     from object storage with the status)."""
-    found = jobdir.read_json(work / MACHINES) if (work / MACHINES).exists() else None
-    machines = [m for m in found if isinstance(m, dict)] if isinstance(found, list) else []
+    machines = read_machines(work)
     now = time.time()
     machines.append({"restart": restarts, "start": now, "seen": now, **identify(environ)})
     jobdir.write_json(work / MACHINES, machines)
