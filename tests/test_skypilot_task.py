@@ -323,3 +323,26 @@ def test_a_job_skypilot_recovers_waits_until_its_new_machine_reports(tmp_path: P
     status = jobdir.read_status(d)
     assert status is not None and (status.phase, status.restarts) == ("running", 1)
     assert (d / jobdir.LOG).read_text().count("recovery 1") == 1
+
+
+def test_the_live_pusher_holds_back_a_final_status_until_the_outputs_have_gone(
+        tmp_path: Path) -> None:
+    """The runner writes its final status before it exits; pushed then by the live pusher,
+    it told the server the job had ended before its outputs were in storage, and the server,
+    taking a final status to mean they were there, never brought them back (a recovered
+    job's results went missing in the end-to-end run)."""
+    work, store = tmp_path / "work", tmp_path / "store"
+    work.mkdir()
+    url = f"file://{store}"
+    (work / jobdir.LOG).write_text("step 1\n")
+    jobdir.write_status(work, jobdir.RunnerStatus(state="running", phase="running", attempt=1))
+    assert jobdir.STATUS in remote.live_files(work)
+    remote.push(url, work, remote.live_files(work), {})
+    assert (store / jobdir.STATUS).exists()
+
+    (store / jobdir.STATUS).unlink()
+    jobdir.write_status(work, jobdir.RunnerStatus(state="succeeded", phase="done", attempt=1))
+    (work / jobdir.LOG).write_text("step 1\nstep 2\n")
+    remote.push(url, work, remote.live_files(work), {})
+    assert not (store / jobdir.STATUS).exists()  # the last push sends it, after the outputs
+    assert (store / jobdir.LOG).read_text().endswith("step 2\n")

@@ -77,6 +77,16 @@ def push(store: str, work: Path, names: tuple[str, ...], sent: dict[str, tuple[i
         sent[name] = key
 
 
+def live_files(work: Path) -> tuple[str, ...]:
+    """What the pusher sends while the runner runs: its status only until it is final. The
+    runner writes its final status before it exits, and the server takes a final status to
+    mean the outputs are there: that one goes after them, in the last push."""
+    status = jobdir.read_status(work)
+    if status is not None and status.state in jobdir.TERMINAL:
+        return tuple(name for name in LIVE_FILES if name != jobdir.STATUS)
+    return LIVE_FILES
+
+
 def identify(environ: Mapping[str, str]) -> dict[str, Any]:
     """This machine as the server would price it: its cloud identity from the metadata
     service (off with ``COSTGUARD_CLOUD_METADATA=off``), or why there is none."""
@@ -166,7 +176,7 @@ def remote_main(input_dir: Path, work: Path, store: str) -> int:
         while not done.wait(PUSH_INTERVAL):
             try:
                 mark_machine(work, machines)
-                push(store, work, LIVE_FILES, sent)
+                push(store, work, live_files(work), sent)
             except Exception as e:  # the next round tries again
                 print(f"costguard: could not update {store}: {e}", file=sys.stderr)
 
