@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from jupyter_client import BlockingKernelClient
 
 from jupyter_costguard.guard.budget import BudgetRule, NotebookBudgets
+from tests.support.attach import attach
 from tests.support.guard_harness import GPU_SHARE, HOURLY_RATE, T0, K, SpendHarness
 from tests.support.openapi_check import validate
 from tests.support.rest import get_json, start_session
@@ -325,16 +325,11 @@ def test_enforced_budget_interrupts_a_running_cell(tmp_path: Path, trace_file: P
     server = ServerProcess(workdir, config).start()
     try:
         kid = server.start_session("enforce.ipynb")["kernel"]["id"]
-        conn = workdir / "runtime" / f"kernel-{kid}.json"
-        client = BlockingKernelClient(connection_file=str(conn))
-        client.load_connection_file()
-        client.start_channels()
+        # attached to the kernel's own channels once the server hears its status messages:
+        # a cell run before then read "starting" for its whole 60 s on a loaded machine
+        client = attach(workdir / "runtime" / f"kernel-{kid}.json",
+                        lambda: str(server.get(f"api/kernels/{kid}")["execution_state"]))
         try:
-            # not wait_for_ready: it resends kernel_info every second and calls a kernel
-            # whose heartbeat is late (a loaded machine) dead; one request, one reply
-            info = client.kernel_info()
-            while client.get_shell_msg(timeout=120)["parent_header"].get("msg_id") != info:
-                pass
             msg_id = client.execute("import time; time.sleep(60)")
 
             def kernel(doc: dict[str, Any]) -> dict[str, Any] | None:

@@ -405,7 +405,9 @@ class CostGuardHub(Application):
                         and (r.user, r.server) not in self.budget_hold.stopped})
         if not users:
             return
-        await self.budget_hold.run(rows, await self.run(self._budget_states, users, now), now)
+        starting = {k for k, s in self.running.items() if not s.ready}
+        await self.budget_hold.run(rows, await self.run(self._budget_states, users, now), now,
+                                   starting)
 
     def _budget_states(self, users: list[str], now: float) -> dict[str, list[BudgetState]]:
         """Worker thread: the budgets of `users`, every user's spend read in one query (a

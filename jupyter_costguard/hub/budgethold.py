@@ -8,13 +8,13 @@ user's JupyterLab with the time left; after `budget_grace_minutes` it is stopped
 Hub's API, and both events are recorded with the figures that decided them. The user cannot
 keep it running: "Hide" only hides the alert. A warning rides on the answer to the server's
 next report; a server that does not report is warned all the same, its grace counted from
-when the warning was raised. A budget raised, or a new period, withdraws the warning.
+when it is found up and silent. A budget raised, or a new period, withdraws the warning.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -97,9 +97,17 @@ class BudgetHold:
 
     async def run(self, rows: list[ServerRow],
                   states: Mapping[str, list[BudgetState]], now: float,
+                  starting: Collection[tuple[str, str]] = (),
                   ) -> list[tuple[ServerRow, str]]:
-        """One round over the running servers (`states`: each user's budget states now).
-        Returns what was done to whom: "warn", "stop", "would-stop"."""
+        """One round over the running servers (`states`: each user's budget states now;
+        `starting`: the servers the Hub has not yet called ready). Returns what was done to
+        whom: "warn", "stop", "would-stop".
+
+        A server still starting is warned, but its grace waits until it is up: the grace is
+        the user's time to save their work, and a server that is not up shows no warning and
+        holds no work (the Hub's own start timeout ends one that never comes up). A server
+        that is up and does not report is warned all the same: its grace runs from the first
+        round that finds it so, whenever that is."""
         done: list[tuple[ServerRow, str]] = []
         live = set()
         for row in rows:
@@ -116,11 +124,11 @@ class BudgetHold:
             hold = self.holds.get(key)
             if hold is None:
                 hold = self.holds[key] = Hold(now, figures, {})
-                if row.state != OK:  # no report carries the warning: its grace runs now
-                    hold.delivered_at = now
                 self.record(now, row.user, row.server, "budget-warn",
                             f"{figures}; stopping in {self.grace / 60:g} min")
                 done.append((row, "warn"))
+            if hold.delivered_at is None and row.state != OK and key not in starting:
+                hold.delivered_at = now  # no report carries the warning: its grace runs now
             hold.warning = self._warning(state, hold.start, now, hold.delivered_at)
             if hold.delivered_at is None or now - hold.delivered_at < self.grace:
                 continue

@@ -29,6 +29,8 @@ class RunningServer:
     profile: str = ""
     #: when the Hub started it (epoch seconds); None when the Hub does not say
     started: float | None = None
+    #: the Hub calls it ready (False while its spawn is pending: it costs, but is not up)
+    ready: bool = True
 
 
 def profile_of(server_model: dict[str, Any]) -> str:
@@ -104,7 +106,8 @@ class HubAPI:
                 for sname, model in (user.get("servers") or {}).items():
                     if model.get("ready") or model.get("pending") == "spawn":
                         running[(name, sname)] = RunningServer(
-                            name, sname, model["url"], profile_of(model), started_of(model))
+                            name, sname, model["url"], profile_of(model), started_of(model),
+                            ready=bool(model.get("ready")))
             nxt = page.get("_pagination", {}).get("next") if isinstance(page, dict) else None
             if not nxt:
                 return running, groups
