@@ -195,15 +195,20 @@ export class AlertToastText extends Disposable {
 
   private _fix(message: HTMLElement): void {
     const text = message.textContent ?? '';
-    let entry = this._byFull.get(text);
+    const full = this._byFull.get(text);
+    const entry = full ?? this._byShown.get(text);
     if (!entry) {
-      entry = this._byShown.get(text);
-      if (!entry) {
-        return;
-      }
-      if (entry.truncated && !this._expand(message, entry)) {
-        return;
-      }
+      return;
+    }
+    const marked = message.getAttribute(MESSAGE_MARK);
+    if (marked !== null && marked !== entry.alertId) {
+      // React keys each toast by its notification: an element marked for one
+      // alert never shows another's. Two alerts can have the same text, and
+      // the first one's toast may still be fading out when the second comes.
+      return;
+    }
+    if (!full && entry.truncated && !this._expand(message, entry)) {
+      return;
     }
     if (message.getAttribute(MESSAGE_MARK) !== entry.alertId) {
       message.setAttribute(MESSAGE_MARK, entry.alertId);

@@ -195,6 +195,26 @@ describe('AlertToastText', () => {
     expect(other.textContent!.endsWith('…')).toBe(true);
   });
 
+  it('keeps a toast marked for its own alert when another has the same text', async () => {
+    const { root, list } = setup();
+    const container = document.createElement('div');
+    container.id = 'react-toastify-container';
+    root.appendChild(container);
+    list.add('n1', `Training-sized\n${LONG}`, { costguardAlertId: 'a1' });
+    const first = renderToast(container, `Training-sized\n${LONG}`);
+    await flush();
+    // the first is closed (its toast still fading out) as a second alert, same text, comes
+    list.remove('n1');
+    list.add('n2', `Training-sized\n${LONG}`, { costguardAlertId: 'a2' });
+    const second = renderToast(container, `Training-sized\n${LONG}`);
+    await flush();
+    expect(first.getAttribute(MESSAGE_MARK)).toBe('a1');
+    expect(first.closest('.Toastify__toast')!.getAttribute(TOAST_MARK)).toBe('a1');
+    expect(second.getAttribute(MESSAGE_MARK)).toBe('a2');
+    expect(second.textContent).toBe(`Training-sized${LONG}`);
+    expect(container.querySelectorAll(`[${TOAST_MARK}="a2"]`)).toHaveLength(1);
+  });
+
   it('knows the notifications already there when it starts', async () => {
     const root = document.createElement('div');
     document.body.appendChild(root);
