@@ -25,6 +25,7 @@ from tests.support.browser import (
     notebook,
     open_notebook,
     shot,
+    widen_right_sidebar,
 )
 from tests.support.notebooks import code, markdown, write_notebook
 from tests.support.server_proc import ServerProcess
@@ -105,15 +106,6 @@ def shown_headers(page: Any, table: str) -> list[str]:
         document.querySelectorAll(`#jp-costguard-panel .jp-costguard-${t} thead th`))
         .filter(th => getComputedStyle(th).display !== 'none')
         .map(th => th.dataset.key || th.textContent.trim())""", table)
-
-
-def widen_right_sidebar(page: Any, by: int) -> None:
-    box = page.locator("#jp-right-stack").bounding_box()
-    y = box["y"] + box["height"] / 2
-    page.mouse.move(box["x"] - 2, y)
-    page.mouse.down()
-    page.mouse.move(box["x"] - 2 - by, y, steps=5)
-    page.mouse.up()
 
 
 def test_the_panel_fits_the_default_sidebar_and_its_tables_agree(lab: ServerProcess, page: Any):

@@ -7,6 +7,7 @@ import contextlib
 import json
 import os
 import shutil
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -166,3 +167,34 @@ def hub_form_login(pg: Any, hub: Any, user: str, landed: str) -> None:
     except Exception as e:
         raise AssertionError(f"{user} did not land on the page: {pg.url}\n"
                              f"{pg.inner_text('body')[:2000]}\n{hub.log()}") from e
+
+
+def settled_box(page: Any, selector: str, timeout: float = 10.0) -> dict[str, float]:
+    """`selector`'s bounding box once two reads 100 ms apart agree (after a viewport change
+    JupyterLab lays out again, later on a loaded machine)."""
+    deadline = time.monotonic() + timeout
+    last = page.locator(selector).bounding_box()
+    while time.monotonic() < deadline:
+        page.wait_for_timeout(100)
+        box = page.locator(selector).bounding_box()
+        if box and box == last:
+            return dict(box)
+        last = box
+    assert last, f"{selector} is not shown"
+    return dict(last)
+
+
+def widen_right_sidebar(page: Any, by: int = 260) -> None:
+    """Drag the sidebar's split handle `by` pixels left, as a user would, until the sidebar
+    really is wider (a drag that starts before the layout settled misses the handle)."""
+    start = settled_box(page, "#jp-right-stack")["width"]
+    for _ in range(3):
+        box = settled_box(page, "#jp-right-stack")
+        y = box["y"] + box["height"] / 2
+        page.mouse.move(box["x"] - 2, y)
+        page.mouse.down()
+        page.mouse.move(box["x"] - 2 - by, y, steps=5)
+        page.mouse.up()
+        if settled_box(page, "#jp-right-stack")["width"] >= start + by / 2:
+            return
+    raise AssertionError(f"the right sidebar stayed {start} px wide after three drags")
