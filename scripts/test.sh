@@ -52,8 +52,8 @@ mkdir -p .venv/logs
 .venv/bin/mypy
 .venv/bin/lint-imports --no-cache  # the layering (pyproject.toml [tool.importlinter])
 (cd labextension && npm test --silent)
-# one process by default; COSTGUARD_TEST_WORKERS=2 runs two pytest-xdist workers, each test
-# file on one worker and the files that run a JupyterHub or a browser together on one
-# (tests/conftest.py). Two workers take ~23 min here instead of ~32, but on a loaded 2-core
-# machine a hub's single-user server has not always been ready in time (test_hub_budgethold)
-exec .venv/bin/pytest -n "${COSTGUARD_TEST_WORKERS:-0}" --dist loadscope --durations=25 "$@"
+# two pytest-xdist workers by default (COSTGUARD_TEST_WORKERS=0: one process): each test file
+# on one worker, the files that run a JupyterHub or a browser together on one, the longest
+# units first (tests/conftest.py). Most tests wait on real servers, so two workers on two
+# cores roughly halve the run
+exec .venv/bin/pytest -n "${COSTGUARD_TEST_WORKERS:-2}" --dist loadscope --durations=25 "$@"

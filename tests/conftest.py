@@ -99,6 +99,15 @@ _HEAVY = ("tests/browser/", "tests/test_hub.py", "tests/test_hub_abuse.py",
           "tests/test_hub_policy.py")
 
 
+#: the units that take longest (minutes each, measured on CI's 2-core machine), longest first;
+#: every other file follows in xdist's order
+_LONGEST = ("heavy", "tests/test_skypilot_e2e.py", "tests/test_fuzz_api.py")
+
+
+def _rank(scope: str) -> int:
+    return _LONGEST.index(scope) if scope in _LONGEST else len(_LONGEST)
+
+
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """With `--dist loadscope` (what scripts/test.sh asks for): every test file is one unit of
@@ -114,5 +123,12 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
         def _split_scope(self, nodeid: str) -> str:
             path = nodeid.split("::", 1)[0]
             return "heavy" if path.startswith(_HEAVY) else path
+
+        def _assign_work_unit(self, node: Any) -> None:
+            # the longest units first (xdist's own order is by number of tests): one of them
+            # started last would leave the other worker idle while it runs
+            first = min(self.workqueue, key=_rank)
+            self.workqueue.move_to_end(first, last=False)
+            super()._assign_work_unit(node)
 
     return ByFile(config, log)

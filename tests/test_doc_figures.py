@@ -473,6 +473,18 @@ def check_versions(lab: str, notebook: str) -> None:
     assert f'"jupyterlab>={lab},<{int(lab) + 1}"' in text and f'"notebook>={notebook}"' in text
 
 
+def check_test_workers(workers: str) -> None:
+    """README's test command's default number of pytest-xdist workers."""
+    source = (ROOT / "scripts/test.sh").read_text()
+    assert f'-n "${{COSTGUARD_TEST_WORKERS:-{num(workers):.0f}}}"' in source
+
+
+def check_one_process(value: str) -> None:
+    """pytest-xdist's `-n 0` runs the tests in pytest's own process."""
+    assert value == "0"
+    assert '-n "${COSTGUARD_TEST_WORKERS:-' in (ROOT / "scripts/test.sh").read_text()
+
+
 def check_screenshots_flag(value: str) -> None:
     """The value the browser tests take as "save the pictures"."""
     source = (ROOT / "tests/support/browser.py").read_text()
@@ -518,9 +530,10 @@ CLAIMS: dict[str, Claim] = {
         "README: Quick start", r"`train\.ipynb` gets GPUs (\d+)–(\d+) training at ~(\d+)%",
         check_train),
     "quick start: test workers": Claim(
-        "README: Quick start",
-        r"COSTGUARD_TEST_WORKERS=(\d+) bash scripts/test\.sh` runs (\w+) pytest-xdist",
-        check_same),
+        "README: Quick start", r"pytest on (\w+) pytest-xdist\s+workers", check_test_workers),
+    "quick start: one process": Claim(
+        "README: Quick start", r"`COSTGUARD_TEST_WORKERS=(\d+)` runs one process",
+        check_one_process),
     "quick start: screenshots": Claim(
         "README: Quick start", r"`COSTGUARD_SCREENSHOTS=(\d+) bash scripts/test\.sh",
         check_screenshots_flag),
