@@ -187,14 +187,15 @@ def settled_box(page: Any, selector: str, timeout: float = 10.0) -> dict[str, fl
 def widen_right_sidebar(page: Any, by: int = 260) -> None:
     """Drag the sidebar's split handle `by` pixels left, as a user would, until the sidebar
     really is wider (a drag that starts before the layout settled misses the handle)."""
-    start = settled_box(page, "#jp-right-stack")["width"]
+    box = settled_box(page, "#jp-right-stack")
+    start = box["width"]
     for _ in range(3):
-        box = settled_box(page, "#jp-right-stack")
         y = box["y"] + box["height"] / 2
         page.mouse.move(box["x"] - 2, y)
         page.mouse.down()
         page.mouse.move(box["x"] - 2 - by, y, steps=5)
         page.mouse.up()
-        if settled_box(page, "#jp-right-stack")["width"] >= start + by / 2:
+        box = settled_box(page, "#jp-right-stack")
+        if box["width"] >= start + by / 2:
             return
     raise AssertionError(f"the right sidebar stayed {start} px wide after three drags")
