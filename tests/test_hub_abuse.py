@@ -262,6 +262,10 @@ def test_every_hostile_report_is_refused_with_its_reason_and_the_service_stays_u
         ("a literal beyond a double", dumps(valid(hub, spend=0.5)).replace(
             b'"spend": 0.5', b'"spend": 1e999'), 400, "finite"),
         ("1e308 spend", dumps(valid(hub, spend=1e308)), 400, "spend"),
+        ("a 400-digit integer time", dumps(valid(hub, time=10**400)), 400, "time"),
+        ("a 400-digit integer spend", dumps(valid(hub, spend=10**400)), 400, "spend"),
+        ("a currency with a trailing newline", dumps(valid(hub, currency="USD\n")), 400,
+         "currency"),
         ("negative spend", dumps(valid(hub, spend=-5.0)), 400, "spend"),
         ("spend far above the dearest rate for the run",
          dumps(valid(hub, spend=MAX_RATE * 100)), 400, "spend"),
@@ -324,6 +328,46 @@ def test_every_hostile_report_is_refused_with_its_reason_and_the_service_stays_u
     status, doc = post(hub, token, dumps(valid(hub, spend=0.0)))
     assert status == 200 and doc["accepted"] is True, doc
     assert server_rows(hub)["mallory/"]["state"] == "ok"
+
+
+def test_a_flood_of_400_digit_reports_leaves_every_other_users_figures_counting(
+        hub: Hub) -> None:
+    """Mallory's reports share a batch (one trip to the worker) with alice's and bob's: a
+    `time` of 400 digits raised OverflowError in the checks, which failed every report of
+    its batch with a 500 while she kept sending. Each is now her own 400, and the others'
+    reports of the same seconds are recorded."""
+    token = own_token(hub, "mallory")
+    body = dumps(valid(hub, time=10**400))
+    answers: list[int] = []
+    lock = threading.Lock()
+    stop = time.monotonic() + 8.0  # eight of the honest servers' report intervals
+
+    def flood() -> None:
+        while time.monotonic() < stop:
+            status, _ = post(hub, token, body)
+            with lock:
+                answers.append(status)
+
+    t0 = time.time()
+    senders = [threading.Thread(target=flood, daemon=True) for _ in range(6)]
+    for sender in senders:
+        sender.start()
+    seen: dict[str, list[float]] = {u: [] for u in HONEST}
+    while time.monotonic() < stop:
+        rows = server_rows(hub)
+        for u in HONEST:
+            row = rows[f"{u}/"]
+            if row["state"] == "ok" and row["last_ok"] > t0:
+                seen[u].append(row["last_ok"])
+        time.sleep(0.5)
+    for sender in senders:
+        sender.join(30)
+    assert len(answers) > 50, len(answers)
+    assert set(answers) == {400}, sorted(set(answers))
+    for u in HONEST:  # their reports kept being taken all through the flood
+        assert len(set(seen[u])) >= 3, (u, seen[u])
+        assert server_rows(hub)[f"{u}/"]["detail"] in ("", None)
+    responsive(hub)
 
 
 def test_mallorys_tokens_read_nobody_elses_figures(hub: Hub) -> None:
@@ -437,7 +481,7 @@ def test_a_claimed_busy_gpu_neither_keeps_nor_stops_her_server(hub: Hub,
         wait_for(lambda: (lambda r: r["state"] == "ok" and r["gpus_busy"] == 1)(
             server_rows(hub)["mallory/"]), 30, "mallory's claim recorded")
         settings = load_settings(hub.service_config)
-        row, groups, kept = read_row(settings["db_path"], "mallory", "")
+        row, groups, kept = read_row(settings.db_path, "mallory", "")
         assert row is not None and row.gpus_busy == 1 and row.profile == "gpu"
         d = decide(row, groups, policies_from([POLICY]), time.time(), kept)
         assert d.action == DEFER and "does not take a server's word" in d.reason, d

@@ -102,6 +102,11 @@ async def test_slurm_without_rates_says_it_is_not_priced(jp_fetch) -> None:
     ({"backend": "nowhere"}, "unknown backend 'nowhere'; configured: local, slurm"),
     ({"notebook": "n.ipynb", "selected": ["a"]}, "notebook"),
     ([1, 2], "object"),
+    # integers of 400 digits are valid JSON with no float: a clear 400, never a 500
+    ({"resources": {"memory_gib": 10**400}}, "resources.memory_gib"),
+    ({"resources": {"cpus": 10**400}}, "resources.cpus"),
+    ({"resources": {"time_limit_seconds": 10**400}}, "resources.time_limit_seconds"),
+    ({"resources": {"gpus": 10**400}}, "resources.gpus"),
 ])
 async def test_a_malformed_body_is_refused_with_what_to_change(jp_fetch, body, needle) -> None:
     with pytest.raises(HTTPClientError) as e:
@@ -124,3 +129,11 @@ async def test_an_unauthenticated_request_is_refused(jp_fetch) -> None:
         await jp_fetch("costguard", "api", "jobs", "estimate", method="POST",
                        body=json.dumps({"backend": "local"}), headers={"Authorization": ""})
     assert e.value.code == 403
+
+
+def test_resources_refuse_an_integer_too_large_for_a_float_with_a_spec_error() -> None:
+    """The kernel side parses resources without the server's schema in front of it."""
+    from jupyter_costguard.offload.spec import Resources, SpecError
+    for name in ("cpus", "memory_gib", "time_limit_seconds"):
+        with pytest.raises(SpecError, match=f"resources.{name}"):
+            Resources.parse({name: 10**400})

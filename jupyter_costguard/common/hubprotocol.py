@@ -37,8 +37,9 @@ MAX_KEPT = 16
 MAX_KEY = 200
 #: the alert kind of the cull warnings in the user's JupyterLab
 WARNING_KIND = "hub-cull"
-CURRENCY = re.compile(r"^[A-Z]{3}$")
-SERVER_NAME = re.compile(r"^[^\x00-\x1f/]{0,255}$")
+#: whole-text patterns (`\Z`: `$` would also accept a trailing newline)
+CURRENCY = re.compile(r"[A-Z]{3}\Z")
+SERVER_NAME = re.compile(r"[^\x00-\x1f/]{0,255}\Z")
 FIELDS = {"version", "server", "time", "since", "spend", "waste", "unattributed", "currency",
           "simulated", "rate_per_hour", "gpu_count", "gpus_held", "gpus_busy",
           "gpu_idle_since", "active_jobs", "kept"}
@@ -122,10 +123,16 @@ def _no_constant(name: str) -> Any:
 
 
 def _number(doc: dict[str, Any], name: str, lo: float, hi: float) -> float:
+    """A bounded finite number, or ReportError (never another exception: an integer of
+    hundreds of digits, which JSON allows, does not fit a float)."""
     value = doc.get(name)
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ReportError(f"{name} must be a number")
-    value = float(value)
+    try:
+        value = float(value)
+    except OverflowError:
+        raise ReportError(f"{name} must be within [{lo:g}, {hi:g}], not an integer "
+                          "too large for a number") from None
     if not math.isfinite(value):
         raise ReportError(f"{name} must be finite")
     if not lo <= value <= hi:

@@ -284,7 +284,7 @@ class NodeGpu:
 
 _ALPHA_LOWER = tuple(string.ascii_lowercase)
 _ALPHANUM_LOWER = tuple(string.ascii_lowercase + string.digits)
-_OBJECT_PATTERN = re.compile(r"^[a-z0-9\-]+$")
+_OBJECT_PATTERN = re.compile(r"[a-z0-9\-]+\Z")
 _NON_ALPHANUM = re.compile(r"[^a-z0-9]+")
 _HASH_LENGTH = 8
 _ESCAPE_SAFE = frozenset(string.ascii_lowercase + string.digits)

@@ -55,8 +55,10 @@ class Resources:
             value = doc.get(name)
             if value is None:
                 return None
+            # compared before any conversion: an integer of hundreds of digits (valid
+            # JSON) has no float, and math.isfinite would raise OverflowError on it
             if isinstance(value, bool) or not isinstance(value, (int, float)) \
-                    or not math.isfinite(value) or not 0 < value <= upper:
+                    or not 0 < value <= upper or not math.isfinite(value):
                 raise SpecError(f"resources.{name} must be a number above 0 and at most "
                                 f"{upper:g}, or null")
             return float(value)
