@@ -492,9 +492,9 @@ def service_proc(work: Path, hub_port: int, service_token: str, cache: int,
         "db_path": str(work / "costguard_hub.sqlite"), "poll_interval": interval,
         "report_interval": interval, "token_cache_seconds": cache,
         "default_user_budget": 100.0, "group_budgets": {"gpu-users": 5000.0},
-        "gpu_profiles": {"gpu"},
         # the meter and the budget hold do their work each cycle too (the load's own rates)
-        "profile_prices": {"gpu": {"hourly_rate": 2.5}, "cpu": {"hourly_rate": 0.05}},
+        "profile_prices": {"gpu": {"hourly_rate": 2.5, "gpus": 1},
+                           "cpu": {"hourly_rate": 0.05}},
         "budget_stop": "dry-run",
         "cull_policies": [{"name": "gpu", "profiles": ["gpu"], "idle_minutes": 240,
                            "warn_minutes": 10}]}

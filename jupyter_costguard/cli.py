@@ -95,9 +95,9 @@ def _detect(args: argparse.Namespace) -> int:
     from jupyter_costguard.cloud.container import read_cgroup_limits
     from jupyter_costguard.cloud.metadata import lookup
     from jupyter_costguard.cost.config import CostTraits
+    from jupyter_costguard.cost.pricedoc import price_doc
     from jupyter_costguard.cost.pricing import ContainerFacts
     from jupyter_costguard.cost.service import decide_pricing, dmi_provider, load_catalog
-    from jupyter_costguard.cost.views import price_doc
     from jupyter_costguard.sampling.sources import SamplingTraits
     from jupyter_costguard.sampling.telemetry import Telemetry
 

@@ -73,6 +73,24 @@ def test_the_example_hub_adds_up_a_users_simulated_gpu_server(hub: Hub) -> None:
     assert all(p["unattributed"] <= p["spend"] + 1e-9 for p in points)
 
 
+def test_a_cpu_server_reports_cpu_figures_and_the_admin_rate_is_the_counted_one(
+        hub: ExampleHub) -> None:
+    """Carol's CPU profile: her server has no GPU and runs on the profile's m5.xlarge (it
+    replayed the p4d's GPU trace, and the page showed waste at 710% of its spend)."""
+    hub.start_server("carol", {"profile": "cpu"})
+    hub.wait_ready("carol")
+    status = hub.server_status("carol")
+    assert status["simulated"] is False and status["instance"]["instance_type"] == "m5.xlarge"
+    assert status["rate_per_hour"] == 0.192
+    admin = hub.token_for("admin")
+    row = wait_for(lambda: next((r for r in hub.service("api/spend?by=server", admin)[1][
+        "rows"] if r["user"] == "carol" and r["last_ok"] is not None and r["spend"] > 0),
+        None), 60, "carol's report on the page")
+    assert row["rate_per_hour"] == 0.192 and row["metered_rate_per_hour"] == 0.192
+    assert row["waste"] <= row["spend"] and row["gpus_held"] == 0, row
+    hub.stop_server("carol")
+
+
 def test_each_user_has_their_own_home_with_the_notebooks_and_own_jobs(
         hub: ExampleHub, tmp_path: Path) -> None:
     hub.wait_ready("alice")
@@ -87,15 +105,18 @@ def test_each_user_has_their_own_home_with_the_notebooks_and_own_jobs(
     assert status == 200
     assert set(NOTEBOOKS) <= {c["name"] for c in json.loads(body)["content"]}
     # her jobs live in her own folder, not in one every user shares
-    config = json.loads((hub.state / "conf" / "alice" / "jupyter_server_config.json"
+    config = json.loads((hub.state / "conf" / "alice" / "gpu" / "jupyter_server_config.json"
                          ).read_text())["CostGuard"]
-    jobs = {user: json.loads((hub.state / "conf" / user / "jupyter_server_config.json"
-                              ).read_text())["CostGuard"]["jobs_dir"]
-            for user in ("alice", "bob", "carol", "admin")}
-    assert len(set(jobs.values())) == 4 and config["jobs_dir"] == jobs["alice"]
+    jobs = {(user, profile): json.loads((hub.state / "conf" / user / profile /
+                                         "jupyter_server_config.json").read_text()
+                                        )["CostGuard"]["jobs_dir"]
+            for user in ("alice", "bob", "carol", "admin") for profile in ("gpu", "cpu")}
+    assert len(set(jobs.values())) == 4 and config["jobs_dir"] == jobs["alice", "gpu"]
+    assert all(jobs[u, "gpu"] == jobs[u, "cpu"] for u, _ in jobs)
     # loopback only: no cloud metadata lookups, no background price download
     assert config["cloud_metadata"] is False and config["catalog_refresh_hours"] == 0
-    wait_for(lambda: (Path(jobs["alice"]) / "jobs.sqlite").exists(), 30, "alice's job store")
+    wait_for(lambda: (Path(jobs["alice", "gpu"]) / "jobs.sqlite").exists(), 30,
+             "alice's job store")
     assert not (hub.state / "ledgers" / "jobs").exists()
 
 
@@ -110,11 +131,17 @@ def test_the_zero_to_jupyterhub_values_are_what_costguard_reads(tmp_path: Path) 
     config = tmp_path / "costguard_hub_config.py"
     config.write_text(files["costguard-hub-config"]["stringData"])
     settings = load_settings(config)
-    assert policies_from(settings["cull_policies"])[0].profiles == {"a100", "h100-spot"}
-    # every GPU profile is one costguard treats as GPU, and says what it runs on
+    assert policies_from(settings.cull_policies)[0].profiles == {"a100", "h100-spot"}
+    # every profile of the list is one the site lists (none would be refused), the GPU ones
+    # by their GPUs, and each says what it runs on
+    slugs = {p["slug"] for p in values["singleuser"]["profileList"]}
+    assert set(settings.site.profiles) == slugs
+    default = next(p["slug"] for p in values["singleuser"]["profileList"] if p.get("default"))
+    assert settings.site.default == default
+    assert {s for s in slugs if settings.site.of(s).gpu} == {"a100", "h100-spot"}
     for profile in values["singleuser"]["profileList"]:
         env = profile["kubespawner_override"].get("environment", {})
-        if profile["slug"] in settings["gpu_profiles"]:
+        if settings.site.of(profile["slug"]).gpu:
             assert set(env) == {"COSTGUARD_INSTANCE_TYPE", "COSTGUARD_REGION",
                                 "COSTGUARD_MARKET"}
             assert profile["kubespawner_override"]["extra_resource_limits"]

@@ -29,7 +29,7 @@ from tornado.httpserver import HTTPServer
 from tornado.testing import bind_unused_port
 
 from jupyter_costguard.cost.hubbudget import ENV_BUDGET, budgets_doc, budgets_from_environ
-from jupyter_costguard.hub import handlers, report
+from jupyter_costguard.hub import budgetbook, handlers, report
 from jupyter_costguard.hub.budgets import Budgets, BudgetState
 from jupyter_costguard.hub.profiles import profile_slug
 from jupyter_costguard.hub.spawn import check_budget, is_gpu_spawn, name_profile
@@ -176,11 +176,15 @@ class FakeStore:
         return {(s.user, s.server): (self._spend.get(s.user, 0.0), 0.0, 0.0)
                 for s in self._servers}
 
-    def memberships(self) -> dict[str, list[str]]:
+    def memberships(self, since: float | None = None) -> dict[str, list[str]]:
         return self._members
 
     def user_spend(self, user: str, since: float) -> float:
         return self._spend.get(user, 0.0)
+
+    def budget_states(self, budgets: Budgets, users: dict[str, list[str]], now: float,
+                      ) -> dict[str, list[Any]]:
+        return budgetbook.states(budgets, self._spend, self._members, users, now)
 
     def meter_rows(self) -> list[Any]:
         return []

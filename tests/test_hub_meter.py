@@ -272,6 +272,7 @@ def test_budgets_for_many_users_at_once_are_each_users_budgets(tmp_path: Path) -
     same states as the page's one-user path (handlers.budgets_of)."""
     from jupyter_costguard.hub import handlers
     from jupyter_costguard.hub.app import CostGuardHub
+    from jupyter_costguard.hub.cycle import Poller
 
     store = HubStore(tmp_path / "hub.sqlite")
     members = {"ann": ["ml"], "bob": ["ml", "cv"], "cy": []}
@@ -281,9 +282,42 @@ def test_budgets_for_many_users_at_once_are_each_users_budgets(tmp_path: Path) -
     app = CostGuardHub()
     app.store = store
     app.budgets = Budgets("month", {"cy": 1.0}, {"ml": 10.0, "cv": 5.0}, 4.0)
-    many = app._budget_states(list(members), T0 + HOUR)
+    many = Poller(app)._budget_states(list(members), T0 + HOUR)
     for user in members:
         assert many[user] == handlers.budgets_of(app, user, T0 + HOUR), user
     assert store.users_spend(T0 - HOUR) == pytest.approx(
         {u: store.user_spend(u, T0 - HOUR) for u in members})
     assert [s.scope for s in many["bob"]] == ["user", "group", "group"]
+
+
+def test_a_group_counts_its_members_of_the_period_whether_or_not_they_run(
+        tmp_path: Path) -> None:
+    """The service rebuilt group memberships each look at the Hub from the servers running
+    then: a member who stopped dropped out of the group's spend and budget, so members beat
+    a group budget by not running at the same time, and Finance's group rows lost them."""
+    from jupyter_costguard.hub import budgetbook
+    from jupyter_costguard.hub.spawn import states_for
+
+    db = tmp_path / "hub.sqlite"
+    store = HubStore(db)
+    members = {"ann": ["ml"], "bob": ["ml"]}
+    store.record_cycle({(u, ""): (f"/user/{u}/", "gpu") for u in members}, members, T0, 120.0)
+    store.record_meter({(u, ""): (T0, "gpu") for u in members}, {"gpu": 6.0}, T0 + HOUR)
+    # ann stops; the Hub lists bob alone from now on
+    store.record_cycle({("bob", ""): ("/user/bob/", "gpu")}, {"bob": ["ml"]}, T0 + HOUR,
+                       120.0)
+    budgets = Budgets("month", {}, {"ml": 100.0})
+    now = T0 + HOUR + 60
+    (group,) = store.budget_states(budgets, {"bob": ["ml"]}, now)["bob"]
+    assert group.spent == pytest.approx(12.0)  # ann's 6 and bob's 6
+    # the spawn hook's figure, read from another process's view of the file: the same
+    (hook,) = states_for({"db_path": str(db), "group_budgets": {"ml": 100.0}}, "bob", ["ml"],
+                         now)
+    assert hook == group
+    # the admin's group row and its budget keep ann's spend too
+    (row,) = rows(store, budgets, "group", now)
+    assert row.key == "ml" and row.spend == pytest.approx(12.0)
+    assert row.budget is not None and row.budget.spent == pytest.approx(12.0)
+    # a membership seen before this period does not count in it
+    assert budgetbook.memberships(store.db, T0 + 40 * 24 * HOUR) == {}
+    store.close()

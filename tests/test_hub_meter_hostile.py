@@ -36,6 +36,7 @@ pytestmark = pytest.mark.timeout(600)
 INSTANCE = "p4d.24xlarge"
 RATE = 21.96  # the shipped catalog's on-demand price of a p4d.24xlarge (checked below)
 BUDGET = 0.05  # each member's: spent by the meter in about 8 s of a p4d
+GROUP_BUDGET = 1000.0  # the group's: never spent here, its figure is what is checked
 HOSTILE = {
     "ivan": 'c.CostGuard.instance_type = "nope"\n',
     "eve": "c.CostGuard.enabled = False\n",
@@ -52,8 +53,10 @@ def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Hub]:
              for name in MEMBERS]
     users.append(HubUser("admin", gpu_trace(d / "admin.json", 0), []))
     h = Hub(d / "hub", users, service_settings={
+        # the price table alone says what is a GPU profile (a p4d holds 8) and which
+        # profiles the site has: no gpu_profiles
         "profile_prices": {"gpu": {"instance_type": INSTANCE}},
-        "gpu_profiles": {"gpu"}, "default_user_budget": BUDGET,
+        "default_user_budget": BUDGET, "group_budgets": {"ml": GROUP_BUDGET},
         # a server starts reporting a few seconds after the Hub starts it
         "reconcile_grace_seconds": 20.0},
         # the profile tells its servers what they run on; the whole instance is theirs
@@ -136,8 +139,11 @@ def test_every_member_is_metered_alike_and_the_bent_reports_are_flagged(hub: Hub
         metered_window += window
         reported_sum += reported
     assert abs(metered_window - reported_sum) < 0.01
-    # what the bent servers say, beside what is counted
-    assert rows["ivan"]["rate_per_hour"] == 0.0
+    # what the bent servers say, beside what is counted: the admin's rate is the counted
+    # one (the meter's), not ivan's word of 0/h; what he says is shown beside it
+    assert rows["ivan"]["reported_rate_per_hour"] == 0.0
+    assert rows["ivan"]["rate_per_hour"] == RATE
+    assert rows["eve"]["rate_per_hour"] == RATE
     assert any("reports a rate of 0.00" in f and f"metered at {RATE:.2f}/h" in f
                for f in rows["ivan"]["flags"]), rows["ivan"]
     assert any("has reported nothing for this run" in f for f in rows["eve"]["flags"]), \
@@ -148,6 +154,10 @@ def test_every_member_is_metered_alike_and_the_bent_reports_are_flagged(hub: Hub
     assert status == 200
     users = {r["user"]: r for r in doc["rows"]}
     assert [u for u in MEMBERS if users[u]["flags"]] == ["ivan", "eve"]
+    # the page's "Rate now" is the sum of these rows: the counted rate of every member
+    assert sum(users[u]["rate_per_hour"] for u in MEMBERS) == pytest.approx(RATE * 4)
+    # waste is never above what is counted as spent
+    assert all(r["waste"] <= r["spend"] + 1e-9 for r in doc["rows"]), doc["rows"]
     status, csv_text = hub.service("api/spend.csv?by=server", hub.admin_token)  # type: ignore
     assert status == 200 and "metered_rate_per_hour" in csv_text and "reports a rate" in csv_text
     # and the metrics
@@ -158,6 +168,7 @@ def test_every_member_is_metered_alike_and_the_bent_reports_are_flagged(hub: Hub
                for f in text_string_to_metric_families(text) for s in f.samples}
     for user in MEMBERS:
         assert samples[("costguard_hub_user_metered_rate_per_hour", user)] == RATE
+        assert samples[("costguard_hub_user_spend_rate_per_hour", user)] == RATE
         assert samples[("costguard_hub_user_flagged_servers", user)] == (user in ("ivan", "eve"))
 
 
@@ -167,8 +178,11 @@ def test_a_budget_spent_by_the_meter_refuses_honest_and_hostile_alike(hub: Hub) 
              and len(meter(hub)) == len(MEMBERS), 120, "every budget spent by the meter")
     settings = load_settings(hub.service_config)
     for user in MEMBERS:
-        (state,) = states_for(settings, user, ["ml"], __import__("time").time())
+        states = {s.scope: s for s in states_for(settings, user, ["ml"],
+                                                 __import__("time").time())}
+        state = states["user"]
         assert state.exhausted and state.spent > BUDGET, (user, state)
+        assert not states["group"].exhausted, states
     # the next GPU spawn is refused for the honest and for the one who reported nothing
     for user in ("alice", "ivan"):
         hub.stop_server(user)
@@ -178,6 +192,50 @@ def test_a_budget_spent_by_the_meter_refuses_honest_and_hostile_alike(hub: Hub) 
                                       hub.tester_token, {"profile": "gpu"})
         assert status == 403, (user, body)
         assert "GPU servers are refused" in json.loads(body)["message"], body
+        # a spawn that names no profile runs the site's default, a GPU one: refused alike
+        # (it was taken as "not GPU" by the hook while the meter priced it as the GPU one)
+        for options in ({}, {"user_options": {}}):
+            status, _, body = hub.request("POST", f"/hub/api/users/{user}/server",
+                                          hub.tester_token, options)
+            assert status == 403, (user, options, body)
+            assert "GPU servers are refused" in json.loads(body)["message"], body
+        # a profile the site does not list is refused, not counted at the user's word
+        for profile in ("zzz", "cpu", "GPU", "gpu\n"):
+            status, _, body = hub.request("POST", f"/hub/api/users/{user}/server",
+                                          hub.tester_token, {"profile": profile})
+            assert status == 403, (user, profile, body)
+            message = json.loads(body)["message"]
+            assert "not one this hub offers" in message and "'gpu'" in message, message
+        assert not (hub.api("GET", f"/users/{user}").get("servers") or {}), user
+
+
+def test_a_stopped_members_spend_counts_toward_their_group(hub: Hub) -> None:
+    """Alice and ivan were stopped above; their spend this period still counts toward group
+    ml, for its budget (the spawn hook's and the pages' figure) and in Finance's group rows.
+    The group's members were rebuilt from the servers running now, so it dropped."""
+    import time
+    metered = meter(hub)
+    stopped = ("alice", "ivan")
+    assert all(metered[u][2] > BUDGET for u in stopped), metered
+    # the service has looked at the Hub since they stopped (their rows say so)
+    wait_for(lambda: all(by_server(hub)[u]["state"] == "stopped" for u in stopped), 60,
+             "alice and ivan stopped on the page")
+    floor = sum(spend for _, _, spend, _ in metered.values())
+    for user in ("zed", *stopped):
+        states = {s.scope: s for s in states_for(load_settings(hub.service_config), user,
+                                                 ["ml"], time.time())}
+        assert states["group"].spent >= floor - 1e-6, (user, states, metered)
+    status, doc = hub.service("api/spend?by=group", hub.admin_token)  # type: ignore
+    assert status == 200, doc
+    (ml,) = [r for r in doc["rows"] if r["key"] == "ml"]
+    assert ml["spend"] >= floor - 1e-6, (ml, metered)
+    assert ml["budget"]["spent"] >= floor - 1e-6, (ml, metered)
+    status, text = hub.service("api/spend.csv?by=group", hub.admin_token)  # type: ignore
+    assert status == 200, text
+    import csv
+    import io
+    (row,) = [r for r in csv.DictReader(io.StringIO(text)) if r["key"] == "ml"]
+    assert float(row["spend"]) >= floor - 1e-6 and float(row["budget_spent"]) >= floor - 1e-6
 
 
 def test_the_meter_survives_a_restart_of_the_service(hub: Hub) -> None:

@@ -37,7 +37,9 @@ pytestmark = pytest.mark.timeout(600)
 #: this site trusts its users' reports of a busy GPU (tests/test_hub_abuse.py: one that does not)
 POLICY = {"name": "gpu", "profiles": ["gpu"], "idle_minutes": 0.4, "warn_minutes": 0.2,
           "trust_reported_activity": True}
-USERS = {"erin": 0, "frank": 90, "gina": 0, "hank": 0, "dave": 0}
+USERS = {"erin": 0, "frank": 90, "gina": 0, "hank": 0, "dave": 0, "kim": 0}
+#: how many times a day a server's user may keep it running
+KEEPS_PER_DAY = 2
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +49,7 @@ def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Hub]:
              for name, util in USERS.items()]
     h = Hub(d / "hub", users, service_settings={
         "cull_policies": [POLICY], "gpu_profiles": {"gpu"}, "budget_period": "day",
-        "user_budgets": {"dave": 0.002}},
+        "user_budgets": {"dave": 0.002}, "cull_keeps_per_day": KEEPS_PER_DAY},
         extra_config="from jupyter_costguard.hub.spawn import budget_hook\n"
                      "c.Spawner.pre_spawn_hook = budget_hook(spec['service_config'])\n")
     h.start()
@@ -203,6 +205,30 @@ def test_a_gpu_spawn_over_budget_is_refused_and_a_cpu_spawn_is_not(hub: Hub) -> 
     assert doc["hub_budgets"][0]["remaining"] == 0
 
 
+def test_a_script_that_answers_every_warning_with_keep_running_is_stopped(hub: Hub) -> None:
+    """Kim's automation dismisses every cull warning the moment it shows ("Keep running"),
+    as a script in her own server could. Each keep restarted the idle clock, so her idle GPU
+    was never stopped; now the day's keeps run out and the warning stands."""
+    hub.start_server("kim", {"profile": "gpu"})
+    hub.wait_ready("kim")
+    answered: set[str] = set()
+    deadline = time.monotonic() + 240
+    while running(hub, "kim") and time.monotonic() < deadline:
+        for a in alerts(hub, "kim"):
+            if a["kind"] == ALERT_KIND and a["state"] == "active" and a["id"] not in answered:
+                status, _, _ = hub.request(
+                    "POST", f"/user/kim/costguard/api/alerts/{a['id']}/dismiss",
+                    hub.tester_token, {})
+                if status == 200:
+                    answered.add(a["id"])
+        time.sleep(0.5)
+    assert not running(hub, "kim"), "an automated keep kept an idle GPU server"
+    kinds = [k for u, k in service_events(hub) if u == "kim"]
+    assert kinds.count("kept") == KEEPS_PER_DAY, kinds
+    assert "keep-refused" in kinds and kinds[-1] == "stop", kinds
+    assert len(answered) > KEEPS_PER_DAY  # it did answer the warning it was refused
+
+
 # --- dry run: the culler's decisions on a real store ---------------------------------------
 
 def report(t: float, **kw: Any) -> Report:
@@ -252,3 +278,76 @@ async def test_a_reported_busy_gpu_keeps_a_server_only_where_the_policy_trusts_i
     assert d.action == DEFER and "does not take a server's word" in d.reason
     # silence defers too: a server whose last report is old is never kept by costguard
     assert decide(busy, [], policies_from([POLICY]), t0 + 600).action == DEFER
+
+
+async def test_keeps_past_the_days_limit_are_refused_and_the_warning_says_so(
+        tmp_path: Path) -> None:
+    store = HubStore(tmp_path / "hub.sqlite")
+    t0 = 1_800_000_000.0
+    stops: list[tuple[str, str]] = []
+
+    async def stop(user: str, server: str) -> None:
+        stops.append((user, server))
+
+    culler = Culler(policies_from([POLICY]), stop, dry_run=False, record=store.add_event,
+                    log=__import__("logging").getLogger("test"), keeps_per_day=1)
+    t = t0
+    store.record_report("ann", "/user/ann/", "gpu", report(t, gpu_idle_since=t - 1000))
+    assert (await culler.run(store.servers(), {}, t))[0][1].action == WARN
+    (w,) = culler.warnings_for(("ann", ""), t + 1)
+    assert culler.kept_by_user(("ann", ""), [w["key"]], t + 2)  # the day's one keep
+    t += 20  # idle again past the limit since the keep
+    store.record_report("ann", "/user/ann/", "gpu", report(t, gpu_idle_since=t0 - 1000))
+    assert (await culler.run(store.servers(), {}, t))[0][1].action == WARN
+    (w,) = culler.warnings_for(("ann", ""), t + 1)
+    assert w["details"]["can_keep"] is False
+    assert w["actions"] == [{"id": "dismiss", "label": "Hide"}]
+    assert not culler.kept_by_user(("ann", ""), [w["key"]], t + 2)
+    # a day later the user may keep again
+    assert culler.may_keep(("ann", ""), t0 + 2 + 86400)
+    last = await culler.run(store.servers(), {}, t + 14)
+    assert last[0][1].action == STOP and stops == [("ann", "")]
+    kinds = [k for _, _, _, k, _ in reversed(store.events())]
+    assert kinds == ["warn", "kept", "warn", "keep-refused", "stop"], kinds
+
+
+def test_a_keep_does_not_hold_past_the_ceiling_of_node_idle_time() -> None:
+    from jupyter_costguard.hub.store import server_row, with_node_activity
+    t0 = 1_800_000_000.0
+    # the server reports its GPU busy; the node (dcgm-exporter) shows it idle for 50 min
+    row = with_node_activity(server_row((
+        "ann", "", "/user/ann/", "ok", "", t0, t0, "USD", 1, 10.0, 2, 1, 1, None, "gpu", 0,
+        1, 0, t0, t0 - 3000)), t0, 60.0)
+    assert row.activity_source == "node"
+    policies = policies_from([{**POLICY, "idle_minutes": 10, "warn_minutes": 1}])
+    kept = t0 - 60  # kept a minute ago: the idle clock restarted
+    assert decide(row, [], policies, t0, kept).action == KEEP
+    # the node has shown every GPU idle for 50 min: past a 45 min ceiling no keep holds
+    assert decide(row, [], policies, t0, kept, keep_ceiling=45 * 60).action == STOP
+    assert decide(row, [], policies, t0, kept, keep_ceiling=55 * 60).action == KEEP
+
+
+async def test_a_server_that_goes_silent_after_its_warning_round_began_is_still_stopped(
+        ) -> None:
+    """Judged by the node's figures, warned while it reported, silent before any answer
+    carried the warning: its lead ran from never, so it was never stopped. Now from the
+    first round that finds it silent."""
+    from jupyter_costguard.hub.store import server_row, with_node_activity
+    t0 = 1_800_000_000.0
+    stops: list[tuple[str, str]] = []
+
+    async def stop(user: str, server: str) -> None:
+        stops.append((user, server))
+
+    def row(state: str) -> Any:
+        return with_node_activity(server_row((
+            "ann", "", "/user/ann/", state, "", t0, t0, "USD", 1, 10.0, 2, 1, 0, t0 - 1000,
+            "gpu", 0, 1, 0, t0 + 100, t0 - 1000)), t0 + 100, 600.0)
+
+    culler = Culler(policies_from([POLICY]), stop, dry_run=False,
+                    record=lambda *a: None, log=__import__("logging").getLogger("test"))
+    assert (await culler.run([row("ok")], {}, t0))[0][1].action == WARN
+    silent = row("stale")
+    assert (await culler.run([silent], {}, t0 + 5))[0][1].action == WARN
+    assert (await culler.run([silent], {}, t0 + 5 + 13))[0][1].action == STOP
+    assert stops == [("ann", "")]

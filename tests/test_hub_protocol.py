@@ -57,7 +57,14 @@ def test_a_valid_report_passes_as_sent() -> None:
     ("gpu_idle_since", NOW + 10, "gpu_idle_since"), ("kept", ["x"] * 17, "kept"),
     ("kept", [{"a": 1}], "kept"), ("version", 2, "version"), ("server", "a/b", "server"),
     ("spend", "1", "number"),
-])
+    # integers of 400 digits are valid JSON and have no float: refused, never OverflowError
+    ("time", 10**400, "time"), ("since", 10**400, "since"), ("spend", 10**400, "spend"),
+    ("waste", 10**400, "waste"), ("rate_per_hour", 10**400, "rate_per_hour"),
+    ("unattributed", 10**400, "unattributed"), ("gpu_idle_since", -10**400, "gpu_idle_since"),
+    ("gpus_busy", 10**400, "gpus_busy"),
+    # `$` took a trailing newline as the end of the text
+    ("currency", "USD\n", "ISO 4217"), ("server", "gpu\n", "server"),
+], ids=lambda v: repr(v)[:20])
 def test_each_bad_figure_is_refused_naming_it(field: str, value: Any, word: str) -> None:
     refused(doc(**{field: value}), word)
 
@@ -220,7 +227,8 @@ def test_what_is_kept_ready_is_bounded_however_many_queries(tmp_path: Path) -> N
     thousands of answers after every look at the Hub."""
     import asyncio
 
-    from jupyter_costguard.hub.app import MAX_KEPT_READY, CostGuardHub
+    from jupyter_costguard.hub.app import CostGuardHub
+    from jupyter_costguard.hub.pagecache import MAX_KEPT_READY
 
     app = CostGuardHub()
     app.initialize([f"--db={tmp_path / 'hub.sqlite'}"])
@@ -228,9 +236,92 @@ def test_what_is_kept_ready_is_bounded_however_many_queries(tmp_path: Path) -> N
     async def scenario() -> None:
         for i in range(200):
             await app.report(lambda since: since, float(i))
-        assert len(app._asked) == MAX_KEPT_READY
-        assert (("<lambda>", 199.0)) in app._asked and ("<lambda>", 0.0) not in app._asked
+        assert len(app.pages.asked) == MAX_KEPT_READY
+        assert (("<lambda>", 199.0)) in app.pages.asked
+        assert ("<lambda>", 0.0) not in app.pages.asked
 
     asyncio.run(scenario())
     app.worker.shutdown()
     app.store.close()
+
+
+class _Ctx:
+    """What Intake reads of the service, for its batch alone."""
+
+    def __init__(self, store: HubStore) -> None:
+        import logging
+        self.store = store
+        self.log = logging.getLogger("test")
+        self.max_rate_per_hour = 100.0
+        self.clock_skew_seconds = protocol.CLOCK_SKEW_SECONDS
+
+
+def test_one_report_that_breaks_a_check_fails_alone_in_its_batch(tmp_path: Path) -> None:
+    """A 400-digit `time` in one report of a batch is that report's refusal: the others in
+    the same trip to the worker are recorded (before, its OverflowError failed them all)."""
+    from jupyter_costguard.hub.hubapi import RunningServer
+    from jupyter_costguard.hub.intake import Intake
+    store = HubStore(tmp_path / "hub.sqlite")
+    intake = Intake(_Ctx(store))
+    now = NOW
+
+    def item(user: str, **kw: Any) -> tuple[str, str, RunningServer, bytes, float]:
+        body = json.dumps(doc(**kw)).encode()
+        return (user, "", RunningServer(user, "", f"/user/{user}/", "gpu", STARTED), body, now)
+
+    out = intake._take_batch([item("alice"), item("mallory", time=10**400), item("bob")])
+    assert isinstance(out[1], ReportError) and 400 <= out[1].status < 500, out[1]
+    assert "time" in str(out[1])
+    assert not isinstance(out[0], ReportError) and not isinstance(out[2], ReportError)
+    assert sorted(s.user for s in store.servers()) == ["alice", "bob"]
+
+
+def test_a_check_that_raises_anything_refuses_that_report_only(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from jupyter_costguard.hub import intake as intake_module
+    from jupyter_costguard.hub.hubapi import RunningServer
+    store = HubStore(tmp_path / "hub.sqlite")
+    intake = intake_module.Intake(_Ctx(store))
+    real = protocol.check_report
+
+    def flaky(d: Any, limits: Limits) -> Any:
+        if d.get("spend") == 1.5:
+            raise ZeroDivisionError("a bug in a check")
+        return real(d, limits)
+
+    monkeypatch.setattr(intake_module.protocol, "check_report", flaky)
+    items = [(u, "", RunningServer(u, "", f"/user/{u}/", "gpu", STARTED),
+              json.dumps(doc(spend=sp)).encode(), NOW)
+             for u, sp in (("alice", 2.0), ("mallory", 1.5), ("bob", 2.0))]
+    out = intake._take_batch(items)
+    assert isinstance(out[1], ReportError) and out[1].status == 400
+    assert "could not be checked" in str(out[1])
+    assert sorted(s.user for s in store.servers()) == ["alice", "bob"]
+
+
+async def test_a_token_the_hub_does_not_know_is_not_asked_about_again_at_once() -> None:
+    """Each report with an unknown token cost a call to the Hub; now one per token per
+    REFUSED_TOKEN_SECONDS (a flood of bad reports does not become a flood at the Hub)."""
+    import re as _re
+
+    from tornado import web
+
+    from jupyter_costguard.hub.intake import Intake
+
+    class Auth:  # the Hub's answer about a token: unknown
+        auth_header_pat = _re.compile(r"token\s+(.+)", _re.IGNORECASE)
+        calls = 0
+
+        async def user_for_token(self, token: str, sync: bool = False) -> None:
+            Auth.calls += 1
+            return None
+
+    intake = Intake(object())
+    for _ in range(50):
+        with pytest.raises(web.HTTPError) as e:
+            await intake.identify(Auth(), "token not-a-token")
+        assert e.value.status_code == 403
+    assert Auth.calls == 1
+    with pytest.raises(web.HTTPError):
+        await intake.identify(Auth(), "token another-bad-one")
+    assert Auth.calls == 2

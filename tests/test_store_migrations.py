@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import time
 from pathlib import Path
 
 import pytest
@@ -208,6 +209,7 @@ INSERT INTO epochs VALUES ('alice', '', 0.0, 2.5, 0.5, 0.0, 7200.0);
 INSERT INTO hours VALUES ('alice', '', 1, 2.5, 0.5, 0);
 INSERT INTO servers VALUES ('alice', '', '/user/alice/', 'ok', '', 7200.0, 7200.0, 'USD', 0,
     1.25, 1, 1, 1, NULL, 'gpu');
+INSERT INTO memberships VALUES ('alice', 'ml');
 """
 
 
@@ -218,7 +220,10 @@ def test_a_hub_file_from_before_versions_gains_every_column(tmp_path: Path) -> N
         assert store.user_spend("alice", 0.0) == 2.5
         [row] = store.servers()
         assert (row.user, row.spend, row.active_jobs, row.node_gpus) == ("alice", 2.5, 0, None)
-        assert store_version(store.db, hub_store.SCHEMA) == hub_store.SCHEMA.version == 2
+        assert store_version(store.db, hub_store.SCHEMA) == hub_store.SCHEMA.version == 3
+        # a membership from before memberships had times counts as seen at the upgrade
+        assert store.memberships() == {"alice": ["ml"]}
+        assert store.memberships(time.time() - 60) == {"alice": ["ml"]}
         store.record_report("alice", "/user/alice/", "gpu", Report(
             server="", time=10800.0, since=0.0, spend=3.0, waste=0.5, currency="USD",
             simulated=False, rate_per_hour=1.25, gpu_count=1, gpus_held=1, gpus_busy=1,

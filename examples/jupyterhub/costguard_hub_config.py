@@ -17,23 +17,24 @@ c.CostGuardHub.budget_period = "month"
 c.CostGuardHub.user_budgets = {"bob": 20.0}
 c.CostGuardHub.default_user_budget = 500.0
 c.CostGuardHub.group_budgets = {"research": 50.0}
-# the spawner profiles that run on GPUs: refused once a budget is spent
-c.CostGuardHub.gpu_profiles = {"gpu"}
 
-# The service's own meter: what each profile costs the site, priced from the shipped catalog
-# by the same code the servers price themselves with. A running server is counted at its
-# profile's rate from the moment the Hub started it, whatever the server itself reports.
+# The site's profiles, and the service's own meter: what each profile costs the site, priced
+# from the shipped catalog by the same code the servers price themselves with. A running
+# server is counted at its profile's rate from the moment the Hub started it, whatever the
+# server itself reports. The table is also the site's list of profiles, for every decision
+# (the spawn hook, budgets, culling, the pages): a profile is a GPU one when its entry holds
+# GPUs, and a spawn of a profile it does not list is refused.
 c.CostGuardHub.profile_prices = {
     # the demo's GPU servers run (simulated) on a whole p4d.24xlarge: 8 x A100, 21.96 USD/h
     "gpu": {"instance_type": "p4d.24xlarge"},
-    # CPU-only: a small general-purpose instance, an m5.xlarge (4 vCPU, 16 GiB), 0.192 USD/h.
-    # (The demo's servers replay the same GPU trace whatever the profile, so a "cpu" server
-    # reports a p4d's rate: above its meter, which is not flagged; spend counts the meter.)
+    # CPU-only: a small general-purpose instance, an m5.xlarge (4 vCPU, 16 GiB, no GPU),
+    # 0.192 USD/h. (The demo's servers replay the same GPU trace whatever the profile, so a
+    # "cpu" server reports a p4d's rate: above its meter, which is not flagged; what is
+    # counted, and the admin page's rate, is the meter's.)
     "cpu": {"instance_type": "m5.xlarge"},
 }
-# a spawn that names no profile (through the REST API) is "" in the Hub's record: count it as
-# the form's default, gpu
-c.CostGuardHub.profile_prices[""] = c.CostGuardHub.profile_prices["gpu"]
+# a spawn that names no profile (through the REST API) runs the form's default, gpu
+c.CostGuardHub.default_profile = "gpu"
 
 # GPU-aware culling: GPU servers with every GPU idle for 30 min are warned 5 min ahead in
 # their JupyterLab, then stopped; CPU servers are left to the usual culler. The demo only

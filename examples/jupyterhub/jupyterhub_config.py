@@ -87,11 +87,7 @@ def rotated_trace(user: str, share: float) -> Path:
 
 OFFSETS = {"alice": 0.0, "bob": 0.25, "carol": 0.5, "admin": 0.75}
 for user, offset in OFFSETS.items():
-    conf = state / "conf" / user
-    conf.mkdir(parents=True, exist_ok=True)
-    (conf / "jupyter_server_config.json").write_text(json.dumps({"CostGuard": {
-        "replay_trace": str(rotated_trace(user, offset)),
-        "replay_mode": "fallback",
+    common = {
         "db_path": str(state / "ledgers" / f"{user}.sqlite"),
         # each user's own batch jobs (their Jobs panel lists theirs only)
         "jobs_dir": str(state / "jobs" / user),
@@ -100,11 +96,29 @@ for user, offset in OFFSETS.items():
         "container_share": "off",
         # the demo's prices are the shipped catalog's: no background download of new ones
         "catalog_refresh_hours": 0,
-    }}))
+    }
+    # one configuration per profile: a GPU server plays its recorded GPU day on the p4d the
+    # site prices it as; a CPU server has no GPU and runs on the m5.xlarge of its profile
+    for profile, own in (("gpu", {"replay_trace": str(rotated_trace(user, offset)),
+                                  "replay_mode": "fallback"}),
+                         ("cpu", {"instance_type": "m5.xlarge"})):
+        conf = state / "conf" / user / profile
+        conf.mkdir(parents=True, exist_ok=True)
+        (conf / "jupyter_server_config.json").write_text(json.dumps(
+            {"CostGuard": {**common, **own}}))
+
+
+def config_dir(spawner) -> str:
+    """The user's configuration for the profile this spawn runs (the spawn hook has named
+    it in the user options)."""
+    profile = (spawner.user_options or {}).get("profile") or "gpu"
+    return str(state / "conf" / spawner.user.name / ("cpu" if profile == "cpu" else "gpu"))
+
+
 (state / "ledgers").mkdir(exist_ok=True)
 service_port = int(os.environ.get("COSTGUARD_DEMO_SERVICE_PORT", "10101"))
 c.Spawner.environment = {
-    "JUPYTER_CONFIG_DIR": lambda spawner: str(state / "conf" / spawner.user.name),
+    "JUPYTER_CONFIG_DIR": config_dir,
     # where each server pushes its report, with its own token
     "COSTGUARD_HUB_URL": f"http://127.0.0.1:{service_port}/services/costguard/",
     "COSTGUARD_CLOUD_METADATA": "off",

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from traitlets import Bool, CaselessStrEnum, Dict, Float, HasTraits, Int, List, Unicode, default
+from traitlets import Bool, CaselessStrEnum, Float, Int, Unicode, default
 
+from jupyter_costguard.cost.catalogtraits import CatalogTraits
 from jupyter_costguard.cost.ledger import default_db_path
 from jupyter_costguard.cost.pricing import PricingConfig
 
 
-class CostTraits(HasTraits):
+class CostTraits(CatalogTraits):
     """Mixed into the server extension; `pricing_config()` is what the service is given."""
 
     instance_type = Unicode(
@@ -42,15 +43,6 @@ class CostTraits(HasTraits):
         help="Price a container by the part of the instance it holds (GPUs, cgroup v2 CPU "
         "and memory limits): auto when a container is detected. COSTGUARD_CONTAINER_SHARE "
         "overrides.")
-    currency = Unicode("USD", config=True, help="Currency code shown with every amount.")
-    exchange_rates = Dict(
-        value_trait=Float(), config=True,
-        help="Units of `currency` per unit of another currency, e.g. {'USD': 0.92} with "
-        "currency 'EUR'. Catalog rows in those currencies are converted once, at load; rows "
-        "in a currency without a rate keep theirs and say so.")
-    exchange_rates_date = Unicode(
-        None, allow_none=True, config=True,
-        help="ISO date the exchange_rates are from (shown with converted prices).")
     price_stale_after_days = Int(
         90, config=True,
         help="Days after which a catalog price is shown as possibly out of date.")
@@ -58,10 +50,6 @@ class CostTraits(HasTraits):
         None, allow_none=True, config=True,
         help="Fraction of the hourly rate that is the GPUs' (the rest is the host's). "
         "Default: the catalog row's, else a rule by vCPU and RAM (see README).",
-    )
-    catalog_files = List(
-        Unicode(), config=True,
-        help="Extra catalog files (CSV or JSON) whose rows add to or override the shipped ones.",
     )
     catalog_refresh_hours = Float(
         24.0, config=True,

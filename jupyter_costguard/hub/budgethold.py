@@ -2,8 +2,8 @@
 
 The spawn hook refuses a GPU server once a budget is spent, but a server started with budget
 left would otherwise run on however far past it. After each look at the Hub, a running GPU
-server (its profile is one of `gpu_profiles`) whose user's or group's budget is spent by the
-counted figure (the meter, by default: nothing the user's server says) is warned in the
+server (by the site's profiles, hub/siteprofiles.py) whose user's or group's budget is spent
+by the counted figure (the meter, by default: nothing the user's server says) is warned in the
 user's JupyterLab with the time left; after `budget_grace_minutes` it is stopped through the
 Hub's API, and both events are recorded with the figures that decided them. The user cannot
 keep it running: "Hide" only hides the alert. A warning rides on the answer to the server's
@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from jupyter_costguard.common.hubprotocol import warning_doc
-from jupyter_costguard.hub.budgets import BudgetState
-from jupyter_costguard.hub.spawn import ADJECTIVE
+from jupyter_costguard.hub.budgets import ADJECTIVE, BudgetState
+from jupyter_costguard.hub.siteprofiles import SiteProfiles, site_profiles
 from jupyter_costguard.hub.store import OK, ServerRow
 
 MODES = ("off", "dry-run", "on")
@@ -38,9 +38,14 @@ class Hold:
     delivered_at: float | None = None
 
 
-def figures_of(state: BudgetState, currency: str) -> str:
+def figures_of(state: BudgetState, currency: str, view: str = "full") -> str:
+    """The spent budget in words: with its figures for the admins' record, and for the user
+    as the site's `member_group_view` lets members see a group's (only "full" shows a
+    group's budget and spend: the rest would tell a member what the others spent)."""
     whose = "the user's" if state.scope == "user" else f"group {state.name}'s"
     period = ADJECTIVE.get(state.period, state.period)
+    if state.scope == "group" and view != "full":
+        return f"{whose} {period} budget is spent"
     return (f"{whose} {period} budget of {state.budget:.2f} {currency} is spent "
             f"({state.spent:.2f} {currency} since "
             f"{time.strftime('%Y-%m-%d', time.gmtime(state.period_start))} UTC)")
@@ -53,19 +58,24 @@ def upper_first(text: str) -> str:
 class BudgetHold:
     """Decides, warns, stops (or, dry run, records what it would stop)."""
 
-    def __init__(self, mode: str, grace_seconds: float, gpu_profiles: Iterable[str], *,
+    def __init__(self, mode: str, grace_seconds: float,
+                 site: SiteProfiles | Iterable[str], *,
                  stop_server: Callable[[str, str], Awaitable[None]],
                  record: Callable[[float, str, str, str, str], None], log: Any,
-                 currency: str) -> None:
+                 currency: str, view: str = "remaining") -> None:
         if mode not in MODES:
             raise ValueError(f"budget_stop must be one of {', '.join(MODES)}, not {mode!r}")
         self.mode = mode
         self.grace = max(0.0, grace_seconds)
-        self.gpu_profiles = set(gpu_profiles)
+        #: which servers are GPU ones (the site's profiles; a set of slugs: those alone)
+        self.site = site if isinstance(site, SiteProfiles) else site_profiles(
+            {}, gpu_profiles=set(site))
         self.stop_server = stop_server
         self.record = record
         self.log = log
         self.currency = currency
+        #: what a member may see of a group budget (member_group_view)
+        self.view = view
         self.holds: dict[tuple[str, str], Hold] = {}
         self.stopped: set[tuple[str, str]] = set()
 
@@ -86,13 +96,16 @@ class BudgetHold:
         return warning_doc(
             f"{KEY_PREFIX}:{state.scope}:{state.name}:{state.period_start:.0f}",
             f"Budget spent: this GPU server will be stopped in {minutes:.0f} min",
-            f"{upper_first(figures_of(state, self.currency))}. The hub stops GPU servers "
+            f"{upper_first(figures_of(state, self.currency, self.view))}. The hub stops GPU "
+            "servers "
             "once a budget is spent: save your work. It resets on "
             f"{time.strftime('%Y-%m-%d', time.gmtime(state.period_end))}; a CPU profile can "
             "still be started.",
             "critical",
             {"stop_at": stop_at, "scope": state.scope, "name": state.name,
-             "budget": state.budget, "spent": state.spent, "period": state.period},
+             **({"budget": state.budget, "spent": state.spent}
+                if state.scope == "user" or self.view == "full" else {}),
+             "period": state.period},
             actions=[{"id": "dismiss", "label": "Hide"}])
 
     async def run(self, rows: list[ServerRow],
@@ -113,7 +126,7 @@ class BudgetHold:
         for row in rows:
             key = (row.user, row.server)
             live.add(key)
-            if self.mode == "off" or key in self.stopped or row.profile not in self.gpu_profiles:
+            if self.mode == "off" or key in self.stopped or not self.site.of(row.profile).gpu:
                 continue
             spent = [s for s in states.get(row.user, []) if s.exhausted]
             if not spent:

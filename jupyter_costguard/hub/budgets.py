@@ -18,6 +18,10 @@ from jupyter_costguard.common.periods import PERIODS, period_end, period_start
 #: what a member (not a costguard admin) sees of a group's budget: what is left of it (not what
 #: the group spent, which would tell each member what the others spend), everything, or nothing
 MEMBER_GROUP_VIEWS = ("remaining", "full", "none")
+#: a group with fewer members than this shows them what is left of its budget only coarsely
+PRIVATE_GROUP_MEMBERS = 3
+#: how a period's budget is named in messages
+ADJECTIVE = {"month": "monthly", "week": "weekly", "day": "daily"}
 
 
 @dataclass(frozen=True)
@@ -58,6 +62,8 @@ class BudgetState:
     period: str
     period_start: float
     period_end: float
+    #: a group's members this period (0: not counted, or a user's own budget)
+    members: int = 0
 
     @property
     def remaining(self) -> float:
@@ -80,7 +86,7 @@ class BudgetState:
 
 def budget_states(budgets: Budgets, user: str, groups: list[str],
                   user_spend: float, group_spend: Mapping[str, float], now: float,
-                  ) -> list[BudgetState]:
+                  group_members: Mapping[str, int] | None = None) -> list[BudgetState]:
     """Every budget that applies to `user`, with what the period has spent of it."""
     start, end = budgets.start(now), budgets.end(now)
     out = []
@@ -91,7 +97,7 @@ def budget_states(budgets: Budgets, user: str, groups: list[str],
         b = budgets.for_group(g)
         if b is not None:
             out.append(BudgetState("group", g, b, group_spend.get(g, 0.0), budgets.period,
-                                   start, end))
+                                   start, end, (group_members or {}).get(g, 0)))
     return out
 
 
@@ -105,5 +111,12 @@ def shown_to_member(states: list[BudgetState], view: str = "remaining",
         if s.scope != "group" or view == "full":
             out.append(s.doc())
         elif view == "remaining":
-            out.append({**s.doc(), "budget": None, "spent": None, "used": None})
+            remaining = s.remaining
+            if s.members < PRIVATE_GROUP_MEMBERS and remaining > 0:
+                # in a group this small what is left moves by the others' spend alone: each
+                # member would read the others' from it; shown in tenths of the budget
+                step = s.budget / 10
+                remaining = max(step, (remaining // step) * step)
+            out.append({**s.doc(), "budget": None, "spent": None, "used": None,
+                        "remaining": round(remaining, 6)})
     return out

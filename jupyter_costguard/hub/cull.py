@@ -98,11 +98,16 @@ class Decision:
     policy: str | None = None
     idle_seconds: float | None = None
     stop_at: float | None = None
+    #: from when the idle clock runs (the later of the GPUs' idle start and a keep)
+    idle_start: float | None = None
 
 
 def decide(row: ServerRow | None, groups: Iterable[str], policies: list[CullPolicy],
            now: float, kept_at: float | None = None, fresh_seconds: float = 120.0,
-           ) -> Decision:
+           keep_ceiling: float = 0.0) -> Decision:
+    """What to do with one server. `kept_at`: the user's last Keep running, which restarts
+    the idle clock, except where the node's figures show every GPU idle for `keep_ceiling`
+    seconds or more (0: no ceiling)."""
     node = row is not None and row.activity_source == "node"
     if row is None or (not node and (row.state != OK or row.last_ok is None
                                      or now - row.last_ok > fresh_seconds)):
@@ -124,6 +129,8 @@ def decide(row: ServerRow | None, groups: Iterable[str], policies: list[CullPoli
             return Decision(KEEP, f"the server reports {claim}", policy.name)
         return Decision(DEFER, f"the server reports {claim}; policy {policy.name} does not "
                                "take a server's word for it", policy.name)
+    if node and keep_ceiling > 0 and now - row.gpu_idle_since >= keep_ceiling:
+        kept_at = None  # idle past the ceiling by what the user cannot touch: no keep holds
     start = max(row.gpu_idle_since, kept_at or 0.0)
     idle = max(0.0, now - start)
     limit = policy.idle_minutes * 60
@@ -131,13 +138,13 @@ def decide(row: ServerRow | None, groups: Iterable[str], policies: list[CullPoli
     if idle >= limit:
         return Decision(STOP, f"every GPU idle for {idle / 60:.0f} min (policy "
                               f"{policy.name}: {policy.idle_minutes:g} min)",
-                        policy.name, idle, stop_at)
+                        policy.name, idle, stop_at, start)
     if idle >= limit - policy.warn_minutes * 60:
         return Decision(WARN, f"every GPU idle for {idle / 60:.0f} min; stopping at "
                               f"{policy.idle_minutes:g} min (policy {policy.name})",
-                        policy.name, idle, stop_at)
+                        policy.name, idle, stop_at, start)
     return Decision(KEEP, f"GPUs idle for {idle / 60:.0f} min, under the policy's "
-                          f"{policy.idle_minutes:g} min", policy.name, idle, stop_at)
+                          f"{policy.idle_minutes:g} min", policy.name, idle, stop_at, start)
 
 
 # --- the arbiter for jupyterhub-idle-culler 2 ---------------------------------------------
@@ -168,9 +175,10 @@ def cull_arbiter_hook(config_file: str | Path,
     from jupyter_costguard.hub.spawn import load_settings
 
     settings = load_settings(config_file)
-    policies = policies_from(settings.get("cull_policies") or [])
-    db = settings.get("db_path", "costguard_hub.sqlite")
-    fresh = 4 * float(settings.get("poll_interval", 30.0)) + 10.0
+    policies = policies_from(settings.cull_policies)
+    db = settings.db_path
+    fresh = 4 * settings.poll_interval + 10.0
+    ceiling = settings.cull_keep_ceiling_minutes * 60
 
     def arbiter(*, inactive: timedelta, inactive_limit: float, server: dict[str, Any],
                 **_: Any) -> bool:
@@ -179,7 +187,7 @@ def cull_arbiter_hook(config_file: str | Path,
         now = clock()
         if row is not None:  # the node's GPU figures, where the service reads them
             row = with_node_activity(row, now, fresh)
-        decision = decide(row, groups, policies, now, kept, fresh)
+        decision = decide(row, groups, policies, now, kept, fresh, ceiling)
         if decision.action == DEFER:
             return inactive.total_seconds() >= inactive_limit
         return decision.action == STOP
@@ -197,6 +205,8 @@ class Round:
     start: float
     warning: dict[str, Any]
     delivered_at: float | None = None
+    #: a Keep running past the day's limit was refused (recorded once per round)
+    keep_refused: bool = False
 
 
 class Culler:
@@ -210,8 +220,14 @@ class Culler:
 
     def __init__(self, policies: list[CullPolicy],
                  stop_server: Callable[[str, str], Awaitable[None]], *, dry_run: bool,
-                 record: Callable[[float, str, str, str, str], None], log: Any) -> None:
+                 record: Callable[[float, str, str, str, str], None], log: Any,
+                 keeps_per_day: int | None = None, keep_ceiling: float = 0.0) -> None:
         self.policies = policies
+        #: the most Keep running answers a server's user may give in 24 h (None: no limit)
+        self.keeps_per_day = keeps_per_day
+        self.keep_ceiling = keep_ceiling
+        #: when each server's user chose Keep running, the last 24 h
+        self.keeps: dict[tuple[str, str], list[float]] = {}
         self.stop_server = stop_server
         self.dry_run = dry_run
         self.record = record
@@ -239,20 +255,39 @@ class Culler:
         current = self.rounds.get(key)
         if current is None or current.warning["key"] not in set(dismissed):
             return False
+        if not self.may_keep(key, now):
+            if not current.keep_refused:
+                current.keep_refused = True
+                self.record(now, key[0], key[1], "keep-refused",
+                            f"Keep running {self.keeps_per_day} times in 24 h already: the "
+                            "warning stands")
+            return False
+        self.keeps.setdefault(key, []).append(now)
         self.kept[key] = now
         self.rounds.pop(key, None)
         self.record(now, key[0], key[1], "kept", "the user chose Keep running")
         return True
 
-    def _warning(self, d: Decision, key: str, now: float) -> dict[str, Any]:
+    def may_keep(self, key: tuple[str, str], now: float) -> bool:
+        """Whether a Keep running of this server's user still counts today."""
+        recent = [t for t in self.keeps.get(key, ()) if now - t < 86400]
+        self.keeps[key] = recent
+        return self.keeps_per_day is None or len(recent) < self.keeps_per_day
+
+    def _warning(self, d: Decision, key: str, now: float, can_keep: bool = True,
+                 ) -> dict[str, Any]:
         minutes = max(0.0, ((d.stop_at or now) - now) / 60)
+        then = ("Save your work, or choose Keep running if you still need the GPUs."
+                if can_keep else "Save your work: Keep running has been used as often as "
+                "the hub allows today, so it will not keep this server.")
         return warning_doc(
             key, f"This GPU server will be stopped in {minutes:.0f} min",
             f"Every GPU on this server has been idle for {(d.idle_seconds or 0) / 60:.0f} "
-            f"min, and the hub's policy ({d.policy}) stops idle GPU servers. Save your work, "
-            "or choose Keep running if you still need the GPUs.",
+            f"min, and the hub's policy ({d.policy}) stops idle GPU servers. {then}",
             "critical" if minutes < 1 else "warning",
-            {"stop_at": d.stop_at, "policy": d.policy, "idle_seconds": d.idle_seconds})
+            {"stop_at": d.stop_at, "policy": d.policy, "idle_seconds": d.idle_seconds,
+             "can_keep": can_keep},
+            actions=None if can_keep else [{"id": "dismiss", "label": "Hide"}])
 
     # --- the decisions ----------------------------------------------------------------------
 
@@ -279,12 +314,14 @@ class Culler:
 
     async def _one(self, row: ServerRow, groups: list[str], now: float) -> Decision:
         key = (row.user, row.server)
-        d = decide(row, groups, self.policies, now, self.kept.get(key))
+        d = decide(row, groups, self.policies, now, self.kept.get(key),
+                   keep_ceiling=self.keep_ceiling)
         if d.action in (KEEP, DEFER):
             if (d.action == KEEP and d.idle_seconds is None) or d.action == DEFER:
                 self.rounds.pop(key, None)  # busy again, or no longer judged: withdrawn
             return d
-        start = max(row.gpu_idle_since or now, self.kept.get(key, 0.0))
+        start = d.idle_start if d.idle_start is not None else max(
+            row.gpu_idle_since or now, self.kept.get(key, 0.0))
         current = self.rounds.get(key)
         if current is None or current.start != start:
             current = self.rounds[key] = Round(start, {})
@@ -293,8 +330,14 @@ class Culler:
                 # judged by the node while its server does not report: the warning cannot
                 # ride on an answer, so its lead runs from now (silence stops nothing early)
                 current.delivered_at = now
+        if current.delivered_at is None and row.activity_source == "node" \
+                and row.state != OK:
+            # it went silent after the round began: no report will carry the warning, so
+            # its lead runs from now (silence neither stops early nor keeps)
+            current.delivered_at = now
         delivered = current.delivered_at
-        current.warning = self._warning(d, f"{ALERT_KIND}:{start:.0f}", now)
+        current.warning = self._warning(d, f"{ALERT_KIND}:{start:.0f}", now,
+                                        self.may_keep(key, now))
         if d.action != STOP:
             return d
         policy = policy_for(self.policies, row.profile, groups)
@@ -303,7 +346,7 @@ class Culler:
             why = "the warning has not reached the server yet" if delivered is None else \
                 f"warned {now - delivered:.0f} s ago"
             return Decision(WARN, f"{d.reason}; {why}", d.policy, d.idle_seconds,
-                            None if delivered is None else delivered + warn_for)
+                            None if delivered is None else delivered + warn_for, start)
         if self.dry_run:
             self.log.info("costguard-hub: dry run: would stop %s/%s: %s", row.user,
                           row.server, d.reason)

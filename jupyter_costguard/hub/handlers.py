@@ -13,7 +13,7 @@ import json
 import math
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from jupyterhub.services.auth import (
     HubOAuthCallbackHandler,
@@ -24,8 +24,11 @@ from tornado import web
 
 from jupyter_costguard.common.periods import parse_time
 from jupyter_costguard.hub import report
-from jupyter_costguard.hub.budgets import budget_states, shown_to_member
+from jupyter_costguard.hub.budgets import BudgetState, shown_to_member
 from jupyter_costguard.hub.metrics import exposition
+
+if TYPE_CHECKING:
+    from jupyter_costguard.hub.context import ServiceContext
 
 ADMIN_SCOPE = "custom:costguard:admin"
 PAGE = Path(__file__).with_name("page.html")
@@ -78,8 +81,8 @@ class BaseHandler(HubOAuthenticated, web.RequestHandler):
     api = True
 
     @property
-    def ctx(self) -> Any:
-        return self.settings["costguard"]
+    def ctx(self) -> ServiceContext:
+        return cast("ServiceContext", self.settings["costguard"])
 
     def set_default_headers(self) -> None:
         no_framing(self)
@@ -88,7 +91,7 @@ class BaseHandler(HubOAuthenticated, web.RequestHandler):
     def site_currency(self) -> str:
         """The site's currency: what figures that add up several users' servers are shown in
         (a currency a server reported is that user's text)."""
-        return str(getattr(self.ctx, "currency", "USD") or "USD")
+        return self.ctx.currency or "USD"
 
     async def prepare(self) -> None:
         model = await self.hub_auth.get_user(self, sync=False)
@@ -258,7 +261,7 @@ class MeHandler(BaseHandler):
         now = time.time()
         ctx = self.ctx
         # what a member sees of a group's spend is the site's choice; an admin sees it all
-        view = "full" if self.is_admin() else getattr(ctx, "member_group_view", "remaining")
+        view = "full" if self.is_admin() else ctx.member_group_view
         user_rows = await ctx.run(report.rows, ctx.store, ctx.budgets, "user", now, None,
                                   None, [name], self.site_currency, ctx.reconcile)
         server_rows = await ctx.run(report.rows, ctx.store, ctx.budgets, "server", now,
@@ -294,13 +297,8 @@ class MetricsHandler(BaseHandler):
         self.finish(body)
 
 
-def budgets_of(ctx: Any, name: str, now: float) -> list[Any]:
-    """Every budget that applies to `name` with what this period has spent of it."""
-    store = ctx.store
-    members = store.memberships()
-    groups = members.get(name, [])
-    start = ctx.budgets.start(now)
-    spent_user = store.user_spend(name, start)
-    spent_group = {g: sum(store.user_spend(u, start) for u, gs in members.items() if g in gs)
-                   for g in groups}
-    return budget_states(ctx.budgets, name, groups, spent_user, spent_group, now)
+def budgets_of(ctx: ServiceContext, name: str, now: float) -> list[BudgetState]:
+    """Every budget that applies to `name` with what this period has spent of it (the same
+    computation as the budget hold's and the spawn hook's, hub/budgetbook.py)."""
+    groups = ctx.store.memberships().get(name, [])
+    return list(ctx.store.budget_states(ctx.budgets, {name: groups}, now)[name])

@@ -16,7 +16,7 @@ import hashlib
 import json
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tornado import web
 
@@ -25,8 +25,16 @@ from jupyter_costguard.common.hubprotocol import Limits, Report, ReportError
 from jupyter_costguard.hub.handlers import error_message, no_framing
 from jupyter_costguard.hub.hubapi import RunningServer
 
+if TYPE_CHECKING:
+    from jupyter_costguard.hub.context import ServiceContext
+
 #: how long a report waits for others to share its trip to the worker and its commit
 BATCH_SECONDS = 0.05
+#: how long a token the Hub does not know is refused without asking the Hub again (short: a
+#: server's new token is known to the Hub before the server first reports with it)
+REFUSED_TOKEN_SECONDS = 10.0
+#: a server's refusal with the same reason is logged and recorded at most this often
+REFUSAL_RECORD_SECONDS = 5.0
 
 #: a body up to this size is parsed on the IO loop: a report is about 400 bytes, which parses
 #: in ~10 us, while a round trip to the worker thread costs ~0.1 ms of CPU (at 10,000 servers
@@ -117,13 +125,18 @@ class Intake:
     """The service's side of a report: the Hub's record of the server, the checks, the
     store, the culler's warnings."""
 
-    def __init__(self, ctx: Any) -> None:
+    def __init__(self, ctx: ServiceContext) -> None:
         self.ctx = ctx
         #: when each unknown server was last looked up at the Hub (at most every 10 s)
         self._looked_up: dict[tuple[str, str], float] = {}
         #: who each token speaks for, once the Hub said so and its scopes were checked
         #: (sha256 of the token -> (reporter, until when, monotonic))
         self._tokens: dict[str, tuple[Reporter, float]] = {}
+        #: tokens the Hub did not know, until when they are refused without asking again
+        #: (each unauthenticated report would otherwise cost a call to the Hub)
+        self._refused: dict[str, float] = {}
+        #: each server's last refusal logged and recorded: (why, when, monotonic)
+        self._last_refusal: dict[tuple[str, str], tuple[str, float]] = {}
         #: reports waiting for the next trip to the worker
         self._batch: list[tuple[tuple[str, str, RunningServer | None, bytes, float],
                                 asyncio.Future[Report | ReportError]]] = []
@@ -140,8 +153,14 @@ class Intake:
         hit = self._tokens.get(key)
         if hit is not None and hit[1] > now:
             return hit[0]
+        if self._refused.get(key, 0.0) > now:  # asked the Hub moments ago: still no
+            raise web.HTTPError(403, "a JupyterHub token of the reporting server is required")
         model = await auth.user_for_token(token, sync=False)
         if not model:
+            if len(self._refused) >= 10_000:
+                self._refused = {k: t for k, t in self._refused.items() if t > now}
+            if len(self._refused) < 10_000:
+                self._refused[key] = now + REFUSED_TOKEN_SECONDS
             raise web.HTTPError(403, "a JupyterHub token of the reporting server is required")
         if not auth.check_scopes(auth.access_scopes, model):
             raise web.HTTPError(403, "this token has no access to the costguard service: "
@@ -174,14 +193,21 @@ class Intake:
             ctx.log.warning("costguard-hub: asking the Hub about %s/%s: %s", user, server, e)
             return None
         if found is not None:
-            ctx.running[key] = found
+            found = ctx.running[key] = ctx.as_run(found)
         return found
 
     async def refused(self, user: str, name: str, e: ReportError) -> None:
         """Logged, and shown as the server's state when the Hub lists it as running."""
         ctx = self.ctx
+        key, why, now = (user, name), str(e), time.monotonic()
+        last = self._last_refusal.get(key)
+        if last is not None and last[0] == why and now - last[1] < REFUSAL_RECORD_SECONDS:
+            return  # the same refusal moments ago: a flood is one line and one write
+        if len(self._last_refusal) >= 10_000:
+            self._last_refusal.clear()
+        self._last_refusal[key] = (why, now)
         ctx.log.warning("costguard-hub: refused a report of %s/%s: %s", user, name, e)
-        running = ctx.running.get((user, name))
+        running = ctx.running.get(key)
         if running is not None:
             await ctx.run(ctx.store.record_refused, user, name, running.url, str(e),
                           time.time())
@@ -221,10 +247,21 @@ class Intake:
             except ReportError as e:
                 out.append(e)
                 continue
+            except Exception as e:  # a check's own bug: this report's refusal, no one else's
+                self.ctx.log.exception("costguard-hub: checking a report of %s/%s", user, name)
+                out.append(ReportError(f"the report could not be checked "
+                                       f"({type(e).__name__})", 400))
+                continue
             assert running is not None
             out.append(report)
             good.append((user, running.url, running.profile, report, running.started, now))
-        failed = iter(self.ctx.store.record_reports(good))
+        errors: list[Exception | None]
+        try:
+            errors = self.ctx.store.record_reports(good)
+        except Exception as e:  # the store itself: these reports again next time
+            self.ctx.log.exception("costguard-hub: recording %d report(s)", len(good))
+            errors = [e] * len(good)
+        failed = iter(errors)
         for i, r in enumerate(out):
             if isinstance(r, Report):
                 error = next(failed)

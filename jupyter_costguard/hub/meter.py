@@ -11,7 +11,11 @@ server's reported rate and its meter agree to the cent. A table entry is either
 
     {"instance_type": "aws/g5.2xlarge", "market": "spot", "region": "eu-west-1",
      "gpus": 1, "cpus": 4, "memory": "16G"}      # a share of the instance, as a pod holds
-    {"hourly_rate": 2.5}                           # a plain rate in the site's currency
+    {"hourly_rate": 2.5, "gpus": 1}                # a plain rate in the site's currency
+
+The table is also the site's list of profiles (hub/siteprofiles.py): a profile is a GPU one
+when it holds GPUs (`gpus`, else the instance's), and a spawn of a profile it does not list is
+refused.
 
 `gpus`, `cpus` and `memory` are the limits the profile gives the pod (`memory` as its
 `mem_limit` is written: K, M, G, T are powers of 1024 as JupyterHub reads them, "16G" is 16
@@ -58,6 +62,9 @@ class ProfilePrice:
     #: the catalog's date of the price (None for a plain rate)
     retrieved: str | None = None
     market: str = "on-demand"
+    #: the GPUs a server of this profile holds: whether it is a GPU profile
+    #: (hub/siteprofiles.py); None: a plain rate that does not say
+    gpus: int | None = None
 
 
 def parse_bytes(value: Any) -> int:
@@ -104,8 +111,10 @@ def price_profile(profile: str, spec: Mapping[str, Any], catalog: Catalog,
     if (rate is None) == (name is None):
         raise MeterConfigError(f"{where} needs an instance_type or an hourly_rate (one)")
     if rate is not None:
+        held = _positive(spec, "gpus", where, integer=True)
         return ProfilePrice(profile, float(rate), currency, "hourly_rate",
-                            f"a plain rate of {rate:g} {currency}/h (profile_prices)")
+                            f"a plain rate of {rate:g} {currency}/h (profile_prices)",
+                            gpus=held)
     if not isinstance(name, str) or not name.strip():
         raise MeterConfigError(f"{where}: instance_type must be a name, not {name!r}")
     market = spec.get("market")
@@ -155,7 +164,7 @@ def price_profile(profile: str, spec: Mapping[str, Any], catalog: Catalog,
                       f"({share.gpus_held} of {share.gpus_instance} GPUs, CPU share "
                       f"{share.cpu_share:.1%}, memory share {share.memory_share:.1%})")
     return ProfilePrice(profile, rate, pricing.currency, "catalog", detail, row.retrieved,
-                        pricing.market)
+                        pricing.market, int(row.gpu_count if gpus is None else gpus))
 
 
 def price_profiles(table: Mapping[str, Any], *, currency: str,

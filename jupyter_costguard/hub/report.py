@@ -29,6 +29,7 @@ from jupyter_costguard.hub.store import (
     HubStore,
     MeterRow,
     ServerRow,
+    counted_value,
     with_node_activity,
 )
 
@@ -101,14 +102,20 @@ class Row:
     #: what `spend` counts: "metered", "reported", "larger", or "mixed" (servers differ)
     counted: str | None = None
     metered_rate_per_hour: float = 0.0
+    #: what the servers say they cost per hour (rate_per_hour is the counted one)
+    reported_rate_per_hour: float = 0.0
     flags: list[str] | None = None
     #: where gpus_held/gpus_busy come from: "node" (dcgm-exporter), "report", or "mixed"
     gpu_source: str | None = None
 
     def add(self, s: ServerRow, spend: float, waste: float, idle: float,
-            meter: MeterRow | None = None, flags: list[str] | None = None) -> None:
+            meter: MeterRow | None = None, flags: list[str] | None = None,
+            count: str = "reported") -> None:
+        """One server's figures: spend as counted (`count`, hub/store.py), its rate by the
+        same rule, waste at most that spend (a server reporting more waste than the meter
+        counts is not believed past it)."""
         self.spend += spend
-        self.waste += waste
+        self.waste += min(waste, spend)
         self.idle_gpu_seconds += idle
         if flags:
             name = f"{s.user}/{s.server}"
@@ -116,7 +123,9 @@ class Row:
         if s.state in (OK, STALE, REFUSED):  # running: a refused report keeps its last figures
             if meter is not None:
                 self.metered_rate_per_hour += meter.rate_per_hour
-            self.rate_per_hour += s.rate_per_hour
+            self.reported_rate_per_hour += s.rate_per_hour
+            self.rate_per_hour += counted_value(
+                count, None if meter is None else meter.rate_per_hour, s.rate_per_hour)
             self.gpus_held += s.gpus_held
             self.gpus_busy += s.gpus_busy
             self.servers_running += 1
@@ -138,6 +147,7 @@ class Row:
             "budget": self.budget.doc() if self.budget else None,
             "counted": self.counted,
             "metered_rate_per_hour": round(self.metered_rate_per_hour, 6),
+            "reported_rate_per_hour": round(self.reported_rate_per_hour, 6),
             "flags": self.flags or [],
             "gpu_source": self.gpu_source or "report",
         }
@@ -165,12 +175,14 @@ def rows(store: HubStore, budgets: Budgets, by: str, now: float,
     servers = [with_node_activity(s, wall, recon.node_fresh_seconds) for s in servers]
     totals = store.totals(since, until)
     members = store.memberships()
+    # a group's budget counts every member of its period, running now or not
+    period_members = store.memberships(budgets.start(now))
     period = store.totals(budgets.start(now), None)
     user_period: dict[str, float] = {}
     for (user, _), (spend, _, _) in period.items():
         user_period[user] = user_period.get(user, 0.0) + spend
     group_period: dict[str, float] = {}
-    for user, groups in members.items():
+    for user, groups in period_members.items():
         for g in groups:
             group_period[g] = group_period.get(g, 0.0) + user_period.get(user, 0.0)
 
@@ -202,7 +214,7 @@ def rows(store: HubStore, budgets: Budgets, by: str, now: float,
             if s.state in (OK, STALE, REFUSED):
                 row.gpu_source = s.activity_source if row.gpu_source in (
                     None, s.activity_source) else "mixed"
-            row.add(s, spend, waste, idle, meter, flags_of(s, meter, recon))
+            row.add(s, spend, waste, idle, meter, flags_of(s, meter, recon), source)
             if source != "reported" and currency:  # the meter counts in the site's currency
                 row.currency = currency
     for row in out.values():

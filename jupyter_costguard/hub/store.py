@@ -24,72 +24,18 @@ from pathlib import Path
 from typing import Any
 
 from jupyter_costguard.common.hubprotocol import Report
-from jupyter_costguard.common.sqlite import Schema, add_columns, open_db, open_read_only, run_script
+from jupyter_costguard.common.sqlite import open_db, open_read_only
+from jupyter_costguard.hub import budgetbook
+from jupyter_costguard.hub.budgets import Budgets, BudgetState
+from jupyter_costguard.hub.storeschema import (  # noqa: F401 - the store's names, kept here
+    COUNTED_SQL,
+    COUNTS,
+    SCHEMA,
+    counted_sql,
+    counted_value,
+)
 
 HOUR = 3600
-
-#: the tables of version 1; `_baseline` also brings a file from before versions up to date
-TABLES = """
-CREATE TABLE IF NOT EXISTS epochs (
-    user TEXT NOT NULL, server TEXT NOT NULL, since REAL NOT NULL,
-    spend REAL NOT NULL, waste REAL NOT NULL, first_seen REAL NOT NULL, last_seen REAL NOT NULL,
-    reported_since REAL,
-    PRIMARY KEY (user, server, since));
-CREATE TABLE IF NOT EXISTS hours (
-    user TEXT NOT NULL, server TEXT NOT NULL, hour INTEGER NOT NULL,
-    spend REAL NOT NULL DEFAULT 0, waste REAL NOT NULL DEFAULT 0,
-    idle_gpu_seconds REAL NOT NULL DEFAULT 0,
-    metered REAL NOT NULL DEFAULT 0, priced INTEGER NOT NULL DEFAULT 0,
-    PRIMARY KEY (user, server, hour));
-CREATE INDEX IF NOT EXISTS hours_by_hour ON hours (hour);
-CREATE TABLE IF NOT EXISTS servers (
-    user TEXT NOT NULL, server TEXT NOT NULL, url TEXT NOT NULL,
-    state TEXT NOT NULL, detail TEXT NOT NULL DEFAULT '',
-    last_ok REAL, last_try REAL, currency TEXT, simulated INTEGER NOT NULL DEFAULT 0,
-    rate_per_hour REAL NOT NULL DEFAULT 0, gpu_count INTEGER NOT NULL DEFAULT 0,
-    gpus_held INTEGER NOT NULL DEFAULT 0, gpus_busy INTEGER NOT NULL DEFAULT 0,
-    gpu_idle_since REAL, profile TEXT NOT NULL DEFAULT '',
-    active_jobs INTEGER NOT NULL DEFAULT 0,
-    node_gpus INTEGER, node_busy INTEGER, node_time REAL, node_idle_since REAL,
-    PRIMARY KEY (user, server));
-CREATE TABLE IF NOT EXISTS memberships (
-    user TEXT NOT NULL, grp TEXT NOT NULL, PRIMARY KEY (user, grp));
-CREATE TABLE IF NOT EXISTS meter (
-    user TEXT NOT NULL, server TEXT NOT NULL, run REAL NOT NULL, profile TEXT NOT NULL,
-    rate_per_hour REAL NOT NULL, spend REAL NOT NULL, last REAL NOT NULL,
-    PRIMARY KEY (user, server, run));
-CREATE TABLE IF NOT EXISTS events (
-    id INTEGER PRIMARY KEY AUTOINCREMENT, time REAL NOT NULL, user TEXT NOT NULL,
-    server TEXT NOT NULL, kind TEXT NOT NULL, detail TEXT NOT NULL);
-"""
-
-
-def _baseline(db: sqlite3.Connection) -> None:
-    """Version 1: the tables, with the columns a database of an earlier release lacks (found
-    by probing, as the service did on every start before versions)."""
-    run_script(db, TABLES)
-    add_columns(db, "servers", {
-        "active_jobs": "INTEGER NOT NULL DEFAULT 0",
-        # from before node GPU metrics
-        "node_gpus": "INTEGER", "node_busy": "INTEGER", "node_time": "REAL",
-        "node_idle_since": "REAL",
-    })
-    add_columns(db, "epochs", {"reported_since": "REAL"})
-    # from before the meter
-    add_columns(db, "hours", {"metered": "REAL NOT NULL DEFAULT 0",
-                              "priced": "INTEGER NOT NULL DEFAULT 0"})
-
-
-def _unattributed(db: sqlite3.Connection) -> None:
-    """Version 2: what no kernel spent (a report's `unattributed`), per run and per hour, so
-    that the charts draw it apart from active spend; 0 for what was recorded before."""
-    db.execute("ALTER TABLE epochs ADD COLUMN unattributed REAL NOT NULL DEFAULT 0")
-    db.execute("ALTER TABLE hours ADD COLUMN unattributed REAL NOT NULL DEFAULT 0")
-
-
-#: the service's tables, each migration run once (`common/sqlite.py`). The spawn and
-#: idle-culler hooks read them read-only from other processes (`read_only`)
-SCHEMA = Schema("hub", (_baseline, _unattributed))
 
 #: server states: reporting; silent or not yet reporting (kept with its last figures); its
 #: last report refused (the reason in `detail`); no longer running
@@ -100,25 +46,6 @@ SERVER_COLUMNS = ("user, server, url, state, detail, last_ok, last_try, currency
                   "active_jobs, node_gpus, node_busy, node_time, node_idle_since")
 #: what one report may spread over: a longer gap goes into its last hours
 MAX_SPREAD_HOURS = 24 * 40
-#: which figure budgets, pages, exports and metrics count (c.CostGuardHub.count), as the SQL
-#: of one `hours` row: the service's meter where the server's profile is priced (`priced`),
-#: what the server reported otherwise; "larger" takes the larger of the two, hour by hour
-COUNTED_SQL = {
-    "metered": "(CASE WHEN priced THEN metered ELSE spend END)",
-    "reported": "spend",
-    "larger": "(CASE WHEN priced THEN MAX(metered, spend) ELSE spend END)",
-}
-COUNTS = tuple(COUNTED_SQL)
-
-
-def counted_sql(count: str) -> str:
-    """The SQL of the counted spend of an `hours` row (ValueError for an unknown mode)."""
-    try:
-        return COUNTED_SQL[count]
-    except KeyError:
-        raise ValueError(f"count must be one of {', '.join(COUNTS)}, not {count!r}") from None
-
-
 @dataclass(frozen=True)
 class ServerRow:
     user: str
@@ -310,7 +237,7 @@ class HubStore:
                 try:
                     self._record_one(db, user, url, profile, r,
                                      r.since if run is None else run, seen)
-                except sqlite3.Error as e:
+                except Exception as e:  # one report's failure is its own
                     db.execute("ROLLBACK TO report")
                     errors.append(e)
                 else:
@@ -362,9 +289,12 @@ class HubStore:
                         "gpu_idle_since = NULL, node_gpus = NULL, node_busy = NULL, "
                         "node_time = NULL, node_idle_since = NULL WHERE user = ? AND server = ?",
                         (STOPPED, user, server))
-            db.execute("DELETE FROM memberships")
-            db.executemany("INSERT OR IGNORE INTO memberships VALUES (?, ?)",
-                           [(u, g) for u, gs in memberships.items() for g in gs])
+            # each listed user's groups now; a membership no longer listed is kept, with
+            # when it was last seen, for the period it counts in
+            db.executemany(
+                "INSERT INTO memberships (user, grp, seen) VALUES (?, ?, ?) ON CONFLICT "
+                "(user, grp) DO UPDATE SET seen = excluded.seen",
+                [(u, g, now) for u, gs in memberships.items() for g in gs])
         self._write(write)
 
     def record_meter(self, running: Mapping[tuple[str, str], tuple[float | None, str]],
@@ -550,12 +480,11 @@ class HubStore:
                 "WHERE hour >= ? AND hour < ? ORDER BY hour",
                 hour_bounds(since, until)).fetchall()
 
-    def memberships(self) -> dict[str, list[str]]:
+    def memberships(self, since: float | None = None) -> dict[str, list[str]]:
+        """user -> groups: as the Hub last listed each user (None), or every membership seen
+        since `since` (a period's members, hub/budgetbook.py)."""
         with self._reading() as db:
-            out: dict[str, list[str]] = {}
-            for user, grp in db.execute("SELECT user, grp FROM memberships ORDER BY grp"):
-                out.setdefault(user, []).append(grp)
-            return out
+            return budgetbook.memberships(db, since)
 
     def events(self, limit: int = 200) -> list[tuple[float, str, str, str, str]]:
         with self._reading() as db:
@@ -570,6 +499,15 @@ class HubStore:
                 "SELECT user, server, MAX(time) FROM events WHERE kind = 'kept' "
                 "GROUP BY user, server")}
 
+    def keeps(self, since: float) -> dict[tuple[str, str], list[float]]:
+        """When each server's user chose Keep running, since `since` (the culler's limit)."""
+        out: dict[tuple[str, str], list[float]] = {}
+        with self._reading() as db:
+            for u, s, t in db.execute("SELECT user, server, time FROM events WHERE kind = "
+                                      "'kept' AND time >= ? ORDER BY time", (since,)):
+                out.setdefault((u, s), []).append(t)
+        return out
+
     def user_spend(self, user: str, since: float) -> float:
         """A user's counted spend, all servers, in the hours from `since` (budgets)."""
         with self._reading() as db:
@@ -578,13 +516,21 @@ class HubStore:
                                   (user, hour_bounds(since, None)[0])).fetchone()
             return float(row[0])
 
+    def budget_states(self, budgets: Budgets, users: Mapping[str, Sequence[str]], now: float,
+                      ) -> dict[str, list[BudgetState]]:
+        """The budgets of each of `users` (user -> their groups now), every user's spend and
+        the period's memberships read once (hub/budgetbook.py, as the spawn hook reads it)."""
+        start = budgets.start(now)
+        with self._reading() as db:
+            spent = budgetbook.users_spend(db, self._counted, start)
+            members = budgetbook.memberships(db, start)
+        return budgetbook.states(budgets, spent, members, users, now)
+
     def users_spend(self, since: float) -> dict[str, float]:
         """Every user's counted spend in the hours from `since`, in one query (budgets for
         many users at once)."""
         with self._reading() as db:
-            return {u: float(v) for u, v in db.execute(
-                f"SELECT user, SUM({self._counted}) FROM hours WHERE hour >= ? GROUP BY user",
-                (hour_bounds(since, None)[0],))}
+            return budgetbook.users_spend(db, self._counted, since)
 
     def meter_rows(self) -> list[MeterRow]:
         """Each server's latest metered run, with the server's own figures for that run."""

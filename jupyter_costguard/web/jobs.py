@@ -14,8 +14,8 @@ from typing import Any
 from jupyter_server.auth.decorator import authorized
 from tornado import web
 
+from jupyter_costguard.cost.pricedoc import price_doc
 from jupyter_costguard.cost.service import CostService
-from jupyter_costguard.cost.views import price_doc
 from jupyter_costguard.offload.errors import JobError
 from jupyter_costguard.offload.estimate import LocalPrice
 from jupyter_costguard.offload.service import JobService

@@ -36,9 +36,10 @@ USERS = {"alice": (["ml"], 12.29, [90]), "bob": (["ml"], 32.77, [0, 0]),
 BUDGETS = {"user_budgets": {"alice": 2.0, "carol": 25.0},
            "group_budgets": {"ml": 10.0, "research": 40.0}}
 #: the site's meter: bob's profile at 45/h, above the 32.77/h his server reports (flagged, and
-#: what his spend counts); alice's and carol's profiles are unpriced (they count their reports)
-PROFILES = {"bob": "gpu"}
-METER = {"profile_prices": {"gpu": {"hourly_rate": 45.0}}}
+#: what his spend counts); alice's and carol's profile is a GPU one the site lists without a
+#: price (gpu_profiles), so they count their reports
+PROFILES = {"bob": "gpu", "alice": "lab", "carol": "lab"}
+METER = {"profile_prices": {"gpu": {"hourly_rate": 45.0, "gpus": 1}}, "gpu_profiles": {"lab"}}
 MONEY = re.compile(r"([A-Z]{3})\s*([0-9][0-9,]*\.[0-9]{2})")
 VIEWPORT = {"width": 1400, "height": 900}
 
