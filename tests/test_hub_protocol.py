@@ -325,3 +325,32 @@ async def test_a_token_the_hub_does_not_know_is_not_asked_about_again_at_once() 
     with pytest.raises(web.HTTPError):
         await intake.identify(Auth(), "token another-bad-one")
     assert Auth.calls == 2
+
+
+def _any_json() -> Any:
+    from hypothesis import strategies as st
+    scalars = (st.none() | st.booleans() | st.floats(allow_nan=False, allow_infinity=False)
+               | st.integers() | st.integers(min_value=10**300, max_value=10**400)
+               | st.integers(min_value=-(10**400), max_value=-(10**300)) | st.text(max_size=8))
+    return st.recursive(scalars, lambda inner: st.lists(inner, max_size=3)
+                        | st.dictionaries(st.text(max_size=4), inner, max_size=3), max_leaves=6)
+
+
+def test_any_value_in_any_field_is_a_refusal_or_a_report_never_another_error() -> None:
+    """Whatever JSON a server sends in each field (integers of hundreds of digits, nesting,
+    wrong types), the checks answer with a Report or a ReportError: nothing else can escape
+    into the batch the report shares with others."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    @settings(max_examples=400, deadline=None)
+    @given(st.dictionaries(st.sampled_from(sorted(protocol.FIELDS)), _any_json(),
+                           max_size=len(protocol.FIELDS)))
+    def check(fields: dict[str, Any]) -> None:
+        body = json.dumps({**doc(), **fields}).encode()
+        try:
+            check_report(parse_body(body), LIMITS)
+        except ReportError as e:
+            assert 400 <= e.status < 500
+
+    check()
