@@ -55,6 +55,8 @@ def test_a_profile_the_site_does_not_list_is_refused_and_counted_fail_closed() -
     assert gpu is not None and cpu is not None and unlisted.price is not None
     assert unlisted.price.rate_per_hour == gpu.rate_per_hour  # the dearest listed
     assert "not a profile this site lists" in unlisted.price.detail
+    # culling policies judge it as the profile it is counted at; a listed one as itself
+    assert unlisted.policy_slug == "gpu" and s.of("cpu").policy_slug == "cpu"
     assert s.rates(["zzz", "cpu"]) == {"zzz": gpu.rate_per_hour, "cpu": cpu.rate_per_hour}
 
 

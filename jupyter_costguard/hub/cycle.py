@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from tornado.httpclient import HTTPClientError
@@ -62,7 +62,10 @@ class Poller:
             rows = [with_node_activity(r, cycle.time, self.ctx.node_fresh) for r in rows]
         cycle.reporting = sum(1 for r in rows if r.state == "ok")
         if self.ctx.culler is not None:
-            await self.ctx.culler.run(rows, cycle.memberships, time.time())
+            # a profile the site does not list is judged as the one it is counted at
+            judged = [r if (p := self.ctx.site.of(r.profile).policy_slug) == r.profile
+                      else replace(r, profile=p) for r in rows]
+            await self.ctx.culler.run(judged, cycle.memberships, time.time())
         if self.ctx.budget_hold is not None:
             await self.hold_budgets(rows)
         cycle.seconds = time.monotonic() - started

@@ -27,10 +27,17 @@ class SiteProfile:
     price: ProfilePrice | None = None
     #: False: the site does not list it (refused at spawn, counted fail-closed)
     listed: bool = True
+    #: the listed profile it is judged as by culling policies (itself, or for an unlisted
+    #: one the dearest listed profile, whose price it is counted at)
+    judged_as: str = ""
 
     @property
     def gpu(self) -> bool:
         return self.gpus > 0
+
+    @property
+    def policy_slug(self) -> str:
+        return self.judged_as or self.slug
 
 
 @dataclass(frozen=True)
@@ -59,7 +66,8 @@ class SiteProfiles:
         price = None if dearest is None else replace(
             dearest, profile=slug, detail=f"not a profile this site lists: counted at its "
                                           f"dearest, {dearest.profile!r} ({dearest.detail})")
-        return SiteProfile(slug, max(1, most), price, listed=False)
+        return SiteProfile(slug, max(1, most), price, listed=False,
+                           judged_as=slug if dearest is None else dearest.profile)
 
     def refusal(self, asked: str | None) -> str | None:
         """Why a spawn of `asked` is refused (None: it is not)."""
