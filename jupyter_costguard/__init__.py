@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import TYPE_CHECKING, Any
 
 from jupyter_costguard._version import __version__
@@ -52,3 +53,25 @@ def load_ipython_extension(ipython: Any) -> None:
 def unload_ipython_extension(ipython: Any) -> None:
     """`%unload_ext jupyter_costguard`: nothing to undo (the views stop polling when their
     outputs are cleared)."""
+
+
+def _register_magic() -> None:
+    """In an IPython kernel, ``%costguard`` is there as soon as costguard is imported (the
+    notebook's first costguard cell, or the widget), with no ``%load_ext`` first. The magic's
+    module (and ipywidgets) loads on its first use; elsewhere (the server) this does nothing."""
+    ipython_module = sys.modules.get("IPython")
+    ipython = ipython_module.get_ipython() if ipython_module is not None else None
+    if ipython is None or "costguard" in ipython.magics_manager.magics.get("line", {}):
+        return
+
+    def costguard(line: str = "") -> None:
+        from jupyter_costguard.kernel.magics import _costguard_magic
+
+        _costguard_magic(line)
+
+    costguard.__doc__ = ("%costguard [--refresh SECONDS] [--notebook PATH]: the cost widget. "
+                         "%costguard fetch JOB [--dir JOBS_DIR]: load what a job brought back.")
+    ipython.register_magic_function(costguard, magic_kind="line", magic_name="costguard")
+
+
+_register_magic()

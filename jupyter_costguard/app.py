@@ -3,6 +3,7 @@ configures and mixed in here) and the wiring of the parts. Nothing else."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import time
 from pathlib import Path
@@ -82,6 +83,14 @@ class CostGuard(ExtensionApp, CostTraits, SamplingTraits, GuardTraits, OffloadTr
         # The job service reads the latest sample; it exists before the service that makes it.
         self.jobs = self._job_service(ledger) if self.offload_enabled else None
         jobs = self.jobs
+        #: the note that tells this server's kernels its jobs directory (`%costguard fetch`)
+        self._server_info: Path | None = None
+        if jobs is not None:
+            try:
+                self._server_info = jobdir.write_server_info(self.server.runtime_dir,
+                                                             jobs.jobs_dir)
+            except OSError as e:  # the magic then needs --dir; nothing else depends on it
+                self.log.warning("costguard: cannot tell kernels the jobs directory: %s", e)
         if self.guard_enabled:
             loop = getattr(self.serverapp, "io_loop", None) or IOLoop.current()
             self.actor = Actor(self.server.kernel_manager, self._stop_server,
@@ -248,6 +257,9 @@ class CostGuard(ExtensionApp, CostTraits, SamplingTraits, GuardTraits, OffloadTr
         return infos
 
     async def stop_extension(self) -> None:
+        info = getattr(self, "_server_info", None)
+        if info is not None:
+            await asyncio.to_thread(info.unlink, missing_ok=True)
         if self.catalog_refresher is not None:
             await self.catalog_refresher.stop()
         if self.hub_reporter is not None:

@@ -43,8 +43,42 @@ def costguard_config(costguard_config: dict[str, Any], tmp_path: Path) -> dict[s
             "offload_poll_interval": 0.1, "offload_retry_backoff_seconds": 0.2}
 
 
+#: a client in a process of its own (jupyter_client's blocking client wants a thread with no
+#: event loop of the test's): runs argv[2] in the kernel of connection file argv[1]
+KERNEL_CLIENT = """
+import sys
+from jupyter_client import BlockingKernelClient
+client = BlockingKernelClient(connection_file=sys.argv[1])
+client.load_connection_file()
+client.start_channels()
+client.wait_for_ready(timeout=60)
+out = []
+reply = client.execute_interactive(sys.argv[2], timeout=60, output_hook=lambda m: out.append(
+    m["content"].get("text", "") if m["msg_type"] == "stream" else ""))
+client.stop_channels()
+print("".join(out), reply["content"]["status"])
+"""
+
+
+async def in_new_kernel(jp_fetch: Any, serverapp: Any, source: str) -> str:
+    """`source` run in a fresh kernel the server starts; its output, then the reply's status."""
+    import sys
+
+    kernel = json.loads((await jp_fetch("api", "kernels", method="POST",
+                                        body=json.dumps({"name": "python3"}))).body)
+    connection = serverapp.kernel_manager.get_kernel(kernel["id"]).connection_file
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-c", KERNEL_CLIENT, connection, source,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
+        out, _ = await asyncio.wait_for(proc.communicate(), 120)
+        return out.decode(errors="replace")
+    finally:
+        await jp_fetch("api", "kernels", kernel["id"], method="DELETE")
+
+
 async def test_selected_cell_runs_with_exactly_the_cells_it_needs(jp_fetch, jp_root_dir,
-                                                                  tmp_path):
+                                                                  tmp_path, jp_serverapp):
     write_notebook(jp_root_dir, "work/product.ipynb", PRODUCT)
     # the user's unsaved edit: b is 7 on disk but 8 on screen
     cells = [*PRODUCT[:2], code("b", "b = 8"), *PRODUCT[3:]]
@@ -87,6 +121,12 @@ async def test_selected_cell_runs_with_exactly_the_cells_it_needs(jp_fetch, jp_r
     shell.register_magic_function(_costguard_magic, magic_kind="line", magic_name="costguard")
     shell.run_line_magic("costguard", f"fetch {doc['id']} --dir {tmp_path / 'jobs'}")
     assert shell.user_ns["c"] == 48
+    # ... and in a kernel this server started, as examples/README.md says it: no --dir (the
+    # kernel learns the server's jobs directory, not a default) and no %load_ext first
+    out = await in_new_kernel(jp_fetch, jp_serverapp, "import jupyter_costguard\n"
+                              f"%costguard fetch {doc['id']}\nprint('c is', c)")
+    assert f"costguard: loaded c from job {doc['id']}" in out and "c is 48" in out, out
+    assert out.rstrip().endswith("ok"), out
 
     metrics = (await jp_fetch("metrics")).body.decode()
     assert 'costguard_jobs{backend="local",state="succeeded"} 1.0' in metrics

@@ -22,19 +22,34 @@ from jupyter_costguard.offload.jobdir import (
     ENV_JOBS_DIR,
     RESULTS,
     recorded_results_digest,
+    server_jobs_dir,
     unsafe_location,
 )
 
 
+def kernels_server_jobs_dir() -> str | None:
+    """The jobs directory of the Jupyter server that started this kernel, from the note it
+    keeps beside the kernel's connection file (None outside a kernel a costguard server
+    started)."""
+    try:
+        from ipykernel.connect import get_connection_file
+        connection = get_connection_file()
+    except Exception:  # not in an IPython kernel
+        return None
+    return server_jobs_dir(os.path.dirname(connection), os.getppid())
+
+
 def fetch_results(job: str, jobs_dir: str | None = None) -> dict[str, Any]:
     """A batch job's results (the names it brought back), read from its job directory:
-    `jobs_dir`, else $COSTGUARD_JOBS_DIR, else the default next to the ledger. Loaded only
-    if the server recorded that the job produced them, from a directory and file of the
-    user's that group and others cannot write, and if the file's sha256 is the recorded
-    one (ValueError otherwise)."""
+    `jobs_dir`, else the jobs directory of the server that started this kernel, else
+    $COSTGUARD_JOBS_DIR, else the default next to the ledger. Loaded only if the server
+    recorded that the job produced them, from a directory and file of the user's that group
+    and others cannot write, and if the file's sha256 is the recorded one (ValueError
+    otherwise)."""
     if not job.isdigit():
         raise ValueError(f"a job id is a number, not {job!r}")
-    base = jobs_dir or os.environ.get(ENV_JOBS_DIR) or str(data_dir() / "jobs")
+    base = (jobs_dir or kernels_server_jobs_dir() or os.environ.get(ENV_JOBS_DIR)
+            or str(data_dir() / "jobs"))
     path = os.path.join(base, job, RESULTS)
     digest = recorded_results_digest(base, int(job))
     if digest is None:
@@ -113,9 +128,14 @@ def _costguard_magic(line: str = "") -> None:
     display(w)
 
 
+def register(ipython: Any) -> None:
+    """``%costguard`` in this shell (again is harmless)."""
+    ipython.register_magic_function(_costguard_magic, magic_kind="line", magic_name="costguard")
+
+
 def load_ipython_extension(ipython: Any) -> None:
     """``%load_ext jupyter_costguard``: show the widget and register ``%costguard``."""
     from IPython.display import display
 
-    ipython.register_magic_function(_costguard_magic, magic_kind="line", magic_name="costguard")
+    register(ipython)
     display(widget())

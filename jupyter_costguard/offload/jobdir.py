@@ -90,6 +90,33 @@ ENV_JOBS_DIR = "COSTGUARD_JOBS_DIR"
 #: where a Kubernetes pod's entry point leaves the runner's final status (tests move it)
 ENV_TERMINATION_LOG = "COSTGUARD_TERMINATION_LOG"
 
+# --- what a server tells the kernels it starts ------------------------------------------------
+#: a server's note beside its kernels' connection files (its runtime directory), named for its
+#: process, a local kernel's parent: which jobs directory it keeps, so `%costguard fetch` in
+#: any of its kernels reads the same one the server writes
+SERVER_INFO = "costguard-server-{pid}.json"
+
+
+def write_server_info(runtime_dir: Path | str, jobs_dir: Path | str,
+                      pid: int | None = None) -> Path:
+    """The note of this server (`pid`: its process) in `runtime_dir`, replaced whole."""
+    path = Path(runtime_dir) / SERVER_INFO.format(pid=os.getpid() if pid is None else pid)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_bytes(path, json.dumps({"jobs_dir": str(jobs_dir)}).encode())  # atomic, 0600
+    return path
+
+
+def server_jobs_dir(runtime_dir: Path | str, pid: int) -> str | None:
+    """The jobs directory the server of process `pid` noted in `runtime_dir` (None: no note,
+    or one that cannot be read)."""
+    try:
+        doc = json.loads((Path(runtime_dir) / SERVER_INFO.format(pid=pid)).read_text())
+    except (OSError, ValueError):
+        return None
+    found = doc.get("jobs_dir") if isinstance(doc, dict) else None
+    return found if isinstance(found, str) and found else None
+
+
 # --- starting the runner --------------------------------------------------------------------
 #: ``python -m RUNNER_MODULE JOB_DIR`` runs a job; a live runner's command line names it
 RUNNER_MODULE = "jupyter_costguard.offload.runner"
