@@ -55,18 +55,23 @@ def spend_rows(hub: Hub, by: str = "server", **query: str) -> dict[str, dict[str
 
 
 def snapshot(hub: Hub) -> tuple[dict[str, Any], ...]:
-    """By server, user and group, as of one poll (the three reads may straddle one)."""
+    """By server, user and group, of one state of the store: the reads of one poll, with no
+    report taken between them. Servers report every second, between polls too, so reads of
+    one poll straddled a report now and then (a user's row one report ahead of the server
+    row read just before it); the server rows are read again after the others, and the
+    reads are taken only if nothing moved in between."""
+    def read(by: str) -> dict[str, Any]:
+        status, doc = hub.service(f"api/spend?by={by}",
+                                  hub.admin_token)  # type: ignore[attr-defined]
+        assert status == 200, doc
+        return dict(doc)
+
     def one() -> tuple[dict[str, Any], ...] | None:
-        docs = []
-        for by in ("server", "user", "group"):
-            status, doc = hub.service(f"api/spend?by={by}",
-                                      hub.admin_token)  # type: ignore[attr-defined]
-            assert status == 200, doc
-            docs.append(doc)
-        if len({d["poll"]["time"] for d in docs}) != 1:
+        docs = [read(by) for by in ("server", "user", "group", "server")]
+        if len({d["poll"]["time"] for d in docs}) != 1 or docs[0]["rows"] != docs[3]["rows"]:
             return None
-        return tuple({r["key"]: r for r in d["rows"]} for d in docs)
-    return wait_for(one, 30, "three reads of one poll")
+        return tuple({r["key"]: r for r in d["rows"]} for d in docs[:3])
+    return wait_for(one, 30, "three reads of one state")
 
 
 def polled(hub: Hub) -> dict[str, dict[str, Any]]:
