@@ -180,6 +180,14 @@ def _children() -> tuple[list[int], list[int]]:
     return running, zombies
 
 
+def _name(pid: int) -> str:
+    """What a zombie was (its name; a zombie has no command line left), for the message."""
+    try:
+        return f"{pid} {psutil.Process(pid).name()}"
+    except psutil.Error:
+        return f"{pid} (gone)"
+
+
 @pytest.mark.usefixtures("no_leftover_jobs")
 async def test_a_finished_local_runner_is_not_left_as_a_zombie(jp_fetch: Any,
                                                                jp_root_dir: Path) -> None:
@@ -198,4 +206,5 @@ async def test_a_finished_local_runner_is_not_left_as_a_zombie(jp_fetch: Any,
         await asyncio.sleep(0.1)
     running, zombies = _children()
     assert running == [], "the runner did not exit"
-    assert zombies == [], "a finished runner was left as a zombie of the server"
+    assert zombies == [], ("a finished runner was left as a zombie of the server: "
+                           f"{[_name(pid) for pid in zombies]}")
