@@ -272,7 +272,6 @@ def test_budgets_for_many_users_at_once_are_each_users_budgets(tmp_path: Path) -
     same states as the page's one-user path (handlers.budgets_of)."""
     from jupyter_costguard.hub import handlers
     from jupyter_costguard.hub.app import CostGuardHub
-    from jupyter_costguard.hub.cycle import Poller
 
     store = HubStore(tmp_path / "hub.sqlite")
     members = {"ann": ["ml"], "bob": ["ml", "cv"], "cy": []}
@@ -282,7 +281,7 @@ def test_budgets_for_many_users_at_once_are_each_users_budgets(tmp_path: Path) -
     app = CostGuardHub()
     app.store = store
     app.budgets = Budgets("month", {"cy": 1.0}, {"ml": 10.0, "cv": 5.0}, 4.0)
-    many = Poller(app)._budget_states(list(members), T0 + HOUR)
+    many = store.budget_states(app.budgets, members, T0 + HOUR)
     for user in members:
         assert many[user] == handlers.budgets_of(app, user, T0 + HOUR), user
     assert store.users_spend(T0 - HOUR) == pytest.approx(

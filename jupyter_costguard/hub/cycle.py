@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from tornado.httpclient import HTTPClientError
 
-from jupyter_costguard.hub.budgets import BudgetState
 from jupyter_costguard.hub.hubapi import RunningServer
 from jupyter_costguard.hub.nodegpu import NodeGpuError, pod_name
 from jupyter_costguard.hub.store import with_node_activity
@@ -67,18 +67,19 @@ class Poller:
                       else replace(r, profile=p) for r in rows]
             await self.ctx.culler.run(judged, cycle.memberships, time.time())
         if self.ctx.budget_hold is not None:
-            await self.hold_budgets(rows)
+            await self.hold_budgets(rows, cycle.memberships)
         cycle.seconds = time.monotonic() - started
         self.last = cycle
         if self.ctx.page_max_age > 0:
             self.ctx.refresh_pages()
         self.ctx.log.info("costguard-hub: %d servers running, %d reporting (%.2f s)",
-                      len(cycle.running), cycle.reporting, cycle.seconds)
+                          len(cycle.running), cycle.reporting, cycle.seconds)
         return cycle
 
-    async def hold_budgets(self, rows: list[Any]) -> None:
-        """The budgets of the users with a running GPU server, by the counted figure (on the
-        worker), then the budget hold's round."""
+    async def hold_budgets(self, rows: list[Any], groups: Mapping[str, list[str]]) -> None:
+        """The budgets of the users with a running GPU server (`groups`: each user's groups
+        as the Hub listed them this cycle), by the counted figure (on the worker), then the
+        budget hold's round."""
         assert self.ctx.budget_hold is not None
         now = time.time()
         users = sorted({r.user for r in rows if self.ctx.site.of(r.profile).gpu
@@ -86,15 +87,9 @@ class Poller:
         if not users:
             return
         starting = {k for k, s in self.ctx.running.items() if not s.ready}
-        await self.ctx.budget_hold.run(
-            rows, await self.ctx.run(self._budget_states, users, now), now, starting)
-
-    def _budget_states(self, users: list[str], now: float,
-                       ) -> dict[str, list[BudgetState]]:
-        """Worker thread: the budgets of `users` (hub/budgetbook.py), in one read."""
-        groups = self.ctx.store.memberships()
-        return self.ctx.store.budget_states(self.ctx.budgets, {u: groups.get(u, []) for u in users},
-                                        now)
+        states = await self.ctx.run(self.ctx.store.budget_states, self.ctx.budgets,
+                                    {u: groups.get(u, []) for u in users}, now)
+        await self.ctx.budget_hold.run(rows, states, now, starting)
 
     async def read_node(self, cycle: Cycle) -> None:
         """The node's GPU activity of every running server's pod, recorded (a pod without
