@@ -14,8 +14,8 @@ import pytest
 from tornado.httpclient import HTTPClientError
 
 import jupyter_costguard
-from tests.support.jobs import post
-from tests.support.rest import get_json
+from tests.support.jobs import post, submit, wait_job
+from tests.support.rest import get_json, wait_for
 
 SLURM_RATES = {"gpu_per_hour": 2.5, "cpu_per_hour": 0.04, "memory_gib_per_hour": 0.005}
 
@@ -46,17 +46,29 @@ async def estimate(jp_fetch: Any, body: Any) -> dict[str, Any]:
     return doc
 
 
-async def test_the_local_backend_costs_this_machines_catalog_price(jp_fetch) -> None:
+async def test_the_local_backend_costs_the_share_of_this_machine_the_job_holds(jp_fetch) -> None:
+    """Not the whole machine: the GPUs and CPUs it asks for, at the rates its spend is
+    charged with (cost/allocation.py: a GPU is 1/8 of the GPU part, a CPU 1/96 of the rest)."""
     hourly, retrieved = catalog_on_demand("p4d.24xlarge", "us-east-1")
+    status = await wait_for(jp_fetch, lambda d: d.get("time") is not None)
+    assert status["rate_per_hour"] == pytest.approx(hourly)
+    per_gpu, per_cpu = hourly * 0.9 / 8, hourly * 0.1 / 96  # gpu_share 0.9 (conftest)
     doc = await estimate(jp_fetch, {"backend": "local",
                                     "resources": {"gpus": 1, "time_limit_seconds": 5400}})
-    assert doc["priced"] and doc["hourly_price"] == pytest.approx(hourly)
-    assert doc["max_cost"] == pytest.approx(hourly * 1.5)
+    assert doc["priced"] and doc["hourly_price"] == pytest.approx(per_gpu + per_cpu, rel=1e-5)
+    assert doc["max_cost"] == pytest.approx(doc["hourly_price"] * 1.5)
     assert doc["currency"] == "USD" and doc["source"] == "catalog"
-    assert doc["detail"] == f"catalog: aws p4d.24xlarge on-demand, as of {retrieved}"
+    assert doc["detail"].startswith(
+        f"catalog: aws p4d.24xlarge on-demand, as of {retrieved} at {hourly:.4g} USD/h, the "
+        f"job's share: 1 CPU of 96 × ")
+    assert "1 GPU of 8" in doc["detail"]
     assert doc["retrieved"] == retrieved and isinstance(doc["age_days"], int)
-    status = await get_json(jp_fetch, "costguard", "api", "status")
-    assert doc["hourly_price"] == pytest.approx(status["rate_per_hour"])  # what spend uses
+    four = await estimate(jp_fetch, {"backend": "local", "resources": {"gpus": 2, "cpus": 4}})
+    assert four["hourly_price"] == pytest.approx(2 * per_gpu + 4 * per_cpu, rel=1e-5)
+    # asking for no GPUs: one CPU, and a note of what a GPU it uses anyway costs
+    none = await estimate(jp_fetch, {"backend": "local"})
+    assert none["hourly_price"] == pytest.approx(per_cpu, rel=1e-5)
+    assert any("selects no GPUs" in n for n in none["notes"])
 
 
 async def test_no_time_limit_has_no_most_and_the_default_backend_is_local(jp_fetch) -> None:
@@ -137,3 +149,41 @@ def test_resources_refuse_an_integer_too_large_for_a_float_with_a_spec_error() -
     for name in ("cpus", "memory_gib", "time_limit_seconds"):
         with pytest.raises(SpecError, match=f"resources.{name}"):
             Resources.parse({name: 10**400})
+
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+
+@pytest.mark.usefixtures("no_leftover_jobs")
+class TestTheDemosLocalJob:
+    """On the demo's config (examples/jupyter_server_config.py: the replayed p4d trace priced
+    from the shipped catalog, no configured share): what the dialog estimates for a local job
+    is what the job is then charged per hour, give or take what it used beyond its request
+    (it was 75× apart when the estimate was the whole machine)."""
+
+    @pytest.fixture
+    def costguard_config(self, costguard_config: dict[str, Any]) -> dict[str, Any]:
+        return {**costguard_config, "hourly_rate": None, "gpu_share": None,
+                "instance_type": None, "region": None,
+                "replay_trace": str(EXAMPLES / "gpu_trace.json"), "replay_mode": "always",
+                "cloud_metadata": False, "container_share": "off"}
+
+    async def test_the_estimate_is_kept_beside_the_charge_and_they_agree(
+            self, jp_fetch, jp_root_dir) -> None:
+        (jp_root_dir / "offload.ipynb").write_bytes((EXAMPLES / "offload.ipynb").read_bytes())
+        await wait_for(jp_fetch, lambda d: d.get("time") is not None
+                       and (d.get("instance") or {}).get("instance_type") == "p4d.24xlarge")
+        shown = await estimate(jp_fetch, {"backend": "local"})
+        doc = await submit(jp_fetch, "offload.ipynb", ["train"])
+        done = await wait_job(jp_fetch, doc["id"])
+        assert done["state"] == "succeeded", done
+        kept = done["estimate"]
+        assert kept["priced"] and kept["hourly_price"] == pytest.approx(shown["hourly_price"])
+        assert kept["source"] == "catalog" and kept["detail"] == shown["detail"]
+        charged = done["charged_per_hour"]
+        assert charged is not None and done["spend"] > 0
+        assert kept["hourly_price"] / 3 <= charged <= kept["hourly_price"] * 3, (kept, charged)
+        # the list (the store's summary of an ended job) keeps it too
+        listed = await get_json(jp_fetch, "costguard", "api", "jobs")
+        row = next(j for j in listed["jobs"] if j["id"] == doc["id"])
+        assert row["estimate"] == kept and row["charged_per_hour"] == charged

@@ -7,7 +7,8 @@ import math
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jupyter_costguard.cost.spend import split_interval
+from jupyter_costguard.cost.allocation import cpu_capacity
+from jupyter_costguard.cost.spend import machine_rates, split_interval
 from jupyter_costguard.sampling.records import (
     GpuReading,
     GpuSample,
@@ -130,3 +131,42 @@ def test_conservation(s, rate, share, gpu_count):
     for sh in cost.shares.values():
         assert sh.gpu >= 0 and sh.host >= 0 and 0 <= sh.waste <= sh.gpu + 1e-12
     assert cost.unattributed >= -1e-9
+
+
+def job_kernel(kid: str, cpus_held: float, cpu: float = 0.0, gpu_mem: dict | None = None):
+    info = KernelInfo(kid, "python3", 1, "busy", 0.0, 0, "nb.ipynb", cpus_held=cpus_held)
+    return KernelSample(info, (1,), cpu, 0, gpu_mem or {})
+
+
+def test_a_job_is_charged_at_least_the_cpus_it_holds():
+    # rate 36/h for 2 s: 0.02; host part 0.002 over 8 CPUs x 2 s = 16 CPU-seconds
+    s = sample([], [job_kernel("job-1", cpus_held=2.0, cpu=1.0),
+                    job_kernel("job-2", cpus_held=1.0, cpu=5.0), kernel("k", cpu=1.0)])
+    cost = split_interval(s, 36.0, 0.9)
+    assert math.isclose(cost.shares["job-1"].host, 0.002 * 4 / 16)  # held 2 CPUs x 2 s
+    assert math.isclose(cost.shares["job-2"].host, 0.002 * 5 / 16)  # used more than held
+    assert math.isclose(cost.shares["k"].host, 0.002 * 1 / 16)  # a kernel holds none
+    assert math.isclose(cost.unattributed + cost.attributed(), cost.total)
+
+
+def test_the_estimates_rates_are_the_ledgers():
+    """A job that holds exactly what it asked for is charged per hour what the allocation
+    model's `hourly` says (the offload estimate's figure)."""
+    s = sample([gpu("G0"), gpu("G1"), gpu("G2"), gpu("G3")],
+               [job_kernel("job-1", cpus_held=2.0, cpu=1.0, gpu_mem={"G1": 5})],
+               interval=3.0, cpus=16)
+    cost = split_interval(s, 40.0, 0.8, gpu_count=4, cpu_capacity=32.0)
+    rates = machine_rates(s, 40.0, 0.8, gpu_count=4, cpu_capacity=32.0)
+    per_hour = cost.shares["job-1"].spend * 3600.0 / s.interval
+    assert math.isclose(per_hour, rates.hourly(gpus=1, cpus=2.0))
+    assert math.isclose(rates.hourly(1, 2.0), 40.0 * 0.8 / 4 + 2 * 40.0 * 0.2 / 32)
+
+
+def test_the_host_part_is_split_over_the_cpus_the_price_pays_for():
+    """A price of an instance (a configured or replayed one) pays for its vCPUs, whatever
+    this host has (the demo replays a 96-vCPU p4d on a 2-core machine); a container's limit
+    comes first; without either, this host's CPUs."""
+    assert cpu_capacity(None, 96, 2) == 96.0
+    assert cpu_capacity(4.0, 96, 2) == 4.0
+    assert cpu_capacity(None, None, 2) == 2.0
+    assert cpu_capacity(None, None, 0) == 1.0

@@ -38,6 +38,7 @@ from pathlib import Path
 
 from jupyter_costguard.cloud.container import CgroupLimits, ContainerShare, container_share
 from jupyter_costguard.cloud.metadata import CloudIdentity, MetadataResult
+from jupyter_costguard.cost.allocation import MachineRates, cpu_capacity, gpu_count
 from jupyter_costguard.cost.catalog import (
     GIB_BYTES,
     MARKET_ON_DEMAND,
@@ -149,6 +150,15 @@ class Pricing:
     @property
     def host_rate_per_hour(self) -> float | None:
         return None if self.rate_per_hour is None else self.rate_per_hour * (1 - self.gpu_share)
+
+    def machine_rates(self, host_cpus: int, gpus_seen: int) -> MachineRates:
+        """This price in the allocation model's rates (`cost/allocation.py`): the ledger's
+        split and the offload estimate both take them from here."""
+        vcpus = self.instance.vcpus if self.instance is not None else None
+        priced = self.gpu_count if self.instance is not None else None
+        return MachineRates(self.rate_per_hour or 0.0, self.gpu_share,
+                            gpu_count(priced, gpus_seen),
+                            cpu_capacity(self.cpu_capacity, vcpus, host_cpus))
 
 
 @dataclass(frozen=True)

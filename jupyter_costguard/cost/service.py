@@ -33,7 +33,7 @@ from jupyter_costguard.cost.pricing import (
     resolve_pricing,
 )
 from jupyter_costguard.cost.published import Published
-from jupyter_costguard.cost.spend import split_interval
+from jupyter_costguard.cost.spend import physical_gpus, split_interval
 from jupyter_costguard.cost.views import build_views, gpu_busy, history_doc
 from jupyter_costguard.sampling.records import KernelInfo, Sample
 from jupyter_costguard.sampling.telemetry import Telemetry
@@ -199,8 +199,10 @@ class CostService:
         sample = self.telemetry.sample(kernels)
         pricing = self._resolve(sample)
         gpu_count = pricing.gpu_count if pricing.instance else None
+        rates = pricing.machine_rates(sample.host.cpu_count,
+                                      len(physical_gpus(sample.gpu.gpus)))
         cost = split_interval(sample, pricing.rate_per_hour, pricing.gpu_share, gpu_count,
-                              self.idle_threshold_percent, cpu_capacity=pricing.cpu_capacity)
+                              self.idle_threshold_percent, cpu_capacity=rates.cpu_capacity)
         self.ledger.record_by_minute(
             sample.time, sample.interval, cost,
             paths={k.info.kernel_id: k.info.path for k in sample.kernels},

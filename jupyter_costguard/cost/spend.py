@@ -4,8 +4,10 @@ For an interval of Δt seconds at R per hour the instance costs R·Δt/3600. A G
 that is split evenly over the instance's GPUs (a MIG instance gets its parent's cost in
 proportion to its memory); each GPU's cost goes to the kernels holding memory on it, in
 proportion to that memory, and to nobody ("unattributed") when nobody holds it. The host
-share is split by CPU time used in Δt. What nobody used stays unattributed, so for every
-interval: sum(consumers) + unattributed == R·Δt/3600 (conservation).
+share is split by CPU time used in Δt (a batch job is charged at least the CPUs it asked for),
+over the CPUs the price pays for. The rates are the allocation model's (`cost/allocation.py`),
+which the offload estimate prices a job's request with. What nobody used stays unattributed, so
+for every interval: sum(consumers) + unattributed == R·Δt/3600 (conservation).
 
 A kernel's GPU cost counts as *waste* while the GPU is below the idle threshold and the
 kernel is not busy: it holds an accelerator that does nothing.
@@ -16,6 +18,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from jupyter_costguard.cost.allocation import MachineRates, charged_cpu_seconds
+from jupyter_costguard.cost.allocation import gpu_count as priced_gpu_count
 from jupyter_costguard.sampling.records import GpuSample, KernelSample, Sample
 
 
@@ -43,15 +47,27 @@ class IntervalCost:
         return sum(s.spend for s in self.shares.values())
 
 
-def _gpu_unit_costs(gpus: Sequence[GpuSample], gpu_pool: float, gpu_count: int | None) -> dict:
-    """Cost of each visible device for the interval, MIG instances sharing their parent's."""
+def physical_gpus(gpus: Sequence[GpuSample]) -> dict[str, list[GpuSample]]:
+    """The visible devices by physical GPU (a MIG instance under its parent)."""
     physical: dict[str, list[GpuSample]] = {}
     for g in gpus:
         physical.setdefault(g.mig_parent_uuid or g.uuid, []).append(g)
-    count = max(gpu_count or 0, len(physical))
-    if count == 0:
-        return {}
-    per_gpu = gpu_pool / count
+    return physical
+
+
+def machine_rates(sample: Sample, rate_per_hour: float | None, gpu_share: float,
+                  gpu_count: int | None = None, cpu_capacity: float | None = None
+                  ) -> MachineRates:
+    """The allocation model's rates for `sample`'s machine: what the ledger charges with."""
+    cpus = cpu_capacity if cpu_capacity and cpu_capacity > 0 else max(1, sample.host.cpu_count)
+    return MachineRates(rate_per_hour or 0.0, min(1.0, max(0.0, gpu_share)),
+                        priced_gpu_count(gpu_count, len(physical_gpus(sample.gpu.gpus))),
+                        float(cpus))
+
+
+def _gpu_unit_costs(gpus: Sequence[GpuSample], per_gpu: float) -> dict:
+    """Cost of each visible device for the interval, MIG instances sharing their parent's."""
+    physical = physical_gpus(gpus)
     costs: dict[str, float] = {}
     for members in physical.values():
         if len(members) == 1 and members[0].mig_parent_uuid is None:
@@ -74,18 +90,20 @@ def split_interval(
 ) -> IntervalCost:
     """Split one interval's instance cost among the kernels of the sample.
 
-    ``cpu_capacity``: the CPUs the host part pays for (a container's cgroup limit); default
+    ``cpu_capacity``: the CPUs the host part pays for (`allocation.cpu_capacity`); default
     the host's own."""
     total = (rate_per_hour or 0.0) * sample.interval / 3600.0
     shares: dict[str, Share] = {k.info.kernel_id: Share() for k in sample.kernels}
     if total <= 0.0:
         return IntervalCost(total=0.0, unattributed=0.0, unattributed_gpu=0.0, shares=shares)
-    gpu_share = min(1.0, max(0.0, gpu_share))
-    gpu_pool = total * gpu_share
+    rates = machine_rates(sample, rate_per_hour, gpu_share, gpu_count, cpu_capacity)
+    # the interval's parts as MachineRates splits an hour (total × share: exactly total)
+    gpu_pool = total * rates.gpu_share
     host_pool = total - gpu_pool
 
     gpu_attributed = 0.0
-    unit_costs = _gpu_unit_costs(sample.gpu.gpus, gpu_pool, gpu_count)
+    unit_costs = _gpu_unit_costs(sample.gpu.gpus,
+                                 gpu_pool / rates.gpu_count if rates.gpu_count else 0.0)
     for gpu in sample.gpu.gpus:
         cost = unit_costs.get(gpu.uuid, 0.0)
         holders = [(k, k.gpu_memory_bytes[gpu.uuid]) for k in sample.kernels
@@ -104,14 +122,15 @@ def split_interval(
             gpu_attributed += part
 
     host_attributed = 0.0
-    cpus = cpu_capacity if cpu_capacity and cpu_capacity > 0 else max(1, sample.host.cpu_count)
-    capacity = sample.interval * cpus
-    used = sum(k.cpu_seconds for k in sample.kernels)
+    capacity = sample.interval * rates.cpu_capacity
+    charged = {k.info.kernel_id: charged_cpu_seconds(k.cpu_seconds, k.info.cpus_held,
+                                                     sample.interval) for k in sample.kernels}
+    used = sum(charged.values())
     if used > 0:
         # never hand out more than the host: divide by whichever is larger
         denominator = max(used, capacity)
         for k in sample.kernels:
-            part = host_pool * (k.cpu_seconds / denominator)
+            part = host_pool * (charged[k.info.kernel_id] / denominator)
             shares[k.info.kernel_id].host += part
             host_attributed += part
 

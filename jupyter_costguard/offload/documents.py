@@ -54,6 +54,9 @@ class JobDocuments:
             "timeline": [p.to_json(now) for p in job.timeline()],
             "backend_detail": self._backend_detail(job, detail),
             "gpu_utilization_percent": self.accounting.gpu_mean(job),
+            # what the job was estimated to cost before it ran, beside what it is charged
+            "estimate": _kept_estimate(job),
+            "charged_per_hour": charged_per_hour(job, now),
             # whose job it is (JupyterHub user and server), as its record says
             **owner_doc(owner_from_doc(job.record.get("owner"))),
         }
@@ -169,3 +172,26 @@ def _complete_utf8(data: bytes) -> str:
         except UnicodeDecodeError:
             continue
     return data.decode("utf-8", "replace")
+
+
+def _kept_estimate(job: Job) -> dict[str, Any] | None:
+    kept = job.record.get("estimate")
+    return dict(kept) if isinstance(kept, dict) else None
+
+
+#: below this much running time a per-hour figure says more about rounding than the job
+MIN_CHARGED_SECONDS = 1.0
+
+
+def charged_per_hour(job: Job, now: float) -> float | None:
+    """What the job has been charged per hour of running: its spend over the time from its
+    runner's start to its end (or now), the figure its estimate's hourly price predicts;
+    None before it has run a second."""
+    start = job.phase_times.get("starting", job.phase_times.get("running"))
+    if start is None:
+        return None
+    end = job.phase_times.get("done", job.ended if job.ended is not None else now)
+    seconds = end - start
+    if seconds < MIN_CHARGED_SECONDS:
+        return None
+    return round(job.spend * 3600.0 / seconds, 6)

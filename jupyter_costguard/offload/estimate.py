@@ -2,8 +2,9 @@
 for, and the most it can cost within its time limit (`Backend.estimate`).
 
 Every figure says where it came from and in which currency, so the offload dialog can show it
-as it is: the machine's catalog price for the local backend, the site's `cluster_rates` for a
-cluster, SkyPilot's optimizer for SkyPilot. A backend whose figure is unknown says why instead
+as it is: for the local backend, the share of this machine's price the job will hold (the
+allocation model the ledger charges it with, `cost/allocation.py`); the site's `cluster_rates`
+for a cluster; SkyPilot's optimizer for SkyPilot. A backend whose figure is unknown says why instead
 of showing 0 (its jobs' spend would not be priced either).
 """
 
@@ -13,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from jupyter_costguard.cost.allocation import MachineRates, job_cpus
 from jupyter_costguard.offload.spec import Resources
 
 #: where an estimate's hourly price came from (`Estimate.source`)
@@ -43,6 +45,8 @@ class LocalPrice:
     retrieved: str | None = None
     age_days: int | None = None
     stale: bool = False
+    #: the price in the allocation model's rates (None: not priced, or no sample yet)
+    rates: MachineRates | None = None
 
 
 @dataclass(frozen=True)
@@ -160,9 +164,18 @@ def machine_words(m: LocalPrice) -> str:
     return f"this machine's price ({m.source})"
 
 
+def _share_words(rates: MachineRates, gpus: int, cpus: float) -> str:
+    """"1 CPU of 96 × 0.1 + 1 GPU of 8 × 1.545 per hour": the terms of `MachineRates.hourly`."""
+    terms = [f"{cpus:g} CPU of {rates.cpu_capacity:g} × {rates.per_cpu_hour:.4g}"]
+    if gpus:
+        terms.append(f"{gpus} GPU of {rates.gpu_count} × {rates.per_gpu_hour:.4g}")
+    return " + ".join(terms) + " per hour"
+
+
 def local_estimate(backend: str, resources: Resources, context: EstimateContext) -> Estimate:
-    """A job on this machine: the machine's hourly price (what the server's own spend is
-    charged at), the most a job holding it for its whole time limit can cost."""
+    """A job on this machine: the share of the machine's price it holds (the GPUs and CPUs
+    it asks for, one CPU when it asks for none), at the rates the ledger will charge it with,
+    and the most that can cost within its time limit."""
     m = context.machine
     limit = resources.time_limit_seconds
     if m is None or m.rate_per_hour is None:
@@ -171,7 +184,30 @@ def local_estimate(backend: str, resources: Resources, context: EstimateContext)
                         SOURCE_NONE, f"this machine is not priced: {why}")
     source = SOURCE_CATALOG if m.instance_type else (
         SOURCE_HOURLY_RATE if m.source == SOURCE_HOURLY_RATE else m.source)
-    notes = (f"The catalog price is {m.age_days} days old: `jupyter costguard catalog "
-             f"update` refreshes it.",) if m.stale else ()
-    return Estimate(backend, m.rate_per_hour, m.currency, limit, source, machine_words(m),
-                    retrieved=m.retrieved, age_days=m.age_days, stale=m.stale, notes=notes)
+    notes: list[str] = []
+    if m.stale:
+        notes.append(f"The catalog price is {m.age_days} days old: `jupyter costguard catalog "
+                     f"update` refreshes it.")
+    if m.rates is None:
+        # no sample yet: the machine's whole rate is the most a job can be charged
+        return Estimate(backend, m.rate_per_hour, m.currency, limit, source,
+                        f"{machine_words(m)}: the whole machine (its share is known after "
+                        f"the first sample)", retrieved=m.retrieved, age_days=m.age_days,
+                        stale=m.stale, notes=tuple(notes))
+    rates = m.rates
+    gpus = min(resources.gpus or 0, rates.gpu_count)
+    cpus = min(job_cpus(resources.cpus), rates.cpu_capacity)
+    hourly = rates.hourly(gpus, cpus)
+    if resources.gpus is None and rates.gpu_count:
+        notes.append(f"The job selects no GPUs: each GPU it puts memory on is charged "
+                     f"{rates.per_gpu_hour:.4g} {m.currency}/h while it holds it.")
+    notes.append("It is charged at least these CPUs while it runs, and the CPU time it uses "
+                 "beyond them.")
+    if resources.memory_gib:
+        notes.append("Memory is not priced apart on this machine: the host's part of the "
+                     "price is split by CPU.")
+    detail = (f"{machine_words(m)} at {m.rate_per_hour:.4g} {m.currency}/h, the job's share: "
+              f"{_share_words(rates, gpus, cpus)}")
+    return Estimate(backend, hourly, m.currency, limit, source, detail,
+                    retrieved=m.retrieved, age_days=m.age_days, stale=m.stale,
+                    notes=tuple(notes))

@@ -22,13 +22,14 @@ from typing import Any, TypeVar
 from prometheus_client.core import GaugeMetricFamily, Metric
 
 from jupyter_costguard.common.owner import Owner, owner_doc
+from jupyter_costguard.cost.allocation import job_cpus
 from jupyter_costguard.metrics.pushgateway import delete_job_metrics
 from jupyter_costguard.offload import jobdir
 from jupyter_costguard.offload.accounting import Accounting
 from jupyter_costguard.offload.backends.base import Backend
 from jupyter_costguard.offload.documents import JobDocuments
 from jupyter_costguard.offload.errors import JobError
-from jupyter_costguard.offload.estimate import EstimateContext, LocalPrice
+from jupyter_costguard.offload.estimate import Estimate, EstimateContext, LocalPrice
 from jupyter_costguard.offload.follower import Follower
 from jupyter_costguard.offload.launcher import Launcher
 from jupyter_costguard.offload.record import make_record
@@ -45,13 +46,18 @@ from jupyter_costguard.offload.requests import (
 )
 from jupyter_costguard.offload.settings import JobSettings, ServerHooks
 from jupyter_costguard.offload.slicing import Slice
-from jupyter_costguard.offload.spec import STATES, Job, JobSpec
+from jupyter_costguard.offload.spec import STATES, Job, JobSpec, Resources
 from jupyter_costguard.offload.store import PAGE_DEFAULT, JobStore
 from jupyter_costguard.offload.variables import SendError, send_variables
 from jupyter_costguard.sampling.records import KernelInfo
 
 log = logging.getLogger("jupyter_costguard")
 T = TypeVar("T")
+#: how long the estimate a submit keeps may take (the dialog's ask is usually still kept)
+SUBMIT_ESTIMATE_SECONDS = 5.0
+#: what a job's record keeps of its estimate
+KEPT_ESTIMATE = ("priced", "hourly_price", "max_cost", "currency", "source", "detail")
+
 #: how long a backend's estimate may take (SkyPilot's optimizer: seconds; its API server may
 #: be starting)
 ESTIMATE_TIMEOUT_SECONDS = 60.0
@@ -197,7 +203,8 @@ class JobService:
         now = self.clock()
         return [KernelInfo(kernel_id=f"job-{j.id}", name=j.spec.kernel_name,
                            pid=j.kernel_pid, execution_state="busy", last_activity=now,
-                           connections=0, path=j.spec.notebook)
+                           connections=0, path=j.spec.notebook,
+                           cpus_held=job_cpus(j.spec.resources.cpus))
                 for j in list(self.follower.active.values())
                 if j.kernel_pid is not None and self.launcher.local(j.spec.backend)]
 
@@ -227,17 +234,33 @@ class JobService:
         submitted (`Backend.estimate`); `machine`: this machine's price, for the local
         backend. 504 when the backend does not answer within `timeout`."""
         name, resources = estimate_request(body, self.settings, self.backends)
+        return (await self._estimate(name, resources, machine, timeout)).to_json()
+
+    async def _estimate(self, name: str, resources: Resources, machine: LocalPrice | None,
+                        timeout: float) -> Estimate:
         context = EstimateContext(self.settings.cluster_rates, self.currency(), machine)
         work = asyncio.get_running_loop().run_in_executor(
             self._estimates, self.backends[name].estimate, resources, context)
         try:
-            found = await asyncio.wait_for(work, timeout)
+            return await asyncio.wait_for(work, timeout)
         except asyncio.TimeoutError:
             raise JobError(f"the {name} backend gave no estimate within {timeout:g} s", 504) \
                 from None
-        return found.to_json()
 
-    async def submit(self, body: Any, user: str | None = None) -> tuple[Job, Slice]:
+    async def _kept_estimate(self, name: str, resources: Resources,
+                             machine: LocalPrice | None) -> dict[str, Any]:
+        """The estimate a job's record keeps beside its charge (what the dialog showed, or
+        would have: the same computation); one that takes too long is kept as unpriced."""
+        try:
+            found = (await self._estimate(name, resources, machine,
+                                          SUBMIT_ESTIMATE_SECONDS)).to_json()
+        except JobError as e:
+            return {"priced": False, "hourly_price": None, "max_cost": None,
+                    "currency": self.currency(), "source": "none", "detail": str(e)}
+        return {k: found[k] for k in KEPT_ESTIMATE}
+
+    async def submit(self, body: Any, user: str | None = None,
+                     machine: LocalPrice | None = None) -> tuple[Job, Slice]:
         body = check_request(body)
         options = parse_options(body, self.settings, self.backends)
         if options.resources.gpus is not None and self.launcher.local(options.backend):
@@ -268,7 +291,8 @@ class JobService:
             # the inputs manifest hashes up to its limits: off the worker that reads jobs
             record = await self._prep(make_record, self.root, self.root / spec.notebook,
                                       Path(spec.cwd), spec.code, cells, spec.inputs, user)
-            record = {**record, "bring_back_from": why}
+            estimate = await self._kept_estimate(options.backend, options.resources, machine)
+            record = {**record, "bring_back_from": why, "estimate": estimate}
             job = await self._on_worker(self._create, spec, sl, record, staging)
         except BaseException:
             await self._on_worker(shutil.rmtree, staging, True)
@@ -325,8 +349,10 @@ class JobService:
         log.info("costguard: job %d: cancel requested", job_id)
         return job
 
-    async def rerun(self, job_id: int, user: str | None = None) -> Job:
+    async def rerun(self, job_id: int, user: str | None = None,
+                    machine: LocalPrice | None = None) -> Job:
         old = await self.get(job_id)
+        estimate = await self._kept_estimate(old.spec.backend, old.spec.resources, machine)
 
         def work() -> Job:
             staging = jobdir.private_dir(self.jobs_dir / f"staging-{uuid.uuid4().hex}")
@@ -342,6 +368,7 @@ class JobService:
                 record["inputs_sha256"] = sent
             record["rerun_of"] = old.id
             record["submitted_by"] = user
+            record["estimate"] = estimate
             record.pop("owner", None)
             if self.owner is not None:
                 record["owner"] = owner_doc(self.owner)

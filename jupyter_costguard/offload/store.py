@@ -234,6 +234,8 @@ def _summary(spec: JobSpec, record: Mapping[str, Any]) -> str:
         **({"bring_back_from": record["bring_back_from"]}
            if isinstance(record.get("bring_back_from"), str) else {}),
         **({"gpu": gpu} if isinstance(gpu, dict) else {}),
+        **({"estimate": record["estimate"]} if isinstance(record.get("estimate"), dict)
+           else {}),
         **({"owner": record["owner"]} if isinstance(record.get("owner"), dict) else {}),
     })
 
@@ -267,5 +269,7 @@ def _summary_job(row: tuple[Any, ...]) -> Job:
                 **({"owner": summary["owner"]} if isinstance(summary.get("owner"), dict)
                    else {}),
                 **({"bring_back_from": summary["bring_back_from"]}
-                   if isinstance(summary.get("bring_back_from"), str) else {})},
+                   if isinstance(summary.get("bring_back_from"), str) else {}),
+                **({"estimate": summary["estimate"]}
+                   if isinstance(summary.get("estimate"), dict) else {})},
     )

@@ -69,6 +69,8 @@ class KernelInfo:
     last_activity: float  # epoch seconds
     connections: int
     path: str | None  # notebook path from the session manager, if any
+    #: CPUs it holds whether it uses them or not (a batch job's request; a kernel holds none)
+    cpus_held: float = 0.0
 
 
 @dataclass

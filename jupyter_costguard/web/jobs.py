@@ -16,6 +16,7 @@ from tornado import web
 
 from jupyter_costguard.cost.pricedoc import price_doc
 from jupyter_costguard.cost.service import CostService
+from jupyter_costguard.cost.spend import physical_gpus
 from jupyter_costguard.offload.errors import JobError
 from jupyter_costguard.offload.estimate import LocalPrice
 from jupyter_costguard.offload.service import JobService
@@ -101,7 +102,9 @@ class JobListHandler(JobsHandler):
             # the named kernel runs the pickling: the caller must be allowed to execute in it
             # (jupyter_server's authorizer knows no per-kernel resource: `kernels` it is)
             await self.require(*EXECUTE)
-        job, sl = await self._call(self.jobs.submit(body, user=self._user()))
+        service: CostService | None = self.settings.get("costguard_service")
+        job, sl = await self._call(self.jobs.submit(body, user=self._user(),
+                                                    machine=local_price(service, time.time())))
         doc = (await self.jobs.docs([job]))[0]
         doc["slice"] = sl.to_json()
         self.set_header("Location", f"{self.request.path.rstrip('/')}/{job.id}")
@@ -123,13 +126,17 @@ def local_price(service: CostService | None, now: float) -> LocalPrice | None:
     """This machine's price as the status document says it (its source, date and age)."""
     if service is None:
         return None
-    pricing = service.published.pricing
+    published = service.published
+    pricing, sample = published.pricing, published.sample
     doc = price_doc(pricing, now, service.pricing_config.stale_after_days)
+    rates = None if sample is None or pricing.rate_per_hour is None else \
+        pricing.machine_rates(sample.host.cpu_count, len(physical_gpus(sample.gpu.gpus)))
     return LocalPrice(
         rate_per_hour=pricing.rate_per_hour, currency=pricing.currency, source=pricing.source,
         detail=pricing.detail, provider=doc["provider"], instance_type=doc["instance_type"],
         market=doc["market_priced"], region=doc["region_priced"] or doc["region"],
-        retrieved=doc["retrieved"], age_days=doc["age_days"], stale=bool(doc["stale"]))
+        retrieved=doc["retrieved"], age_days=doc["age_days"], stale=bool(doc["stale"]),
+        rates=rates)
 
 
 class EstimateHandler(JobsHandler):
@@ -215,7 +222,9 @@ class JobActionHandler(JobsHandler):
             job = await self._call(self.jobs.cancel(job_id))
             self.write_json((await self.jobs.docs([job]))[0], 202)
         else:
-            job = await self._call(self.jobs.rerun(job_id, user=self._user()))
+            service: CostService | None = self.settings.get("costguard_service")
+            job = await self._call(self.jobs.rerun(
+                job_id, user=self._user(), machine=local_price(service, time.time())))
             self.set_header("Location", self.request.path.rsplit("/", 2)[0] + f"/{job.id}")
             self.write_json((await self.jobs.docs([job]))[0], 201)
 

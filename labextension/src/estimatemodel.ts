@@ -57,6 +57,53 @@ export function estimateText(e: IEstimate): IEstimateText {
   };
 }
 
+/** What a job record keeps of its estimate (`IJob.estimate`). */
+export interface IKeptEstimate {
+  priced: boolean;
+  hourly_price: number | null;
+  max_cost: number | null;
+  currency: string;
+  source: string;
+  detail: string;
+}
+
+/**
+ * "about USD 0.10/h on local, at most USD 0.02": the estimate in one phrase,
+ * for the toolbar's tooltip and the submitted toast (null: not priced).
+ */
+export function estimatePhrase(
+  e: Pick<IKeptEstimate, 'priced' | 'hourly_price' | 'max_cost' | 'currency'>,
+  backend: string
+): string | null {
+  if (!e.priced || !isNumber(e.hourly_price)) {
+    return null;
+  }
+  const most = isNumber(e.max_cost) ? `, at most ${formatMoney(e.max_cost, e.currency)}` : '';
+  return `about ${formatRate(e.hourly_price, e.currency)} on ${backend}${most}`;
+}
+
+/**
+ * "charged USD 0.075/h · estimated USD 0.10/h": a job's charge beside the
+ * estimate it was submitted with (null when it has neither yet).
+ */
+export function chargeText(job: {
+  currency: string;
+  charged_per_hour?: number | null;
+  estimate?: IKeptEstimate | null;
+}): string | null {
+  const parts: string[] = [];
+  if (isNumber(job.charged_per_hour)) {
+    parts.push(`charged ${formatRate(job.charged_per_hour, job.currency)}`);
+  }
+  const e = job.estimate;
+  if (e && e.priced && isNumber(e.hourly_price)) {
+    parts.push(`estimated ${formatRate(e.hourly_price, e.currency)}`);
+  } else if (e) {
+    parts.push('not estimated');
+  }
+  return parts.length ? parts.join(' · ') : null;
+}
+
 /** Where an estimate is: not asked yet, on its way, answered, or failed. */
 export type EstimateState = 'idle' | 'loading' | 'ok' | 'error';
 
@@ -113,6 +160,11 @@ export class EstimateModel {
     } else {
       this._timer = setTimeout(() => void this._ask(request), this._delay);
     }
+  }
+
+  /** Forget the last request, so that the same one is asked again. */
+  forget(): void {
+    this._key = null;
   }
 
   /** Stop asking; answers still on their way are dropped. */

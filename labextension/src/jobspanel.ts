@@ -18,6 +18,7 @@
  * last load failed).
  */
 import { el, setAttr, setText } from './dom';
+import { chargeText } from './estimatemodel';
 import { formatElapsed, formatMoney } from './format';
 import { type IJob, waitingReason } from './jobsapi';
 import type { JobsModel } from './jobsmodel';
@@ -182,6 +183,10 @@ export class JobsPanel extends SidePanel<JobsModel> {
     label.dataset.field = 'label';
     row.appendChild(label);
 
+    const charge = el('div', 'jp-costguard-job-charge');
+    charge.dataset.field = 'charge';
+    row.appendChild(charge);
+
     const waiting = el('div', 'jp-costguard-job-waiting');
     waiting.dataset.field = 'waiting';
     waiting.hidden = true;
@@ -223,6 +228,11 @@ export class JobsPanel extends SidePanel<JobsModel> {
     setText(field('attempts'), attempts);
     setText(field('label'), job.label ?? '');
     setAttr(field('label'), 'title', job.exit_reason ? `${job.label}\n${job.exit_reason}` : job.label ?? '');
+
+    const charge = chargeText(job);
+    field('charge').hidden = charge === null;
+    setText(field('charge'), charge ?? '');
+    setAttr(field('charge'), 'title', job.estimate ? `Estimate: ${job.estimate.detail}` : '');
 
     const waiting = waitingReason(job);
     field('waiting').hidden = waiting === null;

@@ -9,8 +9,11 @@ import type * as nbformat from '@jupyterlab/nbformat';
 import type { ServerConnection } from '@jupyterlab/services';
 
 import { formatDuration, isNumber } from './format';
+import { estimatePhrase } from './estimatemodel';
 import {
   errorMessage,
+  IEstimate,
+  IEstimateRequest,
   IJobResources,
   ISlice,
   ISlicePreview,
@@ -177,6 +180,17 @@ export function buildSubmitRequest(
 }
 
 /**
+ * What a one-click submit with `settings` asks of its backend: the request
+ * `buildSubmitRequest` would make, for its estimate.
+ */
+export function defaultEstimateRequest(settings: IOffloadSettings): IEstimateRequest {
+  return {
+    backend: settings.backend || null,
+    resources: allNull(settings.resources) ? null : { ...settings.resources }
+  };
+}
+
+/**
  * Whether to show the confirm dialog: the setting, or `confirm: true` in the
  * command's args, or a Shift-click on the toolbar button. `confirm: false` in
  * the args skips it whatever the setting.
@@ -202,7 +216,22 @@ export function submittedMessage(job: ISubmittedJob): string {
   const selected = cells.length
     ? cells.filter(c => c.selected).length
     : job.selected.length;
-  return `Job ${job.id} submitted: ${total} ${total === 1 ? 'cell' : 'cells'} (${selected} selected)`;
+  const head = `Job ${job.id} submitted: ${total} ${total === 1 ? 'cell' : 'cells'} (${selected} selected)`;
+  const figure = job.estimate ? estimatePhrase(job.estimate, job.backend) : null;
+  return figure ? `${head}, ${figure}` : head;
+}
+
+/**
+ * The "Run as job" button's tooltip: what a one-click submit with the
+ * default settings is about to cost, before the click (`estimate`: the
+ * default request's estimate, null while unknown).
+ */
+export function runAsJobCaption(estimate: IEstimate | null): string {
+  const base =
+    'Run the selected code cells, with the earlier cells they need, as a batch job';
+  const figure = estimate ? estimatePhrase(estimate, estimate.backend) : null;
+  const priced = figure ? `: ${figure}` : estimate ? `: not priced on ${estimate.backend}` : '';
+  return `${base}${priced} (Shift-click to review the cells and resources first)`;
 }
 
 // ---- the confirm dialog's form ---------------------------------------------

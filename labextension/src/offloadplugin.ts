@@ -48,7 +48,9 @@ import {
   IOffloadSettings,
   Offloader,
   OFFLOAD_SETTINGS_ID,
+  defaultEstimateRequest,
   parseOffloadSettings,
+  runAsJobCaption,
   shouldConfirm,
   ShiftClickTracker
 } from './offloadmodel';
@@ -58,6 +60,9 @@ import { ICostguardJobs } from './tokens';
 
 /** Id of the plugin; also the id of its settings (`schema/offload.json`). */
 export const OFFLOAD_PLUGIN_ID = OFFLOAD_SETTINGS_ID;
+
+/** How often the toolbar's estimate of a one-click submit is asked again. */
+const DEFAULT_ESTIMATE_REFRESH_MS = 5 * 60 * 1000;
 
 /** `args.where` of the notebook toolbar's button (`schema/offload.json`). */
 const NOTEBOOK_TOOLBAR = 'notebook-toolbar';
@@ -309,6 +314,29 @@ function addOffloadCellsCommand(
   });
 }
 
+/**
+ * What a one-click submit is about to cost, for the button's tooltip before
+ * the click: the default request's estimate, asked once the app is restored,
+ * again on `ask()` (the settings changed) and every few minutes (the
+ * machine's share moves with its samples). A new answer re-renders the button.
+ */
+function followDefaultEstimate(
+  app: JupyterFrontEnd,
+  settings: () => IOffloadSettings
+): { estimate: EstimateModel; ask: () => void } {
+  const serverSettings = app.serviceManager.serverSettings;
+  const estimate = new EstimateModel({ fetch: r => estimateJob(r, serverSettings), delayMs: 0 });
+  const ask = (): void => estimate.request(defaultEstimateRequest(settings()), true);
+  estimate.changed.connect(() => app.commands.notifyCommandChanged(CommandIDs.runAsJob));
+  const refresh = setInterval(() => {
+    estimate.forget(); // the same request is not asked twice in a row otherwise
+    ask();
+  }, DEFAULT_ESTIMATE_REFRESH_MS);
+  window.addEventListener('unload', () => clearInterval(refresh));
+  void app.restored.then(ask);
+  return { estimate, ask };
+}
+
 export const offloadPlugin: JupyterFrontEndPlugin<void> = {
   id: OFFLOAD_PLUGIN_ID,
   description:
@@ -359,11 +387,15 @@ export const offloadPlugin: JupyterFrontEndPlugin<void> = {
       return job ? job.id : null;
     };
 
+    const { estimate: defaultEstimate, ask: askDefault } = followDefaultEstimate(
+      app,
+      () => settings
+    );
+
     app.commands.addCommand(CommandIDs.runAsJob, {
       label: 'Run as batch job',
-      caption:
-        'Run the selected code cells, with the earlier cells they need, as a batch job ' +
-        '(Shift-click to review the cells and resources first)',
+      caption: () =>
+        runAsJobCaption(defaultEstimate.state === 'ok' ? defaultEstimate.estimate : null),
       icon: args => (args.isPalette ? undefined : runAsJobIcon),
       // The notebook toolbar's button stays put (disabled on a markdown cell);
       // the cell toolbar's and the context menu's show only for code cells.
@@ -393,6 +425,7 @@ export const offloadPlugin: JupyterFrontEndPlugin<void> = {
         OFFLOAD_SETTINGS_ID,
         composite => {
           settings = parseOffloadSettings(composite);
+          askDefault();
         },
         app.restored
       );

@@ -1,7 +1,9 @@
 """The offload dialog says what the job will cost before it starts, in a real Chromium against
 a real server: on the demo's notebook (an AWS p4de.24xlarge priced from the shipped catalog,
-local batch jobs) the dialog shows this machine's hourly price and where it came from, then,
-once a time limit is typed, the most the job can cost within it. COSTGUARD_SCREENSHOTS=1 saves
+local batch jobs) the toolbar's "Run as job" says what a one-click submit costs before the
+click, and the dialog shows the job's share of this machine's hourly price (one CPU of its 96:
+cost/allocation.py) and where it came from, then, once a time limit is typed, the most the job
+can cost within it. COSTGUARD_SCREENSHOTS=1 saves
 docs/offload-estimate.png."""
 
 from __future__ import annotations
@@ -19,6 +21,12 @@ from tests.support.server_proc import ServerProcess
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 BUTTON = '.jp-cell-toolbar [data-command="costguard:run-as-job"]'
+TOOLBAR_TITLE = """() => {
+  const b = document.querySelector(
+    '.jp-NotebookPanel-toolbar [data-command="costguard:run-as-job"]');
+  return b ? (b.getAttribute('title') || b.querySelector('[title]')?.getAttribute('title') || '')
+           : '';
+}"""
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.usefixtures("no_leftover_jobs")]
 
@@ -49,9 +57,14 @@ def amount(text: str, before: str) -> float:
 def test_the_dialog_shows_the_local_estimate_and_the_most_within_the_time_limit(
         demo: ServerProcess, page: Any):
     status = demo.get("costguard/api/status")
-    rate = status["rate_per_hour"]
-    assert status["price"]["instance_type"] == "p4de.24xlarge" and rate > 1
+    assert status["price"]["instance_type"] == "p4de.24xlarge" and status["rate_per_hour"] > 1
+    assert status["instance"]["vcpus"] == 96
+    # a job that asks for nothing holds one CPU: 1/96 of the host's part of the price
+    rate = status["rate_per_hour"] * (1 - status["gpu_share"]) / 96
     cells = open_notebook(demo, page, "offload.ipynb")
+    page.wait_for_function(f"() => ({TOOLBAR_TITLE})().includes('about USD')", timeout=20_000)
+    title = page.evaluate(TOOLBAR_TITLE)
+    assert "/h on local" in title and amount(title, "about") == pytest.approx(rate, abs=0.006)
     train = cells.nth(5)  # `train`: the heavy cell
     train.locator(".jp-InputArea-prompt").click()
     train.locator(BUTTON).click(modifiers=["Shift"])
@@ -64,7 +77,8 @@ def test_the_dialog_shows_the_local_estimate_and_the_most_within_the_time_limit(
     assert amount(price, "About") == pytest.approx(rate, abs=0.006)
     source = estimate.locator("[data-field='source']").inner_text()
     assert re.fullmatch(r"Price from catalog: aws p4de\.24xlarge on-demand, as of "
-                        r"\d{4}-\d\d-\d\d \(USD\)\.", source), source
+                        r"\d{4}-\d\d-\d\d at [0-9.]+ USD/h, the job's share: 1 CPU of 96 × "
+                        r"[0-9.]+ per hour \(USD\)\.", source), source
     assert estimate.locator("[data-field='most']").inner_text() == \
         "No time limit: nothing caps what it can cost."
 

@@ -28,6 +28,8 @@ export function job(id: number, state: string, extra: Partial<IJob> = {}): IJob 
     selected: ['c3'],
     label: `ran as job ${id} on local · 3m12s · USD 0.41`,
     log_tail: `tail of ${id}`,
+    estimate: null,
+    charged_per_hour: null,
     ...extra
   };
 }

@@ -67,7 +67,20 @@ describe('JobsPanel', () => {
     const { model, panel, actions } = setup([
       job(1, 'succeeded', { notebook: 'other.ipynb' }),
       job(2, 'succeeded'),
-      job(3, 'running', { elapsed_seconds: 12, spend: 0.01, label: 'job 3 running on local · 12s · USD 0.01' }),
+      job(3, 'running', {
+        elapsed_seconds: 12,
+        spend: 0.01,
+        label: 'job 3 running on local · 12s · USD 0.01',
+        charged_per_hour: 0.075,
+        estimate: {
+          priced: true,
+          hourly_price: 0.1,
+          max_cost: null,
+          currency: 'USD',
+          source: 'catalog',
+          detail: 'catalog: aws p4d.24xlarge on-demand'
+        }
+      }),
       job(4, 'queued', {
         backend: 'slurm',
         backend_detail: { slurm_job_id: '7', slurm_state: 'PENDING', reason: 'Resources' }
@@ -97,6 +110,12 @@ describe('JobsPanel', () => {
     expect(field(panel, 3, 'spend')).toBe('USD 0.01');
     expect(field(panel, 3, 'attempts')).toBe('attempt 1/1');
     expect(field(panel, 3, 'label')).toBe('job 3 running on local · 12s · USD 0.01');
+    // what it is charged beside what it was estimated to cost
+    expect(field(panel, 3, 'charge')).toBe('charged USD 0.075/h · estimated USD 0.10/h');
+    expect(row(panel, 3).querySelector<HTMLElement>('[data-field="charge"]')!.title).toBe(
+      'Estimate: catalog: aws p4d.24xlarge on-demand'
+    );
+    expect(row(panel, 2).querySelector<HTMLElement>('[data-field="charge"]')!.hidden).toBe(true);
     expect(buttons(panel, 3)).toEqual(['cancel']);
     expect(buttons(panel, 2)).toEqual(['insert', 'load', 'rerun']);
     expect(buttons(panel, 1)).toEqual(['rerun']);

@@ -19,7 +19,9 @@ import {
   selectedCodeCells,
   ShiftClickTracker,
   shouldConfirm,
-  submittedMessage
+  submittedMessage,
+  runAsJobCaption,
+  defaultEstimateRequest
 } from '../offloadmodel';
 import { FakeServer } from './fakeserver';
 import { FakeNotifier, slice, submitted } from './jobfixtures';
@@ -328,6 +330,50 @@ describe('Offloader', () => {
     await offloader.run(snapshot(), DEFAULT_OFFLOAD_SETTINGS, true);
     expect(manager.last()?.message).toBe('Could not prepare the batch job: cell c3 does not parse');
     expect(tracked).toEqual([]);
+  });
+
+  it('says what the submitted job is about to cost', () => {
+    const estimate = {
+      priced: true,
+      hourly_price: 0.1,
+      max_cost: 0.0167,
+      currency: 'USD',
+      source: 'catalog',
+      detail: 'catalog: aws p4d.24xlarge on-demand'
+    };
+    expect(submittedMessage({ ...submitted(5), estimate })).toBe(
+      'Job 5 submitted: 2 cells (1 selected), about USD 0.10/h on local, at most USD 0.017'
+    );
+    const unpriced = { ...estimate, priced: false, hourly_price: null, max_cost: null };
+    expect(submittedMessage({ ...submitted(5), estimate: unpriced })).toBe(
+      'Job 5 submitted: 2 cells (1 selected)'
+    );
+  });
+
+  it("puts a one-click submit's estimate in the button's tooltip", () => {
+    expect(runAsJobCaption(null)).toBe(
+      'Run the selected code cells, with the earlier cells they need, as a batch job ' +
+        '(Shift-click to review the cells and resources first)'
+    );
+    const e = { backend: 'local', priced: true, hourly_price: 0.1, max_cost: null, currency: 'USD' };
+    expect(runAsJobCaption(e as never)).toBe(
+      'Run the selected code cells, with the earlier cells they need, as a batch job: ' +
+        'about USD 0.10/h on local (Shift-click to review the cells and resources first)'
+    );
+    expect(runAsJobCaption({ ...e, priced: false, hourly_price: null } as never)).toContain(
+      'as a batch job: not priced on local ('
+    );
+    expect(defaultEstimateRequest(DEFAULT_OFFLOAD_SETTINGS)).toEqual({ backend: null, resources: null });
+    expect(
+      defaultEstimateRequest({
+        ...DEFAULT_OFFLOAD_SETTINGS,
+        backend: 'slurm',
+        resources: { ...DEFAULT_OFFLOAD_SETTINGS.resources, gpus: 2 }
+      })
+    ).toEqual({
+      backend: 'slurm',
+      resources: { gpus: 2, cpus: null, memory_gib: null, time_limit_seconds: null }
+    });
   });
 
   it('counts the cells of the slice', () => {

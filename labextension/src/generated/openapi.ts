@@ -1398,6 +1398,25 @@ export interface components {
             /** @description Time-weighted mean utilisation of the GPUs the job's kernel held (local jobs; null when it held none). */
             gpu_utilization_percent: number | null;
             /**
+             * @description What the job was estimated to cost when it was submitted (the computation of
+             *     `POST jobs/estimate`): kept beside its charge. Null for jobs submitted before
+             *     estimates were kept.
+             */
+            estimate: {
+                priced: boolean;
+                hourly_price: number | null;
+                max_cost: number | null;
+                currency: string;
+                source: string;
+                detail: string;
+            } | null;
+            /**
+             * @description What the job has been charged per hour of running (its spend over the time from
+             *     its runner's start to its end, or now): the figure `estimate.hourly_price`
+             *     predicts. Null before it has run a second.
+             */
+            charged_per_hour: number | null;
+            /**
              * @description What the cluster says about a job that has not ended, where the backend can tell
              *     (Slurm: slurm_job_id, slurm_state, reason, node; Kubernetes: phase, the reason it
              *     waits, its pods and events). In lists only while the job waits to start.
