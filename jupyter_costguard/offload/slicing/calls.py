@@ -84,7 +84,7 @@ class CallRules:
                 why = "sets an attribute of a module with setattr"
         if why is not None:
             self.caveats.append(why)
-        self._draws(dotted, known)
+        self._draws(call, dotted, known)
         for kw in call.keywords:  # `df.plot(ax=ax)`, `sns.histplot(v, ax=ax)` draw on `ax`
             target = root_name(kw.value) if kw.arg in ("ax", "axes", "fig", "figure") else None
             if target is not None and target in self.state.figures:
@@ -117,10 +117,10 @@ class CallRules:
             if any(k.arg == "warm_start" for k in call.keywords):
                 self.state.estimators.discard(root_name(func.value) or "")
 
-    def _draws(self, dotted: str | None, known: set[str]) -> None:
+    def _draws(self, call: ast.Call, dotted: str | None, known: set[str]) -> None:
         """Seeding resets a global random generator; a draw reads and advances it (`dotted`:
-        the call's resolved module function)."""
-        rng = libraries.global_generator(dotted) if dotted is not None else None
+        the call's resolved module function, None for a method)."""
+        rng = libraries.global_generator(dotted, call)
         if rng is not None:
             module, reseeds = rng
             if reseeds:

@@ -56,6 +56,10 @@ def generator_of(module: str) -> str:
     return f"<rng:{module}>"
 
 
+def is_generator(name: str) -> bool:
+    return name.startswith("<rng:")
+
+
 def setup_of(name: str) -> str:
     """The pseudo-name for how `name`'s object was built and configured (not what it learned)."""
     return f"<setup:{name}>"
