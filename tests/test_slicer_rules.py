@@ -717,3 +717,65 @@ def test_each_torch_drawing_method_comes_along_with_a_later_draw(method: str) ->
     s = sl(["import torch\nw = torch.empty(2)", f"w.{method}()", "other = 1", "b = torch.randn(2)"],
            3)
     assert idx(s) == [0, 1, 3]
+
+
+# -- estimators and splitters without random_state draw when used (issue 36; failed before) ----
+
+SPLITS = ("import numpy as np\nfrom sklearn.ensemble import RandomForestClassifier\n"
+      "from sklearn.model_selection import KFold, ShuffleSplit, cross_val_score, GridSearchCV\n"
+      "X, y = [[0], [1], [2], [3]], [0, 1, 0, 1]")
+
+
+@pytest.mark.parametrize(("build", "use"), [
+    ("clf = RandomForestClassifier(n_estimators=3)", "clf.fit(X, y)"),
+    ("clf = RandomForestClassifier()", "pred = clf.fit(X, y).predict(X)"),
+    ("cv = KFold(2, shuffle=True)", "scores = cross_val_score(None, X, y, cv=cv)"),
+    ("cv = ShuffleSplit(2)", "folds = list(cv.split(X))"),
+    ("search = GridSearchCV(RandomForestClassifier(), {})", "search.fit(X, y)"),
+    ("clf = RandomForestClassifier()", "def train():\n    clf.fit(X, y)\ntrain()"),
+    ("other = 2", "folds = list(ShuffleSplit(2).split(X))"),
+])
+def test_an_estimator_or_splitter_without_random_state_draws_when_used(build: str, use: str
+                                                                        ) -> None:
+    s = sl([SPLITS, build, "np.random.seed(0)", use], 3)
+    assert 2 in idx(s)
+    assert "global random generator of numpy.random" in reason(s, 2)
+    s = sl([SPLITS, build, use, "x = np.random.rand(2)"], 3)
+    assert 2 in idx(s)
+
+
+@pytest.mark.parametrize(("build", "use"), [
+    ("clf = RandomForestClassifier(random_state=0)", "clf.fit(X, y)"),
+    ("cv = KFold(2)", "scores = cross_val_score(None, X, y, cv=cv)"),
+    ("cv = KFold(2, shuffle=True, random_state=1)", "folds = list(cv.split(X))"),
+    ("clf = RandomForestClassifier()", "print(clf)"),
+    ("clf = RandomForestClassifier()", "clf = 3\nclf.fit(X, y)"),
+])
+def test_seeded_or_unused_estimators_do_not_draw(build: str, use: str) -> None:
+    s = sl([SPLITS, build, "np.random.seed(0)", use], 3)
+    assert 2 not in idx(s)
+
+
+@pytest.mark.parametrize(("name", "shuffle_only"), sorted(libraries.DRAWS_WHEN_USED.items()))
+def test_each_class_drawing_when_used(name: str, shuffle_only: bool) -> None:
+    build = f"o = sk.{name}({'shuffle=True' if shuffle_only else ''})"
+    s = sl(["import numpy as np\nimport sklearn as sk", build, "np.random.seed(0)",
+            "o.fit([[0]])"], 3)
+    assert idx(s) == [0, 1, 2, 3]
+    if shuffle_only:
+        assert idx(sl(["import numpy as np\nimport sklearn as sk", f"o = sk.{name}()",
+                       "np.random.seed(0)", "o.split([[0]])"], 3)) == [0, 1, 3]
+
+
+@pytest.mark.parametrize("function", sorted(libraries.USING_FUNCTIONS))
+def test_each_function_using_what_it_is_given(function: str) -> None:
+    s = sl(["import numpy as np\nimport sklearn as sk", "o = sk.KMeans()", "np.random.seed(0)",
+            f"r = sk.{function}(o)"], 3)
+    assert idx(s) == [0, 1, 2, 3]
+
+
+@pytest.mark.parametrize("function", sorted(libraries.BUILDING_FUNCTIONS))
+def test_each_function_building_over_what_it_is_given(function: str) -> None:
+    s = sl(["import numpy as np\nimport sklearn as sk", f"o = sk.{function}(sk.KMeans())",
+            "np.random.seed(0)", "o.fit([[0]])"], 3)
+    assert idx(s) == [0, 1, 2, 3]

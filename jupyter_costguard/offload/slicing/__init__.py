@@ -65,7 +65,10 @@ Library knowledge (:mod:`.libraries`, keyed by full dotted names: the analysis r
   call given its own generator (``random_state=0``, ``generator=g``) or ``shuffle=False`` does
   not draw.  Calling a function or building a class whose body draws or seeds (``Net()`` whose
   ``__init__`` builds layers) reads and advances the generator; ``torch.cuda.manual_seed_all``
-  changes torch's without cutting earlier draws (it leaves the CPU's as it was);
+  changes torch's without cutting earlier draws (it leaves the CPU's as it was).  A
+  scikit-learn estimator or splitter built without ``random_state`` (``RandomForestClassifier()``,
+  ``KFold(shuffle=True)``; ``DRAWS_WHEN_USED``), or a search or pipeline over one, draws from
+  numpy's where it is fitted or split, or handed to ``cross_val_score`` and the like;
 * ``df.plot(ax=ax)``, ``sns.histplot(v, ax=ax)``: a figure given as ``ax=``/``fig=`` changes;
 * objects that change others: names bound from ``plt.subplots()``/``fig.add_subplot()``/
   ``axes[0]`` hold figures, and drawing on one (``ax.plot``) changes it and its figure; an
@@ -92,10 +95,10 @@ file written under a computed path that is not in the job when the job reads a c
 
 Known limits -- the slice can still miss a dependency through:
 
-* draws the table does not know: an estimator or splitter without ``random_state`` draws
-  when it is fitted or split (``RandomForestClassifier().fit``, ``KFold(shuffle=True)``), a
-  ``DataLoader(shuffle=True)`` when it is iterated, a module's forward pass (dropout) when it is
-  called, none of them by a name the slicer resolves; TensorFlow's generators are not tracked
+* draws the tables do not know: estimators that draw only under some option
+  (``LogisticRegression(solver="saga")``), an estimator reached through an alias or a
+  container (``models["rf"].fit``), a ``DataLoader(shuffle=True)`` when it is iterated, a
+  module's forward pass (dropout) when it is called; TensorFlow's generators are not tracked
   (``tf.random.set_seed`` counts as a change of ``tensorflow``); a function or class body is
   read with the imports known when it is defined;
 * files whose names are computed or that a shell command makes (``!wget``, ``!unzip``),

@@ -143,6 +143,7 @@ class CellAnalyser(CallRules):
         self.state.estimators.discard(name)
         self.state.figures.discard(name)
         self.state.links.pop(name, None)
+        self.state.random_objects.pop(name, None)
 
     def _mutate(self, name: str, known: set[str]) -> None:
         self._load(name, known)
@@ -396,7 +397,7 @@ class CellAnalyser(CallRules):
         return {
             generator_of(rng[0]) for stmt in body for call in ast.walk(stmt)
             if isinstance(call, ast.Call)
-            and (rng := libraries.global_generator(self._dotted(call.func), call)) is not None
+            and (rng := self._rng_of(call, self._dotted(call.func))) is not None
         }
 
     def _class_draws(self, s: ast.ClassDef, scope: Scope) -> None:
@@ -517,6 +518,9 @@ class CellAnalyser(CallRules):
         self._link(s.targets, self._owners(value, dotted))
         if len(s.targets) != 1 or not isinstance(s.targets[0], ast.Name):
             return
+        rng = self._random_object(value)  # `clf = RandomForestClassifier()` draws when fitted
+        if rng is not None:
+            self.state.random_objects[s.targets[0].id] = rng
         warm = any(
             k.arg == "warm_start" and not (isinstance(k.value, ast.Constant) and not k.value.value)
             for k in value.keywords

@@ -11,9 +11,10 @@ listed here.  A module the table does not know keeps the old, safe answer (the c
 Global random generators are state of their own (``<rng:numpy.random>``), not their module's:
 the tables say which calls reset one (seeds) and which draw from one, explicitly
 (``np.random.rand``) or not (`IMPLICIT_DRAWS`: a torch layer's constructor draws its initial
-weights, ``train_test_split`` without ``random_state`` draws from numpy's).  Only calls that
-draw when they are made are listed: an estimator or splitter without ``random_state`` draws
-later, when it is fitted or split, and is not followed.
+weights, ``train_test_split`` without ``random_state`` draws from numpy's).  An estimator or
+splitter without ``random_state`` draws later, when it is fitted or split: `DRAWS_WHEN_USED`
+names those classes, and a name bound to one of their objects (or to a search or pipeline over
+one) draws when it is fitted, split or handed to ``cross_val_score`` and the like.
 """
 
 from __future__ import annotations
@@ -180,7 +181,7 @@ PARTIAL_SEEDS = {
 #: ``nn.init`` fills a tensor with draws; ``random_split`` and functional dropout draw.
 #: scikit-learn's helpers draw from numpy's global ``RandomState`` when ``random_state`` is not
 #: given.  Estimators and splitters (``RandomForestClassifier()``, ``KFold(shuffle=True)``)
-#: draw later, when they are fitted or split, so they are not here (a known limit).
+#: draw later, when they are fitted or split: `DRAWS_WHEN_USED`.
 IMPLICIT_DRAWS = {
     **{f"torch.nn.init.{f}{u}": "torch" for u in ("_", "") for f in (
         "uniform", "normal", "trunc_normal", "xavier_uniform", "xavier_normal",
@@ -211,6 +212,66 @@ TORCH_DRAWING_METHODS = frozenset(
 )
 #: Keywords that give a call its own generator instead of the global one.
 OWN_GENERATOR_KEYWORDS = frozenset({"generator", "random_state"})
+
+
+#: scikit-learn classes whose objects draw from numpy's global generator later, when they are
+#: used (fitted, split), unless given ``random_state``: class name -> whether only with
+#: ``shuffle=True`` (``KFold`` does not shuffle by default).  Estimators that draw only under
+#: some option (``LogisticRegression(solver="saga")``, ``SVC(probability=True)``) are not
+#: listed.
+DRAWS_WHEN_USED = {
+    **dict.fromkeys((
+        "RandomForestClassifier", "RandomForestRegressor", "ExtraTreesClassifier",
+        "ExtraTreesRegressor", "RandomTreesEmbedding", "GradientBoostingClassifier",
+        "GradientBoostingRegressor", "HistGradientBoostingClassifier",
+        "HistGradientBoostingRegressor", "BaggingClassifier", "BaggingRegressor",
+        "AdaBoostClassifier", "AdaBoostRegressor", "IsolationForest", "DecisionTreeClassifier",
+        "DecisionTreeRegressor", "ExtraTreeClassifier", "ExtraTreeRegressor", "SGDClassifier",
+        "SGDRegressor", "SGDOneClassSVM", "Perceptron", "PassiveAggressiveClassifier",
+        "PassiveAggressiveRegressor", "MLPClassifier", "MLPRegressor", "KMeans",
+        "MiniBatchKMeans", "BisectingKMeans", "GaussianMixture", "BayesianGaussianMixture",
+        "TSNE", "SpectralClustering", "SpectralEmbedding", "TruncatedSVD", "FastICA",
+        "LatentDirichletAllocation", "RandomizedSearchCV", "ShuffleSplit",
+        "StratifiedShuffleSplit", "GroupShuffleSplit", "RepeatedKFold",
+        "RepeatedStratifiedKFold"), False),
+    **dict.fromkeys(("KFold", "StratifiedKFold", "GroupKFold", "StratifiedGroupKFold"), True),
+}
+#: Methods that use such an object: calling one draws.
+USING_METHODS = (LEARNING_METHODS - {"load_state_dict"}) | {"split"}
+#: scikit-learn functions that fit or split the objects they are given (they draw), and those
+#: that build an object over them (it draws when it is used: ``GridSearchCV(clf)``, a pipeline).
+USING_FUNCTIONS = frozenset(
+    {"cross_val_score", "cross_validate", "cross_val_predict", "learning_curve",
+     "validation_curve", "permutation_test_score", "permutation_importance"}
+)
+BUILDING_FUNCTIONS = frozenset({"make_pipeline", "make_union", "clone"})
+
+
+def draws_when_used(dotted: str | None, call: ast.Call) -> str | None:
+    """The global generator that the object `call` builds (with constructor `dotted`) draws
+    from when it is used; None if it draws from none (or from its own ``random_state``)."""
+    if dotted is None or not _under(dotted, ("sklearn",)) or _own_generator(call):
+        return None
+    shuffle_only = DRAWS_WHEN_USED.get(dotted.rsplit(".", 1)[-1])
+    if shuffle_only is None:
+        return None
+    shuffles = any(
+        kw.arg == "shuffle" and not (isinstance(kw.value, ast.Constant) and not kw.value.value)
+        for kw in call.keywords
+    )
+    return "numpy.random" if shuffles or not shuffle_only else None
+
+
+def uses_arguments(dotted: str) -> bool:
+    """Whether module function `dotted` fits or splits the objects it is given."""
+    return _under(dotted, ("sklearn",)) and dotted.rsplit(".", 1)[-1] in USING_FUNCTIONS
+
+
+def builds_over_arguments(dotted: str) -> bool:
+    """Whether `dotted` builds an object that uses the objects it is given (a search, a
+    pipeline, an ensemble over estimators)."""
+    name = dotted.rsplit(".", 1)[-1]
+    return _under(dotted, ("sklearn",)) and (name[:1].isupper() or name in BUILDING_FUNCTIONS)
 
 
 def _implicit(dotted: str) -> str | None:
