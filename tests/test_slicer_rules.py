@@ -40,11 +40,7 @@ IMPORTS = (
 # (a statement calling a module function used to count as a change of the module, so these
 # passed before too: they guard the table against losing an entry)
 
-CONFIGURING = [
-    "np.random.seed(0)",
-    "random.seed(0)",
-    "torch.manual_seed(0)",
-    "torch.cuda.manual_seed_all(0)",
+CONFIGURING = [  # seeds of the generators the slicer tracks reset them instead (see below)
     "tf.random.set_seed(0)",
     "plt.rcParams.update({'figure.dpi': 120})",
     "plt.rc('font', size=12)",
@@ -570,4 +566,216 @@ def test_a_generator_object_is_not_the_global_generator() -> None:
 def test_drawing_into_axes_given_as_a_keyword_changes_them() -> None:
     s = sl([IMPORTS + "\ndf = pd.DataFrame()\nfig, ax = plt.subplots()", "df.plot(ax=ax)",
             "sns.histplot([1], ax=ax)", "fig.savefig('a.png')"], 3)
+    assert idx(s) == [0, 1, 2, 3]
+
+
+# -- draws a library makes without saying so (issue 36; failed before) -------------------------
+
+TORCH_ALIASES = [
+    ("import torch.nn as nn", "nn.Linear(2, 2)"),
+    ("from torch import nn", "nn.Conv2d(1, 1, 3)"),
+    ("from torch.nn import Linear", "Linear(2, 2)"),
+    ("import torch", "torch.nn.LSTM(2, 2)"),
+    ("import torch", "torch.nn.Sequential(torch.nn.Embedding(4, 2), torch.nn.ReLU())"),
+    ("import torch\nw = torch.empty(2, 2)", "torch.nn.init.kaiming_uniform_(w)"),
+    ("from torch.nn import init\nimport torch\nw = torch.empty(2)", "init.normal_(w)"),
+    ("import torch\nw = torch.empty(2)", "w.normal_(0, 0.02)"),
+    ("from torch.utils.data import random_split", "random_split(range(4), [2, 2])"),
+    ("import torch.nn.functional as F\nimport torch\nx = torch.ones(2)", "F.dropout(x)"),
+]
+
+
+@pytest.mark.parametrize(("imports", "build"), TORCH_ALIASES)
+def test_building_a_torch_layer_draws_from_torchs_generator(imports: str, build: str) -> None:
+    """An earlier model's initial weights advance the generator a later model draws from."""
+    s = sl([imports, f"a = {build}", "other = 1", "import torch\nmodel = torch.nn.Linear(2, 1)"], 3)
+    assert idx(s) == [0, 1, 3]
+    assert "global random generator of torch" in reason(s, 1)
+    # and the other way round: a layer built later needs the earlier draw and the seed
+    s = sl(["import torch\ntorch.manual_seed(0)", "x = torch.randn(2)", imports,
+            f"b = {build}"], 3)
+    assert idx(s) == [0, 1, 2, 3]
+
+
+@pytest.mark.parametrize("call", [
+    "train_test_split([1, 2, 3, 4])",
+    "shuffle([1, 2, 3])",
+    "make_classification(n_samples=10)",
+])
+def test_sklearn_helpers_without_random_state_draw_from_numpys_generator(call: str) -> None:
+    imports = ("import numpy as np\nfrom sklearn.model_selection import train_test_split\n"
+               "from sklearn.utils import shuffle\n"
+               "from sklearn.datasets import make_classification")
+    s = sl([imports, "np.random.seed(0)", "a = np.random.rand(2)", f"parts = {call}"], 3)
+    assert idx(s) == [0, 1, 2, 3]
+    s = sl([imports, f"parts = {call}", "other = 1", "b = np.random.rand(2)"], 3)
+    assert idx(s) == [0, 1, 3]
+
+
+@pytest.mark.parametrize("call", [
+    "train_test_split([1, 2, 3, 4], random_state=0)",
+    "train_test_split([1, 2, 3, 4], shuffle=False)",
+    "torch.randn(2, generator=g)",
+    "torch.nn.ReLU()",
+    "torch.nn.MSELoss()",
+    "torch.nn.init.zeros_(w)",
+])
+def test_calls_with_their_own_generator_or_no_draw_do_not_chain(call: str) -> None:
+    imports = ("import numpy as np\nimport torch\nfrom sklearn.model_selection import "
+               "train_test_split\ng = torch.Generator()\nw = torch.empty(2)")
+    s = sl([imports, f"a = {call}", "b = np.random.rand(2)\nc = torch.randn(2)"], 2)
+    assert idx(s) == [0, 2]
+
+
+def test_building_a_model_class_draws_through_its_layers() -> None:
+    """`Net()` runs `__init__`, whose layers draw: a second model's weights depend on the
+    first (and a helper function that draws is a draw where it is called)."""
+    make = "import torch\nfrom torch import nn\ndef make():\n    return nn.Linear(2, 1)"
+    net = ("class Net(nn.Module):\n"
+           "    def __init__(self):\n        super().__init__()\n        self.fc = make()\n")
+    s = sl([make, net, "first = Net()", "other = 1", "second = Net()"], 4)
+    assert idx(s) == [0, 1, 2, 4]
+    sub = "class Big(Net):\n    pass"
+    s = sl([make, net, sub, "first = Net()", "second = Big()"], 4)
+    assert idx(s) == [0, 1, 2, 3, 4]
+
+
+def test_a_function_that_seeds_is_a_change_of_the_generator_where_it_is_called() -> None:
+    s = sl(["import numpy as np\ndef setup():\n    np.random.seed(0)", "setup()", "other = 1",
+            "x = np.random.rand(2)"], 3)
+    assert idx(s) == [0, 1, 3]
+
+
+# -- a seed resets its generator; it does not change the module (issue 36; failed before) -----
+
+SEEDS = [  # (imports, seed, draw, use that does not draw, the generator)
+    ("import numpy as np", "np.random.seed({})", "np.random.rand(2)", "np.mean([1, 2])",
+     "numpy.random"),
+    ("import random", "random.seed({})", "random.random()", "random.__name__", "random"),
+    ("import torch", "torch.manual_seed({})", "torch.randn(2)", "torch.ones(2)", "torch"),
+    ("from numpy.random import seed, rand\nimport numpy as np", "seed({})", "rand(2)",
+     "np.ones(2)", "numpy.random"),
+]
+COLUMNS = ("imports", "seed", "draw", "use", "generator")
+
+
+@pytest.mark.parametrize(COLUMNS, SEEDS)
+def test_a_seed_does_not_pull_in_earlier_seeds_or_what_they_read(
+    imports: str, seed: str, draw: str, use: str, generator: str
+) -> None:
+    s = sl([imports, "k = 3", seed.format("k"), f"{seed.format(0)}\nx = {draw}"], 3)
+    assert idx(s) == [0, 3]
+
+
+@pytest.mark.parametrize(COLUMNS, SEEDS)
+def test_a_seed_is_needed_by_draws_not_by_other_uses_of_the_module(
+    imports: str, seed: str, draw: str, use: str, generator: str
+) -> None:
+    assert idx(sl([imports, seed.format(0), f"y = {use}"], 2)) == [0, 2]
+    s = sl([imports, seed.format(0), f"y = {draw}"], 2)
+    assert idx(s) == [0, 1, 2]
+    assert reason(s, 1) == f"seeds or draws from the global random generator of {generator}"
+
+
+def test_a_draw_statement_does_not_change_the_module() -> None:
+    s = sl(["import numpy as np", "deck = [1, 2]\nnp.random.shuffle(deck)", "print(np.pi)"], 2)
+    assert idx(s) == [0, 2]
+
+
+def test_seeding_the_gpus_only_does_not_cut_earlier_draws() -> None:
+    """`torch.cuda.manual_seed_all` leaves the CPU generator as it was: later draws need it and
+    the draws before it."""
+    s = sl(["import torch", "a = torch.randn(2)", "torch.cuda.manual_seed_all(0)",
+            "b = torch.randn(2)"], 3)
+    assert idx(s) == [0, 1, 2, 3]
+    assert idx(sl(["import torch", "torch.cuda.manual_seed_all(0)", "b = torch.ones(2)"], 2)) \
+        == [0, 2]
+
+
+@pytest.mark.parametrize(("module", "seed"), sorted(
+    (module, seed) for module, (seeds, _) in libraries.GLOBAL_GENERATORS.items() for seed in seeds
+))
+def test_each_seed_entry_cuts_earlier_draws(module: str, seed: str) -> None:
+    draw = {"numpy.random": "m.rand(2)", "random": "m.random()", "torch": "m.randn(2)"}[module]
+    s = sl([f"import {module} as m\nstate = None", f"a = {draw}", f"m.{seed}(state)",
+            f"b = {draw}"], 3)
+    assert idx(s) == [0, 2, 3]
+
+
+@pytest.mark.parametrize("dotted", sorted(
+    [*libraries.IMPLICIT_DRAWS, *libraries.IMPLICIT_DRAWS_UNDER, *libraries.PARTIAL_SEEDS]
+))
+def test_each_implicit_draw_entry_comes_along_with_a_later_draw(dotted: str) -> None:
+    module, _, func = dotted.rpartition(".")
+    s = sl([f"import {module} as m\nimport numpy as np\nimport torch", f"m.{func}()", "other = 1",
+            "a = np.random.rand(2)\nb = torch.randn(2)"], 3)
+    assert idx(s) == [0, 1, 3]
+
+
+@pytest.mark.parametrize("method", sorted(libraries.TORCH_DRAWING_METHODS))
+def test_each_torch_drawing_method_comes_along_with_a_later_draw(method: str) -> None:
+    s = sl(["import torch\nw = torch.empty(2)", f"w.{method}()", "other = 1", "b = torch.randn(2)"],
+           3)
+    assert idx(s) == [0, 1, 3]
+
+
+# -- estimators and splitters without random_state draw when used (issue 36; failed before) ----
+
+SPLITS = ("import numpy as np\nfrom sklearn.ensemble import RandomForestClassifier\n"
+      "from sklearn.model_selection import KFold, ShuffleSplit, cross_val_score, GridSearchCV\n"
+      "X, y = [[0], [1], [2], [3]], [0, 1, 0, 1]")
+
+
+@pytest.mark.parametrize(("build", "use"), [
+    ("clf = RandomForestClassifier(n_estimators=3)", "clf.fit(X, y)"),
+    ("clf = RandomForestClassifier()", "pred = clf.fit(X, y).predict(X)"),
+    ("cv = KFold(2, shuffle=True)", "scores = cross_val_score(None, X, y, cv=cv)"),
+    ("cv = ShuffleSplit(2)", "folds = list(cv.split(X))"),
+    ("search = GridSearchCV(RandomForestClassifier(), {})", "search.fit(X, y)"),
+    ("clf = RandomForestClassifier()", "def train():\n    clf.fit(X, y)\ntrain()"),
+    ("other = 2", "folds = list(ShuffleSplit(2).split(X))"),
+])
+def test_an_estimator_or_splitter_without_random_state_draws_when_used(build: str, use: str
+                                                                        ) -> None:
+    s = sl([SPLITS, build, "np.random.seed(0)", use], 3)
+    assert 2 in idx(s)
+    assert "global random generator of numpy.random" in reason(s, 2)
+    s = sl([SPLITS, build, use, "x = np.random.rand(2)"], 3)
+    assert 2 in idx(s)
+
+
+@pytest.mark.parametrize(("build", "use"), [
+    ("clf = RandomForestClassifier(random_state=0)", "clf.fit(X, y)"),
+    ("cv = KFold(2)", "scores = cross_val_score(None, X, y, cv=cv)"),
+    ("cv = KFold(2, shuffle=True, random_state=1)", "folds = list(cv.split(X))"),
+    ("clf = RandomForestClassifier()", "print(clf)"),
+    ("clf = RandomForestClassifier()", "clf = 3\nclf.fit(X, y)"),
+])
+def test_seeded_or_unused_estimators_do_not_draw(build: str, use: str) -> None:
+    s = sl([SPLITS, build, "np.random.seed(0)", use], 3)
+    assert 2 not in idx(s)
+
+
+@pytest.mark.parametrize(("name", "shuffle_only"), sorted(libraries.DRAWS_WHEN_USED.items()))
+def test_each_class_drawing_when_used(name: str, shuffle_only: bool) -> None:
+    build = f"o = sk.{name}({'shuffle=True' if shuffle_only else ''})"
+    s = sl(["import numpy as np\nimport sklearn as sk", build, "np.random.seed(0)",
+            "o.fit([[0]])"], 3)
+    assert idx(s) == [0, 1, 2, 3]
+    if shuffle_only:
+        assert idx(sl(["import numpy as np\nimport sklearn as sk", f"o = sk.{name}()",
+                       "np.random.seed(0)", "o.split([[0]])"], 3)) == [0, 1, 3]
+
+
+@pytest.mark.parametrize("function", sorted(libraries.USING_FUNCTIONS))
+def test_each_function_using_what_it_is_given(function: str) -> None:
+    s = sl(["import numpy as np\nimport sklearn as sk", "o = sk.KMeans()", "np.random.seed(0)",
+            f"r = sk.{function}(o)"], 3)
+    assert idx(s) == [0, 1, 2, 3]
+
+
+@pytest.mark.parametrize("function", sorted(libraries.BUILDING_FUNCTIONS))
+def test_each_function_building_over_what_it_is_given(function: str) -> None:
+    s = sl(["import numpy as np\nimport sklearn as sk", f"o = sk.{function}(sk.KMeans())",
+            "np.random.seed(0)", "o.fit([[0]])"], 3)
     assert idx(s) == [0, 1, 2, 3]

@@ -40,10 +40,11 @@ Library knowledge (:mod:`.libraries`, keyed by full dotted names: the analysis r
 ``import numpy as np`` / ``from numpy import random`` first):
 
 * a statement calling a function of a known module (numpy, pandas, pyplot, seaborn, torch,
-  sklearn, ...) does not change the module unless the table says it configures (seeds,
-  ``plt.rcParams``/``rc``/``style.use``, ``sns.set*``, ``pd.set_option``,
-  ``warnings.filterwarnings``, ``np.random.*`` draws); a module the table does not know keeps the
-  old answer (``wandb.init()`` changes ``wandb``).  pyplot/seaborn drawing counts as a change
+  sklearn, ...) does not change the module unless the table says it configures
+  (``plt.rcParams``/``rc``/``style.use``, ``sns.set*``, ``pd.set_option``,
+  ``warnings.filterwarnings``, ``tf.random.set_seed``); a module the table does not know keeps
+  the old answer (``wandb.init()`` changes ``wandb``).  Seeds and draws of the global
+  generators below change the generator, not the module.  pyplot/seaborn drawing counts as a change
   again if any cell turns interactive plotting on (``plt.ion()``, ``%matplotlib qt``);
 * read-only methods (``predict``, ``score``, ``transform``, ``reshape``, ``mean``, ...) are not
   changes unless ``inplace=`` is passed; ``fit``/``fit_transform``/``partial_fit``/
@@ -55,7 +56,19 @@ Library knowledge (:mod:`.libraries`, keyed by full dotted names: the analysis r
   (``clip_grad_norm_(model.parameters())``) change their argument (the object it comes from);
 * global random generators (``numpy.random``, ``random``, torch's) as pseudo-names: a draw
   anywhere in a cell, also inside an expression or a comprehension (``x = np.random.rand(3)``),
-  reads and advances ``<rng:numpy.random>``; a seed resets it, cutting earlier draws;
+  reads and advances ``<rng:numpy.random>``; a seed resets it, cutting earlier draws and seeds
+  (``np.random.seed(0)`` needs no earlier seed, and ``np.mean(x)`` needs no seed).  Calls that
+  draw without saying so count as draws too (``IMPLICIT_DRAWS``): building a torch layer with
+  random initial weights (``nn.Linear``, ``nn.Conv2d``, ``nn.LSTM``, ...), ``nn.init``'s random
+  fills, ``w.normal_()``, functional dropout, ``random_split``, and scikit-learn's
+  ``train_test_split``, ``shuffle``, ``resample`` and ``make_*`` without ``random_state``; a
+  call given its own generator (``random_state=0``, ``generator=g``) or ``shuffle=False`` does
+  not draw.  Calling a function or building a class whose body draws or seeds (``Net()`` whose
+  ``__init__`` builds layers) reads and advances the generator; ``torch.cuda.manual_seed_all``
+  changes torch's without cutting earlier draws (it leaves the CPU's as it was).  A
+  scikit-learn estimator or splitter built without ``random_state`` (``RandomForestClassifier()``,
+  ``KFold(shuffle=True)``; ``DRAWS_WHEN_USED``), or a search or pipeline over one, draws from
+  numpy's where it is fitted or split, or handed to ``cross_val_score`` and the like;
 * ``df.plot(ax=ax)``, ``sns.histplot(v, ax=ax)``: a figure given as ``ax=``/``fig=`` changes;
 * objects that change others: names bound from ``plt.subplots()``/``fig.add_subplot()``/
   ``axes[0]`` hold figures, and drawing on one (``ax.plot``) changes it and its figure; an
@@ -82,8 +95,12 @@ file written under a computed path that is not in the job when the job reads a c
 
 Known limits -- the slice can still miss a dependency through:
 
-* library calls that draw from a global random generator implicitly (``train_test_split``
-  without ``random_state``, building a torch module), and draws inside functions' expressions;
+* draws the tables do not know: estimators that draw only under some option
+  (``LogisticRegression(solver="saga")``), an estimator reached through an alias or a
+  container (``models["rf"].fit``), a ``DataLoader(shuffle=True)`` when it is iterated, a
+  module's forward pass (dropout) when it is called; TensorFlow's generators are not tracked
+  (``tf.random.set_seed`` counts as a change of ``tensorflow``); a function or class body is
+  read with the imports known when it is defined;
 * files whose names are computed or that a shell command makes (``!wget``, ``!unzip``),
   environment variables, databases; ``!pip install`` cells are not included for imports;
 * changes through an alias (``y = x; y.append(1)``), through a function's argument (``f(x)``

@@ -21,7 +21,14 @@ from jupyter_costguard.offload.slicing.scopes import (
     owner_name,
     root_name,
 )
-from jupyter_costguard.offload.slicing.state import Effects, NotebookState, is_pseudo, setup_of
+from jupyter_costguard.offload.slicing.state import (
+    Effects,
+    NotebookState,
+    generator_of,
+    is_generator,
+    is_pseudo,
+    setup_of,
+)
 
 __all__ = ["CellAnalyser", "CellNames", "Effects"]
 
@@ -136,6 +143,7 @@ class CellAnalyser(CallRules):
         self.state.estimators.discard(name)
         self.state.figures.discard(name)
         self.state.links.pop(name, None)
+        self.state.random_objects.pop(name, None)
 
     def _mutate(self, name: str, known: set[str]) -> None:
         self._load(name, known)
@@ -205,7 +213,7 @@ class CellAnalyser(CallRules):
             self._nested(node, known)
             for call in ast.walk(node):  # it runs now: `[random.random() for _ in range(3)]`
                 if isinstance(call, ast.Call):
-                    self._draws(self._dotted(call.func), known)
+                    self._draws(call, self._dotted(call.func), known)
         elif isinstance(node, ast.BoolOp):  # later operands may not be evaluated
             self._expr(node.values[0], known)
             for value in node.values[1:]:
@@ -222,7 +230,10 @@ class CellAnalyser(CallRules):
                 for name in stores:  # calling it may assign these globals
                     self._bind(name, set())
                 for name in changes:  # ... and change these in place
-                    self._mutate(name, known)
+                    if is_generator(name):  # draws (or seeds) in its body: not surely reset
+                        self._soft_change(name, known)
+                    else:
+                        self._mutate(name, known)
             for child in ast.iter_child_nodes(node):
                 self._expr(child, known)
 
@@ -311,8 +322,9 @@ class CellAnalyser(CallRules):
         elif isinstance(s, ast.ClassDef):
             for expr in [*s.decorator_list, *s.bases, *(k.value for k in s.keywords)]:
                 self._expr(expr, known)
-            self._nested(s, known)
+            scope = self._nested(s, known)
             self._bind(s.name, known)
+            self._class_draws(s, scope)
         elif isinstance(s, ast.Assign):
             self._expr(s.value, known)
             for target in s.targets:
@@ -368,7 +380,7 @@ class CellAnalyser(CallRules):
             self._expr(arg.annotation if arg else None, known)
         scope = self._nested(s, known)
         self._bind(s.name, known)
-        stores, changes = set(scope.global_stores), scope.changes()
+        stores, changes = set(scope.global_stores), scope.changes() | self._drawn_in(s.body)
         changes |= {
             r for r, chain, change in scope.free_method_calls()
             if self._chain_changes(r, chain, change)
@@ -378,6 +390,23 @@ class CellAnalyser(CallRules):
             stores |= callee_stores
             changes |= callee_changes
         self.writers[s.name] = (frozenset(stores), frozenset(changes))
+
+    def _drawn_in(self, body: Iterable[ast.stmt]) -> set[str]:
+        """The global generators the calls in `body` seed or draw from (as the module's
+        names stand now): a call of the function that holds it changes them."""
+        return {
+            generator_of(rng[0]) for stmt in body for call in ast.walk(stmt)
+            if isinstance(call, ast.Call)
+            and (rng := self._rng_of(call, self._dotted(call.func))) is not None
+        }
+
+    def _class_draws(self, s: ast.ClassDef, scope: Scope) -> None:
+        """Building an instance (`Net()`) draws what its methods draw (``__init__`` builds
+        torch layers, or calls a method or function that does), and what its bases' do."""
+        drawn = self._drawn_in(s.body)
+        for callee in scope.free_calls() | {b.id for b in s.bases if isinstance(b, ast.Name)}:
+            drawn |= {n for n in self.writers.get(callee, ((), ()))[1] if is_generator(n)}
+        self.writers[s.name] = (frozenset(), frozenset(drawn))
 
     def _import_stmt(self, s: ast.Import | ast.ImportFrom, known: set[str]) -> None:
         """Each imported name bound, with what it stands for; a star import noted."""
@@ -489,6 +518,9 @@ class CellAnalyser(CallRules):
         self._link(s.targets, self._owners(value, dotted))
         if len(s.targets) != 1 or not isinstance(s.targets[0], ast.Name):
             return
+        rng = self._random_object(value)  # `clf = RandomForestClassifier()` draws when fitted
+        if rng is not None:
+            self.state.random_objects[s.targets[0].id] = rng
         warm = any(
             k.arg == "warm_start" and not (isinstance(k.value, ast.Constant) and not k.value.value)
             for k in value.keywords

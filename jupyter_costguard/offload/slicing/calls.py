@@ -84,7 +84,7 @@ class CallRules:
                 why = "sets an attribute of a module with setattr"
         if why is not None:
             self.caveats.append(why)
-        self._draws(dotted, known)
+        self._draws(call, dotted, known)
         for kw in call.keywords:  # `df.plot(ax=ax)`, `sns.histplot(v, ax=ax)` draw on `ax`
             target = root_name(kw.value) if kw.arg in ("ax", "axes", "fig", "figure") else None
             if target is not None and target in self.state.figures:
@@ -117,10 +117,10 @@ class CallRules:
             if any(k.arg == "warm_start" for k in call.keywords):
                 self.state.estimators.discard(root_name(func.value) or "")
 
-    def _draws(self, dotted: str | None, known: set[str]) -> None:
+    def _draws(self, call: ast.Call, dotted: str | None, known: set[str]) -> None:
         """Seeding resets a global random generator; a draw reads and advances it (`dotted`:
-        the call's resolved module function)."""
-        rng = libraries.global_generator(dotted) if dotted is not None else None
+        the call's resolved module function, None for a method)."""
+        rng = self._rng_of(call, dotted)
         if rng is not None:
             module, reseeds = rng
             if reseeds:
@@ -128,6 +128,39 @@ class CallRules:
                 known.add(generator_of(module))
             else:
                 self._soft_change(generator_of(module), known)
+
+    def _rng_of(self, call: ast.Call, dotted: str | None) -> tuple[str, bool] | None:
+        """(the generator's module, whether the call resets it) when `call` seeds or draws
+        from a global generator: itself, or by using an object that draws when used."""
+        found = libraries.global_generator(dotted, call)
+        if found is not None:
+            return found
+        func, used = call.func, None
+        if isinstance(func, ast.Attribute) and func.attr in libraries.USING_METHODS:
+            used = self._random_object(func.value)  # `clf.fit(X, y)`, `ShuffleSplit().split(X)`
+        if used is None and dotted is not None and libraries.uses_arguments(dotted):
+            used = next(filter(None, map(self._random_object, self._arguments(call))), None)
+        return (used, False) if used is not None else None
+
+    def _random_object(self, node: ast.expr) -> str | None:
+        """The generator the object `node` stands for draws from when it is used, if any: a
+        name bound to one, or a call building one (or a search or pipeline over one)."""
+        if isinstance(node, ast.Name):
+            return self.state.random_objects.get(node.id)
+        if not isinstance(node, ast.Call):
+            return None
+        dotted = self._dotted(node.func)
+        found = libraries.draws_when_used(dotted, node)
+        if found is None and dotted is not None and libraries.builds_over_arguments(dotted):
+            parts = (
+                n for a in self._arguments(node) for n in ast.walk(a) if isinstance(n, ast.expr)
+            )
+            found = next(filter(None, map(self._random_object, parts)), None)
+        return found
+
+    @staticmethod
+    def _arguments(call: ast.Call) -> list[ast.expr]:
+        return [*call.args, *(k.value for k in call.keywords)]
 
     def _file(self, access: tuple[str, ast.expr | None, bool], known: set[str]) -> None:
         kind, node, appends = access

@@ -4,9 +4,17 @@ the analysis resolves import aliases before asking).
 
 Why a table: a statement calling a module's function (``plt.plot(x)``) used to count as a change
 of the module, which chained every plotting cell together.  Most module functions only compute or
-draw; the few that configure state later cells see (seeds, rc/option setters, warning filters)
-are listed here.  A module the table does not know keeps the old, safe answer (the call changes
-it): ``wandb.init()`` must come along with ``wandb.log()``.
+draw; the few that configure state later cells see (rc/option setters, warning filters) are
+listed here.  A module the table does not know keeps the old, safe answer (the call changes it):
+``wandb.init()`` must come along with ``wandb.log()``.
+
+Global random generators are state of their own (``<rng:numpy.random>``), not their module's:
+the tables say which calls reset one (seeds) and which draw from one, explicitly
+(``np.random.rand``) or not (`IMPLICIT_DRAWS`: a torch layer's constructor draws its initial
+weights, ``train_test_split`` without ``random_state`` draws from numpy's).  An estimator or
+splitter without ``random_state`` draws later, when it is fitted or split: `DRAWS_WHEN_USED`
+names those classes, and a name bound to one of their objects (or to a search or pipeline over
+one) draws when it is fitted, split or handed to ``cross_val_score`` and the like.
 """
 
 from __future__ import annotations
@@ -14,13 +22,13 @@ from __future__ import annotations
 import ast
 import sys
 
-#: Module functions whose call changes state that later cells see (seeds, configuration).
+#: Module functions whose call changes state that later cells see (configuration).  Seeds of
+#: the global generators below are not here: a seed resets its generator, it does not change
+#: the module (`GLOBAL_GENERATORS`).
 CONFIGURES = frozenset(
     {
-        "numpy.random.seed", "numpy.random.set_state", "numpy.set_printoptions", "numpy.seterr",
-        "random.seed", "random.setstate",
-        "torch.manual_seed", "torch.cuda.manual_seed", "torch.cuda.manual_seed_all",
-        "torch.random.manual_seed", "torch.set_default_dtype", "torch.set_default_device",
+        "numpy.set_printoptions", "numpy.seterr",
+        "torch.set_default_dtype", "torch.set_default_device",
         "torch.set_default_tensor_type", "torch.set_num_threads", "torch.set_grad_enabled",
         "torch.set_float32_matmul_precision", "torch.use_deterministic_algorithms",
         "torch.set_printoptions",
@@ -45,10 +53,7 @@ CONFIGURES = frozenset(
     }
 )
 #: Dotted prefixes under which every call configures (``plt.rcParams.update({...})``).
-#: ``numpy.random.rand(3)`` as a statement still draws from (changes) the global generator.
-CONFIGURES_UNDER = (
-    "matplotlib.rcParams.", "matplotlib.pyplot.rcParams.", "pandas.options.", "numpy.random.",
-)
+CONFIGURES_UNDER = ("matplotlib.rcParams.", "matplotlib.pyplot.rcParams.", "pandas.options.")
 
 #: Modules whose other functions only compute, read or draw: a statement calling one of them
 #: does not change the module.  ``numpy`` covers ``numpy.linalg`` and so on.
@@ -137,12 +142,15 @@ def _under(name: str, prefixes: tuple[str, ...]) -> bool:
 
 #: Global random generators: module -> (functions that reset it, functions of the module that
 #: do not draw from it).  Every other function of the module draws, and a draw anywhere (also
-#: inside an expression: ``x = np.random.rand(3)``) changes what the next draw returns.
+#: inside an expression: ``x = np.random.rand(3)``) changes what the next draw returns.  A seed
+#: is the generator's fact alone: it resets the generator (earlier seeds and draws are not
+#: needed after it) and does not change the module (``np.mean`` does not need it).
 GLOBAL_GENERATORS = {
     "numpy.random": (
-        frozenset({"seed", "set_state"}),
+        frozenset({"seed", "set_state", "set_bit_generator"}),
         frozenset({"RandomState", "default_rng", "Generator", "SeedSequence", "BitGenerator",
-                   "PCG64", "PCG64DXSM", "MT19937", "Philox", "SFC64", "get_state"}),
+                   "PCG64", "PCG64DXSM", "MT19937", "Philox", "SFC64", "get_state",
+                   "get_bit_generator"}),
     ),
     "random": (
         frozenset({"seed", "setstate"}),
@@ -153,25 +161,166 @@ GLOBAL_GENERATORS = {
         frozenset(),
     ),
 }
-#: The drawing functions of torch (its other functions do not draw).
+#: The drawing functions of torch (its other functions do not draw, except those below).
 TORCH_DRAWS = frozenset(
     {"rand", "randn", "randint", "randperm", "normal", "bernoulli", "multinomial", "poisson",
      "rand_like", "randn_like", "randint_like"}
 )
+#: Seeds of the GPUs' generators only: they change what later draws return (on a GPU) but
+#: leave the CPU generator as it was, so they do not cut earlier draws (``<rng:torch>`` stands
+#: for all of torch's default generators).
+PARTIAL_SEEDS = {
+    "torch.cuda.manual_seed": "torch", "torch.cuda.manual_seed_all": "torch",
+    "torch.cuda.seed": "torch", "torch.cuda.seed_all": "torch",
+    "torch.cuda.set_rng_state": "torch", "torch.cuda.set_rng_state_all": "torch",
+}
+
+#: Calls that draw from a library's global generator though their names do not say so:
+#: dotted name -> the generator's module.  A torch layer's constructor draws its initial
+#: weights (``reset_parameters``), so a model built earlier changes a later model's weights;
+#: ``nn.init`` fills a tensor with draws; ``random_split`` and functional dropout draw.
+#: scikit-learn's helpers draw from numpy's global ``RandomState`` when ``random_state`` is not
+#: given.  Estimators and splitters (``RandomForestClassifier()``, ``KFold(shuffle=True)``)
+#: draw later, when they are fitted or split: `DRAWS_WHEN_USED`.
+IMPLICIT_DRAWS = {
+    **{f"torch.nn.init.{f}{u}": "torch" for u in ("_", "") for f in (
+        "uniform", "normal", "trunc_normal", "xavier_uniform", "xavier_normal",
+        "kaiming_uniform", "kaiming_normal", "orthogonal", "sparse")},
+    **{f"torch.nn.functional.{f}": "torch" for f in (
+        "dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout",
+        "feature_alpha_dropout", "gumbel_softmax")},
+    "torch.utils.data.random_split": "torch",
+    "sklearn.model_selection.train_test_split": "numpy.random",
+    "sklearn.utils.shuffle": "numpy.random",
+    "sklearn.utils.resample": "numpy.random",
+}
+#: Dotted prefixes under which every call draws: torch layers with randomly initialised
+#: weights, by class name (``torch.nn.Conv`` covers ``Conv2d`` and ``ConvTranspose1d``; layers
+#: without random weights, ``ReLU``, ``BatchNorm2d``, ``MSELoss``, do not draw), and
+#: scikit-learn's dataset generators.
+IMPLICIT_DRAWS_UNDER = {
+    **{f"torch.nn.{layer}": "torch" for layer in (
+        "Linear", "Bilinear", "Conv", "Embedding", "RNN", "LSTM", "GRU",
+        "MultiheadAttention", "Transformer")},
+    "sklearn.datasets.make_": "numpy.random",
+}
+#: Tensor methods that fill their tensor with draws from torch's generator
+#: (``w.data.normal_(0, 0.02)``), on whatever object they are called.
+TORCH_DRAWING_METHODS = frozenset(
+    {"uniform_", "normal_", "random_", "bernoulli_", "exponential_", "geometric_",
+     "log_normal_", "cauchy_"}
+)
+#: Keywords that give a call its own generator instead of the global one.
+OWN_GENERATOR_KEYWORDS = frozenset({"generator", "random_state"})
 
 
-def global_generator(dotted: str) -> tuple[str, bool] | None:
-    """(the generator's module, whether the call reseeds it) when calling module function
-    `dotted` seeds or draws from a global random generator; None otherwise."""
-    module, _, func = dotted.rpartition(".")
+#: scikit-learn classes whose objects draw from numpy's global generator later, when they are
+#: used (fitted, split), unless given ``random_state``: class name -> whether only with
+#: ``shuffle=True`` (``KFold`` does not shuffle by default).  Estimators that draw only under
+#: some option (``LogisticRegression(solver="saga")``, ``SVC(probability=True)``) are not
+#: listed.
+DRAWS_WHEN_USED = {
+    **dict.fromkeys((
+        "RandomForestClassifier", "RandomForestRegressor", "ExtraTreesClassifier",
+        "ExtraTreesRegressor", "RandomTreesEmbedding", "GradientBoostingClassifier",
+        "GradientBoostingRegressor", "HistGradientBoostingClassifier",
+        "HistGradientBoostingRegressor", "BaggingClassifier", "BaggingRegressor",
+        "AdaBoostClassifier", "AdaBoostRegressor", "IsolationForest", "DecisionTreeClassifier",
+        "DecisionTreeRegressor", "ExtraTreeClassifier", "ExtraTreeRegressor", "SGDClassifier",
+        "SGDRegressor", "SGDOneClassSVM", "Perceptron", "PassiveAggressiveClassifier",
+        "PassiveAggressiveRegressor", "MLPClassifier", "MLPRegressor", "KMeans",
+        "MiniBatchKMeans", "BisectingKMeans", "GaussianMixture", "BayesianGaussianMixture",
+        "TSNE", "SpectralClustering", "SpectralEmbedding", "TruncatedSVD", "FastICA",
+        "LatentDirichletAllocation", "RandomizedSearchCV", "ShuffleSplit",
+        "StratifiedShuffleSplit", "GroupShuffleSplit", "RepeatedKFold",
+        "RepeatedStratifiedKFold"), False),
+    **dict.fromkeys(("KFold", "StratifiedKFold", "GroupKFold", "StratifiedGroupKFold"), True),
+}
+#: Methods that use such an object: calling one draws.
+USING_METHODS = (LEARNING_METHODS - {"load_state_dict"}) | {"split"}
+#: scikit-learn functions that fit or split the objects they are given (they draw), and those
+#: that build an object over them (it draws when it is used: ``GridSearchCV(clf)``, a pipeline).
+USING_FUNCTIONS = frozenset(
+    {"cross_val_score", "cross_validate", "cross_val_predict", "learning_curve",
+     "validation_curve", "permutation_test_score", "permutation_importance"}
+)
+BUILDING_FUNCTIONS = frozenset({"make_pipeline", "make_union", "clone"})
+
+
+def draws_when_used(dotted: str | None, call: ast.Call) -> str | None:
+    """The global generator that the object `call` builds (with constructor `dotted`) draws
+    from when it is used; None if it draws from none (or from its own ``random_state``)."""
+    if dotted is None or not _under(dotted, ("sklearn",)) or _own_generator(call):
+        return None
+    shuffle_only = DRAWS_WHEN_USED.get(dotted.rsplit(".", 1)[-1])
+    if shuffle_only is None:
+        return None
+    shuffles = any(
+        kw.arg == "shuffle" and not (isinstance(kw.value, ast.Constant) and not kw.value.value)
+        for kw in call.keywords
+    )
+    return "numpy.random" if shuffles or not shuffle_only else None
+
+
+def uses_arguments(dotted: str) -> bool:
+    """Whether module function `dotted` fits or splits the objects it is given."""
+    return _under(dotted, ("sklearn",)) and dotted.rsplit(".", 1)[-1] in USING_FUNCTIONS
+
+
+def builds_over_arguments(dotted: str) -> bool:
+    """Whether `dotted` builds an object that uses the objects it is given (a search, a
+    pipeline, an ensemble over estimators)."""
+    name = dotted.rsplit(".", 1)[-1]
+    return _under(dotted, ("sklearn",)) and (name[:1].isupper() or name in BUILDING_FUNCTIONS)
+
+
+def _implicit(dotted: str) -> str | None:
+    if dotted in IMPLICIT_DRAWS:
+        return IMPLICIT_DRAWS[dotted]
+    return next((m for p, m in IMPLICIT_DRAWS_UNDER.items() if dotted.startswith(p)), None)
+
+
+def _own_generator(call: ast.Call) -> bool:
+    """Whether `call` passes its own generator (``random_state=0``, ``generator=g``) or says
+    it does not shuffle (``shuffle=False``): then it does not draw from the global one."""
+    for kw in call.keywords:
+        const = kw.value if isinstance(kw.value, ast.Constant) else None
+        if kw.arg in OWN_GENERATOR_KEYWORDS and (const is None or const.value is not None):
+            return True
+        if kw.arg == "shuffle" and const is not None and const.value is False:
+            return True
+    return False
+
+
+def global_generator(dotted: str | None, call: ast.Call | None = None
+                     ) -> tuple[str, bool] | None:
+    """(the generator's module, whether the call resets it) when a call of module function
+    `dotted` (None for a method of an object) seeds or draws from a global random generator,
+    explicitly or not; None otherwise.  With the `call`, its keywords are read: a call given
+    its own generator does not draw from the global one."""
+    found = _generator_call(dotted, call.func if call is not None else None)
+    if found is not None and not found[1] and call is not None and _own_generator(call):
+        return None
+    return found
+
+
+def _generator_call(dotted: str | None, func: ast.expr | None) -> tuple[str, bool] | None:
+    if dotted is None:
+        if isinstance(func, ast.Attribute) and func.attr in TORCH_DRAWING_METHODS:
+            return "torch", False
+        return None
+    implicit = _implicit(dotted)
+    if implicit is not None or dotted in PARTIAL_SEEDS:
+        return implicit or PARTIAL_SEEDS[dotted], False
+    module, _, func_name = dotted.rpartition(".")
     if module == "torch.random":
         module = "torch"
-    if module not in GLOBAL_GENERATORS or func.startswith("_"):
+    if module not in GLOBAL_GENERATORS or func_name.startswith("_"):
         return None
     seeds, others = GLOBAL_GENERATORS[module]
-    if func in seeds:
+    if func_name in seeds:
         return module, True
-    if func in others or (module == "torch" and func not in TORCH_DRAWS):
+    if func_name in others or (module == "torch" and func_name not in TORCH_DRAWS):
         return None
     return module, False
 
@@ -185,7 +334,10 @@ def call_changes_module(dotted: str, interactive: bool) -> bool:
     """Whether a statement calling module function `dotted` changes its module.
 
     Unknown modules keep the old answer (yes); under interactive pyplot, drawing does too.
+    Seeding or drawing from a global generator changes the generator, not the module.
     """
+    if global_generator(dotted) is not None:
+        return False
     if configures(dotted):
         return True
     if not _under(dotted, KNOWN_MODULES):

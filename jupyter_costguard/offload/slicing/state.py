@@ -30,6 +30,9 @@ class NotebookState:
     #: name -> the names whose objects it changes when it is changed: an optimizer built over
     #: `model.parameters()` changes `model` (`opt.step()`), an axes taken from a grid its grid
     links: dict[str, set[str]] = field(default_factory=dict)
+    #: name -> the global generator its object draws from when it is used (fitted, split):
+    #: an estimator or splitter built without `random_state`, or a search over one
+    random_objects: dict[str, str] = field(default_factory=dict)
     #: pseudo-names of the files written so far, at literal paths: an import may load one
     #: from a directory put on `sys.path` (`sys.path.append("lib")` ... `import helper`)
     written: set[str] = field(default_factory=set)
@@ -54,6 +57,10 @@ SYS = "<sys>"
 def generator_of(module: str) -> str:
     """The pseudo-name of a module's global random generator (``<rng:numpy.random>``)."""
     return f"<rng:{module}>"
+
+
+def is_generator(name: str) -> bool:
+    return name.startswith("<rng:")
 
 
 def setup_of(name: str) -> str:
