@@ -20,6 +20,7 @@ from jupyter_costguard.cost.catalog import Catalog
 from jupyter_costguard.cost.config import CostTraits
 from jupyter_costguard.cost.ledger import Ledger
 from jupyter_costguard.cost.pricing import PricingConfig, resolve_pricing
+from jupyter_costguard.cost.published import Published
 from jupyter_costguard.cost.service import CostService
 from jupyter_costguard.cost.spend import split_interval
 from jupyter_costguard.cost.views import build_views
@@ -30,6 +31,7 @@ from jupyter_costguard.hub.cull import KEEP, STOP, CullPolicy, decide
 from jupyter_costguard.hub.nodegpu import NodeGpu
 from jupyter_costguard.hub.settings import HubSettings
 from jupyter_costguard.hub.store import HubStore, with_node_activity
+from jupyter_costguard.metrics.collector import build_metrics
 from jupyter_costguard.sampling.records import GpuReading
 from jupyter_costguard.sampling.telemetry import Telemetry
 from tests.support.guard_harness import gpu, kernel, sample
@@ -107,6 +109,11 @@ def test_views_say_unknown_for_a_gpu_without_utilisation(tmp_path: Path) -> None
     # held MIG: not busy, but no idle clock either (it may be working)
     assert data["status"]["gpu_activity"] == {"gpus_held": 2, "gpus_busy": 0,
                                               "gpus_unknown": 1, "idle_since": None}
+    # /metrics says the same: a MIG instance has no utilisation series, but its activity
+    published = Published(sample=s, cost=cost, pricing=pricing, views=views)
+    (family,) = [f for f in build_metrics(published) if f.name == "costguard_gpu_activity"]
+    assert {x.labels["uuid"]: (x.labels["activity"], x.value) for x in family.samples} == {
+        "MIG-a": ("unknown", 1.0), "GPU-b": ("idle", 1.0)}
 
 
 class Source:
