@@ -58,10 +58,10 @@ def test_panel_says_unknown_for_a_gpu_without_utilisation(lab: ServerProcess) ->
             "'.jp-costguard-gpu-row td[data-key=\"utilization\"]')?.textContent === 'unknown'",
             timeout=30_000)
         kernel = panel.locator('.jp-costguard-kernel-row td[data-key="gpu_utilization_percent"]')
-        kernel.first.wait_for(timeout=30_000)
+        kernel.first.wait_for(state="attached", timeout=30_000)  # a secondary column
         assert kernel.first.text_content() == "unknown"
         row = panel.locator('.jp-costguard-notebook-row[data-path="mig.ipynb"]')
-        row.wait_for(timeout=30_000)
+        row.wait_for(state="attached", timeout=30_000)
         assert row.locator('td[data-key="gpu_utilization_percent"]').text_content() == "unknown"
         doc = lab.get("costguard/api/notebooks")
         nb = next(n for n in doc["notebooks"] if n["path"] == "mig.ipynb")
