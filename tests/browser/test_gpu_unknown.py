@@ -5,7 +5,6 @@ notebook's spend carries no waste."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 
