@@ -152,6 +152,25 @@ def test_never_while_something_runs(busy: str):
     assert len(box.acts) == 1
 
 
+def test_a_held_gpu_of_unknown_activity_may_be_working_and_blocks_auto_stop():
+    """A process on a MIG instance (no utilisation reported) may be training: auto-stop
+    waits; once nothing holds it, the idle period starts from then."""
+    box = auto_stop(auto_stop_idle_seconds=60, auto_stop_countdown_seconds=60)
+    box.kernels["k1"] = ("idle", box.now - 3600)
+    box.gpu_held_unknown = True
+    box.tick()
+    assert box.run(4 * 3600) == []
+    assert box.alert(KIND, KEY) is None
+    assert "activity unknown" in box.rules[0].last_reason
+    box.gpu_held_unknown = False
+    box.run(50)
+    assert box.alert(KIND, KEY) is None
+    box.run(20)
+    assert box.shown(KIND, KEY) is not None
+    box.run(60)
+    assert len(box.acts) == 1
+
+
 @pytest.mark.parametrize("what", ["activity", "busy", "job", "kernel-started",
                                   "kernel-stopped", "gpu", "terminal"])
 def test_activity_during_the_countdown_cancels_it(what: str):

@@ -54,6 +54,24 @@ def test_fires_after_the_threshold_and_not_before(tmp_path: Path):
     assert h.acts == []
 
 
+def test_no_alert_about_a_kernel_whose_gpu_activity_is_unknown(tmp_path: Path):
+    """A MIG instance reports no utilisation: the kernel's GPU may be working where nobody
+    can see, so the rule does not call it idle (nor cull it), and the ledger books its GPU
+    cost as spend, not waste."""
+    h = idle_harness(tmp_path, idle_kernel_seconds=600, cull_idle_kernels=True,
+                     cull_after_seconds=900, cull_warning_seconds=120)
+    h.gpu_util = None
+    k = K("k1", "mig.ipynb", last_activity=T0)
+    assert h.run(T0 + 3600, 10, [k]) == []
+    assert h.alert(KIND, "k1") is None
+    totals = h.ledger.kernels[("k1", "mig.ipynb")]
+    assert totals.spend > 0 and totals.waste == 0
+    # once its GPU reports utilisation (idle), the same kernel is judged as any other
+    h.gpu_util = 0.0
+    h.step(10, [k])
+    assert h.alert(KIND, "k1") is not None
+
+
 def test_idle_waste_counts_from_when_the_kernel_went_idle(tmp_path: Path):
     h = idle_harness(tmp_path, idle_kernel_seconds=600)
     k = K("k1", "a.ipynb", state="busy", last_activity=T0)

@@ -251,14 +251,24 @@ async def test_unassigned_gpus_and_pods_without_series(node: Node) -> None:
     assert await reader.read([]) == {}
 
 
-async def test_nan_and_absurd_values_are_dropped(node: Node) -> None:
+async def test_nan_and_absurd_values_are_unknown_activity(node: Node) -> None:
+    # a series whose value is no activity: the pod holds that GPU, its activity unknown
     pod = ("jhub", "jupyter-broken")
     node.dcgm.add_gpu(*pod, percent=math.nan)
     node.dcgm.add_gpu(*pod, percent=50.0)
     node.dcgm.add_gpu(*pod, percent=1e9)
+    blind = ("jhub", "jupyter-mig")
+    node.dcgm.add_gpu(*blind, percent=math.nan)
+    node.dcgm.add_gpu(*blind, percent=0.0)
     reader = NodeGpu(node.url)
-    got = await wait_read(reader, [pod], lambda g: pod in g)
-    assert got[pod].activity == (50.0,) and got[pod].gpus == 1 and got[pod].busy == 1
+    got = await wait_read(reader, [pod, blind], lambda g: pod in g and blind in g)
+    p = got[pod]
+    assert sorted(p.activity, key=lambda a: (a is not None, a)) == [None, None, 50.0]
+    assert (p.gpus, p.busy, p.unknown) == (3, 1, 2) and not p.idle
+    assert sorted(p.states) == ["busy", "unknown", "unknown"]
+    # one idle GPU beside one that cannot be seen: not idle (the culler keeps it)
+    b = got[blind]
+    assert (b.gpus, b.busy, b.unknown) == (2, 0, 1) and not b.idle
 
 
 async def test_label_values_cannot_break_the_query(node: Node) -> None:
@@ -381,7 +391,7 @@ async def test_malformed_answers_are_one_clear_error(status: int, body: bytes,
         canned.close()
 
 
-async def test_values_that_are_not_activity_are_dropped() -> None:
+async def test_values_that_are_not_activity_are_unknown() -> None:
     t = 1_800_000_000.5
     body = vector(
         ({**POD, "gpu": "0"}, [t, "NaN"]), ({**POD, "gpu": "1"}, [t, "-3"]),
@@ -395,10 +405,16 @@ async def test_values_that_are_not_activity_are_dropped() -> None:
         got = await NodeGpu(canned.url).read([("jhub", "p"), ("jhub", "q")])
     finally:
         canned.close()
-    assert set(got) == {("jhub", "p")}  # q had nothing but NaN: absent, not idle
+    # q had nothing but NaN: it holds a GPU of unknown activity, not idle
+    assert set(got) == {("jhub", "p"), ("jhub", "q")}
+    q = got[("jhub", "q")]
+    assert q.activity == (None,) and q.states == ("unknown",) and q.unknown == 1
+    assert not q.idle
     p = got[("jhub", "p")]
-    assert p.gpu_ids == ("4", "10") and p.activity == (2.0, 100.0)
-    assert p.busy == 1 and p.metric == ENGINE_ACTIVE and p.time == t
+    assert p.gpu_ids == ("0", "1", "2", "3", "4", "10")
+    assert p.activity == (None, None, None, None, 2.0, 100.0)
+    assert p.states == ("unknown",) * 4 + ("idle", "busy")
+    assert p.busy == 1 and p.unknown == 4 and p.metric == ENGINE_ACTIVE and p.time == t
 
 
 async def test_a_hanging_prometheus_times_out_with_a_message() -> None:

@@ -317,7 +317,7 @@ def test_a_keep_does_not_hold_past_the_ceiling_of_node_idle_time() -> None:
     # the server reports its GPU busy; the node (dcgm-exporter) shows it idle for 50 min
     row = with_node_activity(server_row((
         "ann", "", "/user/ann/", "ok", "", t0, t0, "USD", 1, 10.0, 2, 1, 1, None, "gpu", 0,
-        1, 0, t0, t0 - 3000)), t0, 60.0)
+        1, 0, t0, t0 - 3000, 0)), t0, 60.0)
     assert row.activity_source == "node"
     policies = policies_from([{**POLICY, "idle_minutes": 10, "warn_minutes": 1}])
     kept = t0 - 60  # kept a minute ago: the idle clock restarted
@@ -342,7 +342,7 @@ async def test_a_server_that_goes_silent_after_its_warning_round_began_is_still_
     def row(state: str) -> Any:
         return with_node_activity(server_row((
             "ann", "", "/user/ann/", state, "", t0, t0, "USD", 1, 10.0, 2, 1, 0, t0 - 1000,
-            "gpu", 0, 1, 0, t0 + 100, t0 - 1000)), t0 + 100, 600.0)
+            "gpu", 0, 1, 0, t0 + 100, t0 - 1000, 0)), t0 + 100, 600.0)
 
     culler = Culler(policies_from([POLICY]), stop, dry_run=False,
                     record=lambda *a: None, log=__import__("logging").getLogger("test"))

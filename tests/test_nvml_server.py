@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from jupyter_client import BlockingKernelClient
 
-from tests.support.nvmlstub import Gpu, Proc, Scenario, subprocess_env
+from tests.support.nvmlstub import Gpu, Mig, Proc, Scenario, subprocess_env
 from tests.support.server_proc import ServerProcess
 from tests.support.units import GiB
 
@@ -172,5 +172,53 @@ def test_no_gpu_means_no_gpu_costs(tmp_path: Path, setup: str, detail: str):
         totals = status["totals"]
         # (documents round money to 1e-6)
         assert totals["unattributed_gpu"] == pytest.approx(totals["spend"] * 0.8, abs=2e-6)
+    finally:
+        server.stop()
+
+
+def test_a_mig_kernel_is_charged_spend_not_waste_and_said_unknown(tmp_path: Path):
+    """A kernel on a MIG instance (NVML reports no utilisation for it): its GPU cost is
+    spend but not waste, every document says "unknown", and no idle alert is raised about
+    it, while an idle kernel on a plain idle GPU beside it is warned and wasting."""
+    scenario = tmp_path / "scenario.txt"
+    mig = Mig(uuid="MIG-0000-aaaa", name="NVIDIA A100-SXM4-80GB MIG 3g.40gb",
+              mem_total=40 * GiB)
+    gpus = [Gpu(uuid="GPU-0000-mmmm", name="NVIDIA A100-SXM4-80GB", migs=[mig]),
+            Gpu(uuid="GPU-0000-pppp", name="NVIDIA A100-SXM4-80GB", util=0)]
+    Scenario(gpus=gpus).write(scenario)
+    server = ServerProcess(tmp_path / "srv", _config(tmp_path, idle_kernel_seconds=1.0),
+                           env=subprocess_env(scenario)).start()
+    try:
+        m = _kernel(server, "mig.ipynb")
+        p = _kernel(server, "plain.ipynb")
+        mig.procs, mig.mem_used = [Proc(m["pids"][0], 4 * GiB)], 4 * GiB
+        gpus[1].procs, gpus[1].mem_used = [Proc(p["pids"][0], 4 * GiB)], 4 * GiB
+        Scenario(gpus=gpus).write(scenario)
+
+        def charged(d: dict[str, Any]) -> bool:
+            km, kp = _find(d, m["kernel_id"]), _find(d, p["kernel_id"])
+            return km["spend"] > 0 and kp["waste"] > 0 and km["gpus"] == ["MIG-0000-aaaa"]
+
+        kernels = server.wait_for("costguard/api/kernels", charged)
+        km, kp = _find(kernels, m["kernel_id"]), _find(kernels, p["kernel_id"])
+        assert km["waste"] == 0 and km["gpu_activity"] == "unknown"
+        assert km["gpu_utilization_percent"] is None
+        assert kp["gpu_activity"] == "idle"
+        gdoc = server.get("costguard/api/gpus")
+        assert {g["uuid"]: g["activity"] for g in gdoc["gpus"]} == {
+            "MIG-0000-aaaa": "unknown", "GPU-0000-pppp": "idle"}
+        by_path = {n["path"]: n for n in server.get("costguard/api/notebooks")["notebooks"]}
+        assert by_path["mig.ipynb"]["gpu_activity"] == "unknown"
+        assert by_path["mig.ipynb"]["waste"] == 0 and by_path["mig.ipynb"]["gpu_spend"] > 0
+        status = server.get("costguard/api/status")
+        assert status["gpu_activity"]["gpus_unknown"] == 1
+        assert status["gpu_activity"]["idle_since"] is None
+
+        alerts = server.wait_for(
+            "costguard/api/alerts",
+            lambda d: any(a["kernel_id"] == p["kernel_id"] for a in d["alerts"]))
+        assert not [a for a in alerts["alerts"] if a["kernel_id"] == m["kernel_id"]]
+        nbs = server.get("costguard/api/notebooks")
+        assert {n["path"]: n for n in nbs["notebooks"]}["mig.ipynb"]["waste"] == 0
     finally:
         server.stop()

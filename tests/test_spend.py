@@ -66,6 +66,17 @@ def test_waste_only_when_gpu_idle_and_kernel_not_busy():
     assert split_interval(hot, 36.0, 1.0).shares["idle"].waste == 0.0
 
 
+def test_a_gpu_of_unknown_activity_is_spend_but_never_waste():
+    # A MIG instance reports no utilisation: an idle kernel on it pays its share, but what
+    # cannot be seen is not booked as waste (it used to be, all of it)
+    s = sample([gpu("MIG-1", util=None, total=40, parent="G0"),
+                gpu("MIG-2", util=None, total=40, parent="G0")],
+               [kernel("idle", "idle", gpu_mem={"MIG-1": 1})])
+    cost = split_interval(s, 36.0, 1.0, idle_threshold_percent=5.0)
+    assert cost.shares["idle"].gpu > 0
+    assert cost.shares["idle"].waste == 0.0
+
+
 def test_instance_gpus_not_visible_stay_unattributed():
     # An 8-GPU instance where CUDA_VISIBLE_DEVICES shows the server one GPU.
     s = sample([gpu("G0")], [kernel("a", "busy", gpu_mem={"G0": 5})])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from traitlets import Bool, CaselessStrEnum, Float, Int, Unicode, default
 
+from jupyter_costguard.common.gpuactivity import GPU_BUSY_PERCENT
 from jupyter_costguard.cost.catalogtraits import CatalogTraits
 from jupyter_costguard.cost.ledger import default_db_path
 from jupyter_costguard.cost.pricing import PricingConfig
@@ -63,8 +64,10 @@ class CostTraits(CatalogTraits):
         help="Seconds one background catalog refresh may take before it is stopped.")
     sample_interval = Float(2.0, config=True, help="Seconds between samples.")
     idle_gpu_threshold_percent = Float(
-        5.0, config=True,
-        help="A GPU below this utilisation is idle; kernels holding it while not busy waste.",
+        GPU_BUSY_PERCENT, config=True,
+        help="A GPU at or above this utilisation (percent) is busy, below it idle; kernels "
+        "holding an idle GPU while not busy waste. A GPU that reports no utilisation (a MIG "
+        "instance) is of unknown activity: spend, never waste, and never called idle.",
     )
     db_path = Unicode(config=True, help="SQLite file holding the ledger.")
     history_retention_days = Float(7.0, config=True, help="Days of per-minute history kept.")

@@ -20,8 +20,10 @@ from typing import Any
 from jupyter_costguard.alerts.store import AlertStore
 from jupyter_costguard.cloud.metadata import MetadataResult
 from jupyter_costguard.cloud.watcher import MetadataWatcher
+from jupyter_costguard.common.gpuactivity import GPU_BUSY_PERCENT
 from jupyter_costguard.common.owner import owner_from_environ
 from jupyter_costguard.cost import timeline
+from jupyter_costguard.cost.activity import may_be_working
 from jupyter_costguard.cost.catalog import Catalog
 from jupyter_costguard.cost.hubbudget import budgets_doc, budgets_from_environ
 from jupyter_costguard.cost.ledger import HISTORY_BUCKET_SECONDS, Ledger
@@ -34,7 +36,7 @@ from jupyter_costguard.cost.pricing import (
 )
 from jupyter_costguard.cost.published import Published
 from jupyter_costguard.cost.spend import physical_gpus, split_interval
-from jupyter_costguard.cost.views import build_views, gpu_busy, history_doc
+from jupyter_costguard.cost.views import build_views, history_doc
 from jupyter_costguard.sampling.records import KernelInfo, Sample
 from jupyter_costguard.sampling.telemetry import Telemetry
 
@@ -111,7 +113,7 @@ class CostService:
         ledger: Ledger,
         pricing_config: PricingConfig,
         sample_interval: float = 2.0,
-        idle_threshold_percent: float = 5.0,
+        idle_threshold_percent: float = GPU_BUSY_PERCENT,
         environ: dict[str, str] | None = None,
         metrics_builder: Callable[[Published], list[Any]] | None = None,
         alerts: AlertStore | None = None,
@@ -152,7 +154,8 @@ class CostService:
         self.run_since = time.time()
         self._waste_at_start = ledger.server.waste
         self._unattributed_at_start = ledger.server.unattributed
-        #: when a GPU was last busy (the first sample counts as busy: idle time starts there)
+        #: when a GPU last may have been working (busy, or held with unknown activity: MIG);
+        #: the first sample counts as busy: idle time starts there
         self._gpu_busy_time: float | None = None
         # Alerts share the ledger's file; their writes run on the worker, like the ledger's.
         self.alerts = alerts if alerts is not None else AlertStore(
@@ -209,7 +212,7 @@ class CostService:
             names={k.info.kernel_id: k.info.name for k in sample.kernels},
         )
         if self._gpu_busy_time is None or any(
-                gpu_busy(g, self.idle_threshold_percent) for g in sample.gpu.gpus):
+                may_be_working(g, self.idle_threshold_percent) for g in sample.gpu.gpus):
             self._gpu_busy_time = sample.time
         now = self.alerts.clock()
         summary = self.alerts.summary(now)

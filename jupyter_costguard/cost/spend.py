@@ -9,8 +9,10 @@ over the CPUs the price pays for. The rates are the allocation model's (`cost/al
 which the offload estimate prices a job's request with. What nobody used stays unattributed, so
 for every interval: sum(consumers) + unattributed == R·Δt/3600 (conservation).
 
-A kernel's GPU cost counts as *waste* while the GPU is below the idle threshold and the
-kernel is not busy: it holds an accelerator that does nothing.
+A kernel's GPU cost counts as *waste* while the GPU is idle (below the threshold, by the one
+rule of `common/gpuactivity.py`) and the kernel is not busy: it holds an accelerator that does
+nothing. A GPU of unknown activity (a MIG instance: NVML reports no utilisation) is charged to
+its holders as spend but never as waste: what cannot be seen is not called idle.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from jupyter_costguard.common.gpuactivity import GPU_BUSY_PERCENT, IDLE
+from jupyter_costguard.cost.activity import activity_of
 from jupyter_costguard.cost.allocation import MachineRates, charged_cpu_seconds
 from jupyter_costguard.cost.allocation import gpu_count as priced_gpu_count
 from jupyter_costguard.sampling.records import GpuSample, KernelSample, Sample
@@ -85,7 +89,7 @@ def split_interval(
     rate_per_hour: float | None,
     gpu_share: float,
     gpu_count: int | None = None,
-    idle_threshold_percent: float = 5.0,
+    idle_threshold_percent: float = GPU_BUSY_PERCENT,
     cpu_capacity: float | None = None,
 ) -> IntervalCost:
     """Split one interval's instance cost among the kernels of the sample.
@@ -111,8 +115,7 @@ def split_interval(
         if not holders or cost == 0.0:
             continue
         mem_total = sum(m for _, m in holders)
-        util = gpu.utilization_percent
-        idle_gpu = util is None or util < idle_threshold_percent
+        idle_gpu = activity_of(gpu, idle_threshold_percent) == IDLE
         for k, mem in holders:
             part = cost * (mem / mem_total if mem_total > 0 else 1.0 / len(holders))
             share = shares[k.info.kernel_id]

@@ -8,7 +8,9 @@ sample, when it is first asked for, and the bytes are kept. The shapes are descr
 `openapi.yaml`, which the tests hold these documents to.
 
 A kernel's `idle_seconds` has one meaning everywhere (the API, the metric, the idle rule):
-see `idle_seconds`.
+see `idle_seconds`. Whether a GPU is busy, idle or unknown (a MIG instance reports no
+utilisation) is `common/gpuactivity.py`'s rule: GPUs, kernels and notebooks carry it as
+`activity` / `gpu_activity`, the status document counts it.
 """
 
 from __future__ import annotations
@@ -21,7 +23,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from jupyter_costguard.common.gpuactivity import (
+    BUSY,
+    UNKNOWN,
+    Activity,
+    combined_activity,
+)
 from jupyter_costguard.common.owner import Owner
+from jupyter_costguard.cost.activity import activity_of, may_be_working
 from jupyter_costguard.cost.ledger import (
     HISTORY_BUCKET_SECONDS,
     HistoryPoint,
@@ -91,7 +100,7 @@ def sparklines_of(ledger: Ledger) -> Sparklines:
     return found
 
 
-def gpu_doc(g: GpuSample, owners: dict[int, str]) -> dict[str, Any]:
+def gpu_doc(g: GpuSample, owners: dict[int, str], activity: Activity) -> dict[str, Any]:
     return {
         "index": g.index,
         "uuid": g.uuid,
@@ -99,6 +108,7 @@ def gpu_doc(g: GpuSample, owners: dict[int, str]) -> dict[str, Any]:
         "memory_total_bytes": g.memory_total_bytes,
         "memory_used_bytes": g.memory_used_bytes,
         "utilization_percent": g.utilization_percent,
+        "activity": activity,
         "power_watts": g.power_watts,
         "mig_parent_uuid": g.mig_parent_uuid,
         "faulty": g.faulty,
@@ -112,24 +122,22 @@ def gpu_doc(g: GpuSample, owners: dict[int, str]) -> dict[str, Any]:
 
 def gpu_activity_doc(sample: Sample | None, idle_threshold_percent: float,
                      busy_time: float | None) -> dict[str, Any]:
-    """How many GPUs are held and busy now, and since when every GPU has been idle: what a
-    hub's culler needs to tell a forgotten GPU server from a silent training run."""
+    """How many GPUs are held, busy, and held of unknown activity now, and since when no GPU
+    may have been working (`busy_time`, the service's `may_be_working` clock): what a hub's
+    culler needs to tell a forgotten GPU server from a silent training run. A held GPU of
+    unknown activity (MIG) is not counted busy, but no idle clock runs while it is held."""
     if sample is None:
-        return {"gpus_held": 0, "gpus_busy": 0, "idle_since": None}
-    busy = sum(1 for g in sample.gpu.gpus if gpu_busy(g, idle_threshold_percent))
+        return {"gpus_held": 0, "gpus_busy": 0, "gpus_unknown": 0, "idle_since": None}
+    gpus = sample.gpu.gpus
+    busy = sum(1 for g in gpus if activity_of(g, idle_threshold_percent) == BUSY)
+    working = any(may_be_working(g, idle_threshold_percent) for g in gpus)
     return {
-        "gpus_held": sum(1 for g in sample.gpu.gpus if g.processes),
+        "gpus_held": sum(1 for g in gpus if g.processes),
         "gpus_busy": busy,
-        "idle_since": None if busy else busy_time,
+        "gpus_unknown": sum(1 for g in gpus
+                            if g.processes and activity_of(g, idle_threshold_percent) == UNKNOWN),
+        "idle_since": None if working else busy_time,
     }
-
-
-def gpu_busy(g: GpuSample, idle_threshold_percent: float) -> bool:
-    """At or above the threshold; a device that reports no utilisation (a MIG instance)
-    counts as busy while anything holds it, so what cannot be seen is never called idle."""
-    if g.utilization_percent is None:
-        return bool(g.processes)
-    return g.utilization_percent >= idle_threshold_percent
 
 
 def alerts_doc(summary: dict[str, dict[str, Any]] | None, path: str) -> dict[str, Any]:
@@ -191,6 +199,8 @@ class KernelView:
     gpus: list[str]
     gpu_memory_bytes: int
     gpu_utilization_percent: float | None
+    #: busy, idle or unknown over the GPUs it holds (`combined_activity`); None: holds none
+    gpu_activity: Activity | None
     attribution: str
     spend: float
     waste: float
@@ -204,6 +214,7 @@ class KernelView:
             "pids": self.pids, "cpu_percent": self.cpu_percent, "rss_bytes": self.rss_bytes,
             "gpus": self.gpus, "gpu_memory_bytes": self.gpu_memory_bytes,
             "gpu_utilization_percent": self.gpu_utilization_percent,
+            "gpu_activity": self.gpu_activity,
             "attribution": self.attribution, "spend": self.spend, "waste": self.waste,
             "spend_rate_per_hour": self.spend_rate_per_hour,
         }
@@ -223,6 +234,8 @@ class NotebookView:
     kernel_ids: list[str]
     kernels_seen: int
     gpu_utilization_percent: float | None
+    #: its live kernels' GPU activity together; None: they hold no GPU
+    gpu_activity: Activity | None
     gpu_memory_bytes: int
     idle_seconds: float | None
     spend_rate_per_hour: float
@@ -236,6 +249,7 @@ class NotebookView:
             "first_seen": self.first_seen, "last_seen": self.last_seen,
             "kernel_ids": self.kernel_ids, "kernels_seen": self.kernels_seen,
             "gpu_utilization_percent": self.gpu_utilization_percent,
+            "gpu_activity": self.gpu_activity,
             "gpu_memory_bytes": self.gpu_memory_bytes, "idle_seconds": self.idle_seconds,
             "spend_rate_per_hour": self.spend_rate_per_hour, "history": self.history,
             "alerts": self.alerts,
@@ -374,10 +388,17 @@ class Views:
 
 
 def kernel_view(k: KernelSample, sample: Sample, totals: Totals | None,
-                rate: float, utilization: Mapping[str, float] | None = None) -> KernelView:
+                rate: float, utilization: Mapping[str, float] | None = None,
+                activities: Mapping[str, Activity] | None = None) -> KernelView:
     """One kernel of `sample`, with the ledger's totals for it and its current rate
-    (`utilization`: GPU uuid -> utilisation where known, worked out once per sample)."""
+    (`utilization`: GPU uuid -> utilisation where known; `activities`: GPU uuid -> its
+    activity; both worked out once per sample, the activity at the default threshold when
+    not given)."""
     info = k.info
+    if activities is None:
+        activities = {g.uuid: activity_of(g) for g in sample.gpu.gpus}
+    gpu_activity = combined_activity(activities[uuid] for uuid in k.gpu_memory_bytes
+                                     if uuid in activities)
     interval = sample.interval
     if utilization is None:
         gpu_util = kernel_gpu_utilization(k, sample.gpu.gpus)
@@ -399,6 +420,7 @@ def kernel_view(k: KernelSample, sample: Sample, totals: Totals | None,
         rss_bytes=k.rss_bytes, gpus=sorted(k.gpu_memory_bytes),
         gpu_memory_bytes=sum(k.gpu_memory_bytes.values()),
         gpu_utilization_percent=gpu_util,
+        gpu_activity=gpu_activity,
         attribution=k.attribution,
         spend=round_money(totals.spend if totals else 0.0),
         waste=round_money(totals.waste if totals else 0.0),
@@ -443,6 +465,8 @@ def notebook_view(path: str, totals: Totals, live: list[KernelView], rates: Mapp
         kernel_ids=kernel_ids,
         kernels_seen=len(ledger.notebook_kernel_ids(path)),
         gpu_utilization_percent=util,
+        gpu_activity=combined_activity(k.gpu_activity for k in live
+                                       if k.gpu_activity is not None),
         gpu_memory_bytes=gpu_memory,
         idle_seconds=idle,
         spend_rate_per_hour=round_money(rate),
@@ -496,12 +520,16 @@ def status_view(header: Header, sample: Sample | None, pricing: Pricing, ledger:
     )
 
 
-def gpus_doc(header: Header, sample: Sample | None) -> dict[str, Any]:
-    """`GET gpus`: every GPU with the processes on it, each named by its kernel."""
+def gpus_doc(header: Header, sample: Sample | None,
+             activities: Mapping[str, Activity] | None = None) -> dict[str, Any]:
+    """`GET gpus`: every GPU with its activity and the processes on it, each named by its
+    kernel (`activities`: uuid -> activity; the default threshold's when not given)."""
     gpus: list[dict[str, Any]] = []
     if sample is not None:
         owners = {pid: k.info.kernel_id for k in sample.kernels for pid in k.pids}
-        gpus = [gpu_doc(g, owners) for g in sample.gpu.gpus]
+        gpus = [gpu_doc(g, owners, activities[g.uuid] if activities is not None
+                        and g.uuid in activities else activity_of(g))
+                for g in sample.gpu.gpus]
     return {**header.doc(), "status": sample.gpu.status if sample else "starting",
             "detail": sample.gpu.detail if sample else "",
             "driver_version": sample.gpu.driver_version if sample else None, "gpus": gpus}
@@ -524,8 +552,9 @@ def build_views(
     """Every view of the latest sample and the ledger's totals.
 
     `alerts` maps a notebook path to its active alerts (`AlertStore.summary`);
-    `gpu_busy_time` is when a GPU was last at or above the idle threshold (the service
-    tracks it across samples), for the status document's `gpu_activity`.
+    `gpu_busy_time` is when a GPU last may have been working (`may_be_working`: busy, or
+    held with unknown activity; the service tracks it across samples), for the status
+    document's `gpu_activity`.
     """
     header = Header(simulated=sample.simulated if sample is not None else simulated,
                     currency=pricing.currency, time=sample.time if sample else None,
@@ -533,7 +562,9 @@ def build_views(
     kernels: list[KernelView] = []
     rates: dict[str, float] = {}
     by_path: dict[str, list[KernelView]] = {}
+    activities: dict[str, Activity] = {}
     if sample is not None:
+        activities = {g.uuid: activity_of(g, idle_threshold_percent) for g in sample.gpu.gpus}
         rates = kernel_rates(sample, cost)
         ledger_kernels = ledger.kernels
         utilization = {g.uuid: g.utilization_percent for g in sample.gpu.gpus
@@ -541,7 +572,7 @@ def build_views(
         for k in sample.kernels:
             info = k.info
             view = kernel_view(k, sample, ledger_kernels.get((info.kernel_id, info.path or "")),
-                               rates[info.kernel_id], utilization)
+                               rates[info.kernel_id], utilization, activities)
             kernels.append(view)
             if info.path:
                 by_path.setdefault(info.path, []).append(view)
@@ -574,5 +605,6 @@ def build_views(
     gpu_count = len(sample.gpu.gpus) if sample is not None else 0
     status = status_view(header, sample, pricing, ledger,
                          (gpu_count, len(kernels), len(by_path)), inputs)
-    return Views(time=header.time, header=header, status=status, gpus=gpus_doc(header, sample),
-                 kernels=tuple(kernels), notebooks=notebooks, kernel_rates=rates)
+    return Views(time=header.time, header=header, status=status,
+                 gpus=gpus_doc(header, sample, activities), kernels=tuple(kernels),
+                 notebooks=notebooks, kernel_rates=rates)

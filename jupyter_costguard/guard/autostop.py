@@ -6,8 +6,12 @@ Off unless `auto_stop_idle_seconds` is set. "Nothing has run" means, for that lo
   over the kernels: jupyter_server moves it on every IOPub message a kernel sends);
 - no kernel started or stopped;
 - no batch job running (`ctx.running_jobs`);
-- no GPU doing work (utilisation at or above `gpu_busy_percent`, whoever runs on it: a
-  training script started from a terminal or outside Jupyter keeps the instance up);
+- no GPU that may be doing work, whoever runs on it (a training script started from a
+  terminal or outside Jupyter keeps the instance up): busy by the one rule
+  (`common/gpuactivity.py`, at or above `gpu_busy_percent`), or of *unknown* activity while
+  something holds it. A MIG instance reports no utilisation, so a process on one may be
+  working: it is not called idle and keeps the instance up (never busy either: the alert
+  says "activity unknown"). A device that stopped answering (`faulty`) counts for nothing;
 - no terminal activity, when the app passes `server_activity` (input or output in a Jupyter
   terminal). The server's general `last_activity` is deliberately *not* used: every
   authenticated API request moves it, including the polls an open JupyterLab tab makes every
@@ -30,6 +34,8 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
+from jupyter_costguard.common.gpuactivity import BUSY, GPU_BUSY_PERCENT, UNKNOWN
+from jupyter_costguard.cost.activity import activity_of
 from jupyter_costguard.guard.base import Act, Finding, GuardContext, RuleResult
 from jupyter_costguard.guard.config import GuardConfig
 from jupyter_costguard.guard.wording import duration
@@ -38,9 +44,6 @@ from jupyter_costguard.sampling.records import Sample
 log = logging.getLogger("jupyter_costguard")
 
 KEY = "server"
-#: A GPU at or above this utilisation is working (the app passes the server's
-#: `idle_gpu_threshold_percent`; this is its default).
-GPU_BUSY_PERCENT = 5.0
 #: Kernel execution states that mean something is running.
 RUNNING_STATES = frozenset({"busy", "starting", "restarting"})
 #: Alert states in which the user has cancelled the countdown.
@@ -203,9 +206,14 @@ class AutoStopRule:
         if ctx.running_jobs > 0:
             seen.append((now, f"{ctx.running_jobs} batch job(s) running"))
         for g in sample.gpu.gpus:
-            u = g.utilization_percent
-            if u is not None and u >= self.gpu_busy_percent and g.faulty is None:
-                seen.append((now, f"GPU {g.index} at {u:.0f}% utilisation"))
+            if g.faulty is not None:
+                continue
+            activity = activity_of(g, self.gpu_busy_percent)
+            if activity == BUSY:
+                seen.append((now, f"GPU {g.index} at {g.utilization_percent:.0f}% utilisation"))
+            elif activity == UNKNOWN and g.processes:
+                seen.append((now, f"GPU {g.index} in use, its activity unknown (no "
+                                  "utilisation reported, e.g. MIG)"))
         server = self._server_activity()
         if server is not None:
             seen.append((server, "terminal activity"))

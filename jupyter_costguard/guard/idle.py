@@ -6,6 +6,11 @@ a client stays "starting" indefinitely); its idle time is `now - last_activity`,
 holds a GPU when telemetry puts one of its processes on it (`KernelSample.gpu_memory_bytes`
 has an entry for that GPU, even where the driver cannot say how much memory).
 
+A kernel whose GPUs are of *unknown* activity (`common/gpuactivity.py`: a MIG instance
+reports no utilisation, so work started in the background cannot be seen) is not judged:
+no alert and no cull, since its GPU cost is not waste either (`cost/spend.py`). It is not
+called busy; the API says "unknown" for it.
+
 After `idle_kernel_seconds` the rule raises a warning naming the notebook, the GPUs, the
 memory held and what the kernel has wasted since it went idle. The money is the sum of the
 kernel's per-interval waste (`IntervalCost.shares[kernel].waste`, the same deltas the ledger
@@ -28,6 +33,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from jupyter_costguard.common.gpuactivity import GPU_BUSY_PERCENT, UNKNOWN
+from jupyter_costguard.cost.activity import kernel_gpu_activity
 from jupyter_costguard.cost.views import idle_seconds
 from jupyter_costguard.guard.base import Act, Finding, GuardContext, RuleResult
 from jupyter_costguard.guard.config import GuardConfig
@@ -55,8 +62,9 @@ class _IdlePeriod:
 class IdleKernelRule:
     kind = "idle-gpu-kernel"
 
-    def __init__(self, config: GuardConfig) -> None:
+    def __init__(self, config: GuardConfig, gpu_busy_percent: float = GPU_BUSY_PERCENT) -> None:
         self.config = config
+        self.gpu_busy_percent = gpu_busy_percent
         self._periods: dict[str, _IdlePeriod] = {}
 
     def evaluate(self, ctx: GuardContext) -> RuleResult:
@@ -70,6 +78,8 @@ class IdleKernelRule:
             kid = k.info.kernel_id
             if k.info.execution_state == "busy" or not k.gpu_memory_bytes:
                 continue  # in use, or holds no GPU: any idle period (and cull) is over
+            if kernel_gpu_activity(k, sample.gpu.gpus, self.gpu_busy_percent) == UNKNOWN:
+                continue  # its GPUs may be working where nobody can see: not judged idle
             seen.add(kid)
             period = self._periods.get(kid)
             if period is None or period.last_activity != k.info.last_activity:

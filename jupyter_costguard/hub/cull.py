@@ -9,6 +9,8 @@ jupyterhub-idle-culler 2, so the two can never disagree. Silence is never a reas
 - no policy matches the server's profile or the user's groups: defer;
 - the server reports a busy GPU (or batch jobs running): that is the user's word, so it keeps
   the server only under a policy with `trust_reported_activity: true`; otherwise defer;
+- the node shows a GPU of unknown activity (its series has no number): it may be working, so
+  no idle clock runs (`common/gpuactivity.py`, the servers' rule too): keep;
 - every GPU idle for the policy's limit (counted from the later of when they went idle and
   when the user last chose "keep running"): stop; within `warn_minutes` of it: warn.
 
@@ -120,7 +122,10 @@ def decide(row: ServerRow | None, groups: Iterable[str], policies: list[CullPoli
             return Decision(DEFER, "the node shows no GPU held by this server's pod",
                             policy.name)
         if row.gpus_busy > 0 or row.gpu_idle_since is None:
-            return Decision(KEEP, f"the node shows {row.gpus_busy} GPU(s) busy", policy.name)
+            unknown = (f", {row.node_unknown} of unknown activity (may be working)"
+                       if row.node_unknown else "")
+            return Decision(KEEP, f"the node shows {row.gpus_busy} GPU(s) busy{unknown}",
+                            policy.name)
     elif row.gpus_busy > 0 or row.gpu_idle_since is None or row.active_jobs > 0:
         claim = (f"{row.active_jobs} batch job(s) running" if row.active_jobs
                  else f"{row.gpus_busy} GPU(s) busy" if row.gpus_busy

@@ -113,7 +113,7 @@ class Poller:
         readings = {}
         for key, pod in pods.items():
             g = found.get(pod)
-            readings[key] = (0, 0) if g is None else (g.gpus, g.busy)
+            readings[key] = (0, 0, 0) if g is None else (g.gpus, g.busy, g.unknown)
         await self.ctx.run(self.ctx.store.record_node, readings, cycle.time,
                        max(300.0, 3 * self.ctx.poll_interval))
 

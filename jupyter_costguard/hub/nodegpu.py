@@ -13,8 +13,10 @@ service asks Prometheus once per round for every pod it cares about and reads ac
 - A GPU series without pod labels (a GPU no pod holds) is not asked for; a pod without series
   is absent from the answer: silence is for the caller's own rules to judge.
 - Every failure (Prometheus down, an error answer, malformed JSON) is one `NodeGpuError` with
-  a message that says what went wrong; values that cannot be activity (NaN, negative, far over
-  100 %) are dropped, not trusted.
+  a message that says what went wrong. A value that cannot be activity (NaN, negative, far
+  over 100 %: DCGM's blank sentinels) is not trusted: the pod holds that GPU, its activity is
+  *unknown* (`common/gpuactivity.py`, the rule the servers use too), and a pod with a GPU of
+  unknown activity is never idle.
 
 Pod names: `pod_name` expands KubeSpawner's `pod_name_template` as KubeSpawner 7 does, for the
 servers whose pod name is not in the Hub's record (`pod_of_state` reads it from the spawner's
@@ -37,6 +39,14 @@ from urllib.parse import urlencode, urlsplit, urlunsplit
 
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
 
+from jupyter_costguard.common.gpuactivity import (
+    BUSY,
+    GPU_BUSY_PERCENT,
+    UNKNOWN,
+    Activity,
+    gpu_activity,
+)
+
 #: the profiling metric: fraction of time the graphics/compute engine was active (0..1)
 ENGINE_ACTIVE = "DCGM_FI_PROF_GR_ENGINE_ACTIVE"
 #: the older utilization metric (percent 0..100), for GPUs without profiling metrics
@@ -58,8 +68,9 @@ class PodGpu:
 
     namespace: str
     pod: str
-    #: activity per GPU in percent (0..100), in the order of the `gpu` label (GPU index)
-    activity: tuple[float, ...]
+    #: activity per GPU in percent (0..100), in the order of the `gpu` label (GPU index);
+    #: None where the series' value is not activity (NaN, a blank sentinel)
+    activity: tuple[float | None, ...]
     #: the `gpu` label of each value in `activity`
     gpu_ids: tuple[str, ...]
     #: GPUs at or above the reader's `busy_percent`
@@ -69,6 +80,13 @@ class PodGpu:
     #: Prometheus's evaluation time of the answer (epoch seconds); Prometheus drops a series
     #: within one scrape once the exporter or the pod is gone, so the value is that recent
     time: float
+    #: each GPU's busy / idle / unknown, by the one rule at the reader's `busy_percent`
+    states: tuple[Activity, ...] = ()
+
+    @property
+    def unknown(self) -> int:
+        """GPUs whose activity is unknown: held, maybe working, never idle."""
+        return sum(1 for s in self.states if s == UNKNOWN)
 
     @property
     def gpus(self) -> int:
@@ -76,8 +94,8 @@ class PodGpu:
 
     @property
     def idle(self) -> bool:
-        """Holds GPUs and none of them is busy."""
-        return self.gpus > 0 and self.busy == 0
+        """Holds GPUs, none of them busy and none of unknown activity."""
+        return self.gpus > 0 and self.busy == 0 and self.unknown == 0
 
 
 # --- PromQL --------------------------------------------------------------------------------
@@ -165,7 +183,7 @@ class NodeGpu:
     prometheus_url: str
     timeout: float = 5.0
     #: a GPU at or above this activity (percent) is busy
-    busy_percent: float = 5.0
+    busy_percent: float = GPU_BUSY_PERCENT
     headers: Mapping[str, str] = field(default_factory=dict, repr=False)  # may hold a token
     #: beyond this length of the pod matcher, the query asks for all pod-held GPUs
     max_matcher_chars: int = 6000
@@ -241,8 +259,8 @@ class NodeGpu:
                 or not isinstance(data.get("result"), list):
             raise NodeGpuError(f"{where}: expected an instant vector, got "
                                f"{json.dumps(data)[:200]}")
-        #: (namespace, pod) -> gpu -> (percent, metric, time)
-        found: dict[tuple[str, str], dict[str, tuple[float, str, float]]] = {}
+        #: (namespace, pod) -> gpu -> (percent or None: not activity, metric, time)
+        found: dict[tuple[str, str], dict[str, tuple[float | None, str, float]]] = {}
         for item in data["result"]:
             labels = item.get("metric") if isinstance(item, dict) else None
             value = item.get("value") if isinstance(item, dict) else None
@@ -254,24 +272,27 @@ class NodeGpu:
                 continue
             try:
                 stamp = float(value[0])
-                percent = float(value[1])
+                reading = float(value[1])
             except (TypeError, ValueError) as e:
                 raise NodeGpuError(f"{where}: malformed value {json.dumps(value)[:100]}") from e
-            if not math.isfinite(stamp) or not math.isfinite(percent) or percent < 0 \
-                    or percent > ABSURD_PERCENT:
-                continue  # not activity: dropped rather than trusted
+            if not math.isfinite(stamp):
+                continue  # no time to hold it to
+            # not activity: the GPU is held, its activity unknown rather than trusted
+            percent = min(reading, 100.0) if math.isfinite(reading) \
+                and 0 <= reading <= ABSURD_PERCENT else None
             metric = labels.get(SOURCE_LABEL)
             metric = metric if metric in (ENGINE_ACTIVE, GPU_UTIL) else "?"
-            found.setdefault(key, {})[gpu] = (min(percent, 100.0), metric, stamp)
+            found.setdefault(key, {})[gpu] = (percent, metric, stamp)
         out: dict[tuple[str, str], PodGpu] = {}
         for (ns, pod), gpus in found.items():
             ids = tuple(sorted(gpus, key=_gpu_order))
             activity = tuple(gpus[g][0] for g in ids)
+            states = tuple(gpu_activity(a, self.busy_percent) for a in activity)
             metrics = sorted({gpus[g][1] for g in ids})
             out[(ns, pod)] = PodGpu(
                 namespace=ns, pod=pod, activity=activity, gpu_ids=ids,
-                busy=sum(1 for a in activity if a >= self.busy_percent),
-                metric=",".join(metrics), time=max(gpus[g][2] for g in ids))
+                busy=sum(1 for s in states if s == BUSY),
+                metric=",".join(metrics), time=max(gpus[g][2] for g in ids), states=states)
         return out
 
 

@@ -20,6 +20,7 @@ from typing import Any
 from traitlets import Bool, Dict, Enum, Float, Integer, List, Set, Unicode
 from traitlets.config import Config, Configurable, PyFileConfigLoader
 
+from jupyter_costguard.common.gpuactivity import GPU_BUSY_PERCENT
 from jupyter_costguard.common.hubprotocol import CLOCK_SKEW_SECONDS
 from jupyter_costguard.common.periods import PERIODS
 from jupyter_costguard.cost.catalogtraits import CatalogTraits
@@ -149,9 +150,10 @@ class HubSettings(CatalogTraits, Configurable):
                                   "each server's pod, not by the server's report. Empty: off.")
     prometheus_timeout = Float(5.0, config=True,
                                help="Seconds a Prometheus query may take.")
-    gpu_busy_percent = Float(5.0, config=True,
+    gpu_busy_percent = Float(GPU_BUSY_PERCENT, config=True,
                              help="A GPU whose node activity is at or above this percent is "
-                                  "busy.")
+                                  "busy, below it idle; one whose series has no number "
+                                  "(NaN, a blank) is of unknown activity, never idle.")
     pod_name_template = Unicode("jupyter-{user_server}", config=True,
                                 help="KubeSpawner's pod_name_template (as the Hub is "
                                      "configured), to name each server's pod.")

@@ -43,7 +43,8 @@ OK, STALE, REFUSED, STOPPED = "ok", "stale", "refused", "stopped"
 #: the columns of `servers` that `server_row` maps, in its order
 SERVER_COLUMNS = ("user, server, url, state, detail, last_ok, last_try, currency, simulated, "
                   "rate_per_hour, gpu_count, gpus_held, gpus_busy, gpu_idle_since, profile, "
-                  "active_jobs, node_gpus, node_busy, node_time, node_idle_since")
+                  "active_jobs, node_gpus, node_busy, node_time, node_idle_since, "
+                  "node_unknown")
 #: what one report may spread over: a longer gap goes into its last hours
 MAX_SPREAD_HOURS = 24 * 40
 @dataclass(frozen=True)
@@ -72,6 +73,8 @@ class ServerRow:
     node_busy: int | None = None
     node_time: float | None = None
     node_idle_since: float | None = None
+    #: of the node's GPUs, how many of unknown activity (neither busy nor idle)
+    node_unknown: int | None = None
     #: where gpus_held, gpus_busy and gpu_idle_since come from: "report" or "node"
     activity_source: str = "report"
 
@@ -83,7 +86,7 @@ def server_row(r: Sequence[Any], spend: float = 0.0, waste: float = 0.0) -> Serv
                      gpu_count=r[10], gpus_held=r[11], gpus_busy=r[12], gpu_idle_since=r[13],
                      profile=r[14], active_jobs=r[15] or 0, spend=spend, waste=waste,
                      node_gpus=r[16], node_busy=r[17], node_time=r[18],
-                     node_idle_since=r[19])
+                     node_idle_since=r[19], node_unknown=r[20])
 
 
 def with_node_activity(row: ServerRow, now: float, fresh_seconds: float) -> ServerRow:
@@ -273,7 +276,8 @@ class HubStore:
                         "(user, server) DO UPDATE SET url = excluded.url, state = "
                         "excluded.state, detail = excluded.detail, profile = excluded.profile,"
                         " last_ok = NULL, node_gpus = NULL, node_busy = NULL, node_time = NULL, "
-                        "node_idle_since = NULL", (user, server, url, STALE, now, profile))
+                        "node_idle_since = NULL, node_unknown = NULL",
+                        (user, server, url, STALE, now, profile))
                     continue
                 db.execute("UPDATE servers SET url = ?, profile = ? WHERE user = ? AND "
                            "server = ?", (url, profile, user, server))
@@ -287,7 +291,8 @@ class HubStore:
                         "UPDATE servers SET state = ?, detail = 'not running', "
                         "rate_per_hour = 0, gpus_held = 0, gpus_busy = 0, active_jobs = 0, "
                         "gpu_idle_since = NULL, node_gpus = NULL, node_busy = NULL, "
-                        "node_time = NULL, node_idle_since = NULL WHERE user = ? AND server = ?",
+                        "node_time = NULL, node_idle_since = NULL, node_unknown = NULL "
+                        "WHERE user = ? AND server = ?",
                         (STOPPED, user, server))
             # each listed user's groups now; a membership no longer listed is kept, with
             # when it was last seen, for the period it counts in
@@ -333,28 +338,30 @@ class HubStore:
                      for hour, part in spread(start, now, 1.0).items()])
         self._write(write)
 
-    def record_node(self, readings: Mapping[tuple[str, str], tuple[int, int]],
+    def record_node(self, readings: Mapping[tuple[str, str], tuple[int, int, int]],
                     now: float, max_gap: float = 300.0) -> None:
         """What the node said of each running server's pod ((user, server) -> (GPUs held,
-        GPUs busy); a pod without GPU series holds none): kept on the server's row with the
-        time all its GPUs went idle, and the idle GPU-seconds since the last reading added
-        to its hours (the last reading held until this one, for at most `max_gap` s: a
-        longer silence of Prometheus counts nothing)."""
+        GPUs busy, GPUs of unknown activity); a pod without GPU series holds none): kept on
+        the server's row with the time all its GPUs went idle (never while one's activity is
+        unknown), and the idle GPU-seconds since the last reading added to its hours (the
+        last reading held until this one, for at most `max_gap` s: a longer silence of
+        Prometheus counts nothing)."""
         def write(db: sqlite3.Connection) -> None:
-            for (user, server), (gpus, busy) in readings.items():
-                prev = db.execute("SELECT node_gpus, node_busy, node_time, node_idle_since "
-                                  "FROM servers WHERE user = ? AND server = ?",
+            for (user, server), (gpus, busy, unknown) in readings.items():
+                prev = db.execute("SELECT node_gpus, node_busy, node_time, node_idle_since, "
+                                  "node_unknown FROM servers WHERE user = ? AND server = ?",
                                   (user, server)).fetchone()
                 if prev is None:
                     continue  # not yet listed by record_cycle
-                p_gpus, p_busy, p_time, p_since = prev
-                idle = gpus > 0 and busy == 0
-                was_idle = p_time is not None and (p_gpus or 0) > 0 and not p_busy
+                p_gpus, p_busy, p_time, p_since, p_unknown = prev
+                idle = gpus > 0 and busy == 0 and unknown == 0
+                was_idle = p_time is not None and (p_gpus or 0) > 0 and not p_busy \
+                    and not p_unknown
                 since = (p_since if was_idle and p_since is not None else now) if idle else None
                 db.execute("UPDATE servers SET node_gpus = ?, node_busy = ?, node_time = ?, "
-                           "node_idle_since = ? WHERE user = ? AND server = ?",
-                           (gpus, busy, now, since, user, server))
-                idle_gpus = max(0, (p_gpus or 0) - (p_busy or 0))
+                           "node_idle_since = ?, node_unknown = ? WHERE user = ? AND server = ?",
+                           (gpus, busy, now, since, unknown, user, server))
+                idle_gpus = max(0, (p_gpus or 0) - (p_busy or 0) - (p_unknown or 0))
                 if p_time is not None and 0 < now - p_time <= max_gap and idle_gpus:
                     db.executemany(
                         "INSERT INTO hours (user, server, hour, idle_gpu_seconds) VALUES "
@@ -440,10 +447,10 @@ class HubStore:
                 "SELECT s.user, s.server, url, state, detail, last_ok, last_try, currency, "
                 "simulated, rate_per_hour, gpu_count, gpus_held, gpus_busy, gpu_idle_since, "
                 "profile, active_jobs, node_gpus, node_busy, node_time, node_idle_since, "
-                "COALESCE(SUM(e.spend), 0), COALESCE(SUM(e.waste), 0) "
+                "node_unknown, COALESCE(SUM(e.spend), 0), COALESCE(SUM(e.waste), 0) "
                 "FROM servers s LEFT JOIN epochs e ON e.user = s.user AND e.server = s.server "
                 "GROUP BY s.user, s.server ORDER BY s.user, s.server").fetchall()
-        return [server_row(r[:20], r[20], r[21]) for r in rows]
+        return [server_row(r[:21], r[21], r[22]) for r in rows]
 
     def totals(self, since: float | None = None, until: float | None = None,
                ) -> dict[tuple[str, str], tuple[float, float, float]]:

@@ -74,9 +74,15 @@ def _membership_seen(db: sqlite3.Connection) -> None:
     db.execute("UPDATE memberships SET seen = ?", (time.time(),))
 
 
+def _node_unknown(db: sqlite3.Connection) -> None:
+    """Version 4: how many of a pod's GPUs the node reports of unknown activity (a series
+    without a number: never idle, `common/gpuactivity.py`); NULL for what came before."""
+    db.execute("ALTER TABLE servers ADD COLUMN node_unknown INTEGER")
+
+
 #: the service's tables, each migration run once (`common/sqlite.py`). The spawn and
 #: idle-culler hooks read them read-only from other processes (`read_only`)
-SCHEMA = Schema("hub", (_baseline, _unattributed, _membership_seen))
+SCHEMA = Schema("hub", (_baseline, _unattributed, _membership_seen, _node_unknown))
 
 #: which figure budgets, pages, exports and metrics count (c.CostGuardHub.count), as the SQL
 #: of one `hours` row: the service's meter where the server's profile is priced (`priced`),

@@ -10,7 +10,7 @@ loading the extension repeatedly (tests, restarts in one process) never double-r
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 
 from prometheus_client import REGISTRY
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -29,7 +29,8 @@ def build_metrics(p: Published) -> list[Metric]:
     views = p.views
     return [
         *price_families(p),
-        *gpu_families(p.sample),
+        *gpu_families(p.sample, {g["uuid"]: g["activity"]
+                                 for g in (views.gpus or {}).get("gpus", ())}),
         *kernel_families(views.kernels, cur),
         *notebook_families(views.notebooks.values(), cur),
         *server_families(views.status, cur),
@@ -60,8 +61,11 @@ def price_families(p: Published) -> list[Metric]:
         value=1.0 if simulated else 0.0)]
 
 
-def gpu_families(sample: Sample | None) -> list[Metric]:
-    """Each GPU's utilisation, memory and power."""
+def gpu_families(sample: Sample | None,
+                 activities: Mapping[str, str] | None = None) -> list[Metric]:
+    """Each GPU's utilisation, memory, power and activity (`activities`: uuid -> busy, idle
+    or unknown, as the gpus document says: one series per GPU, value 1, so a MIG instance,
+    which has no utilisation series, still says "unknown")."""
     labels = ["gpu", "uuid", "name"]
     util = GaugeMetricFamily("costguard_gpu_utilization_ratio",
                              "GPU utilisation (0-1) over the last sample.", labels=labels)
@@ -70,6 +74,10 @@ def gpu_families(sample: Sample | None) -> list[Metric]:
     mem_total = GaugeMetricFamily("costguard_gpu_memory_total_bytes", "GPU memory in total.",
                                   labels=labels)
     power = GaugeMetricFamily("costguard_gpu_power_watts", "GPU power draw.", labels=labels)
+    activity = GaugeMetricFamily(
+        "costguard_gpu_activity", "1 for each GPU, labelled with its activity: busy, idle, or "
+        "unknown where the GPU reports no utilisation (MIG).", labels=[*labels, "activity"])
+    activities = activities or {}
     # Samples made directly, one label dict per GPU shared by its four series (what
     # add_metric does with a dict per call).
     for g in sample.gpu.gpus if sample is not None else ():
@@ -81,7 +89,11 @@ def gpu_families(sample: Sample | None) -> list[Metric]:
                                         None))
         if g.power_watts is not None:
             power.samples.append(Series(power.name, values, g.power_watts, None))
-    return [util, mem_used, mem_total, power]
+        state = activities.get(g.uuid)
+        if state is not None:
+            activity.samples.append(Series(activity.name, {**values, "activity": state}, 1.0,
+                                           None))
+    return [util, mem_used, mem_total, power, activity]
 
 
 def kernel_families(kernels: Iterable[KernelView], currency: str) -> list[Metric]:

@@ -122,7 +122,10 @@ class ReplaySource:
                     memory_total_bytes=total,
                     memory_used_bytes=sum(p.used_memory_bytes or 0 for p in procs)
                     + int(g.get("other_memory_bytes", 0)),
-                    utilization_percent=float(g["utilization_percent"]) if procs else 0.0,
+                    # null: the device reported none (a MIG instance), unknown activity
+                    utilization_percent=(None if g.get("utilization_percent") is None
+                                         else float(g["utilization_percent"]))
+                    if procs else 0.0,
                     # a GPU whose recorded user is not running here sits idle: it draws idle
                     # power, not the busy figure recorded for it
                     power_watts=(float(g["power_watts"]) if procs or not g.get("processes")

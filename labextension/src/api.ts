@@ -109,8 +109,9 @@ export interface IHubBudget extends Omit<StatusSchema['hub_budgets'][number], 'p
 export type BudgetPeriod = StatusSchema['hub_budgets'][number]['period'];
 
 /**
- * GPUs held and busy now, and since when none has been (`status.gpu_activity`;
- * `idle_since` epoch seconds, null while a GPU is busy).
+ * GPUs held, busy and held of unknown activity (MIG) now, and since when none
+ * may have been working (`status.gpu_activity`; `idle_since` epoch seconds,
+ * null while a GPU is busy or a held one's activity is unknown).
  */
 export type IGpuActivity = StatusSchema['gpu_activity'];
 

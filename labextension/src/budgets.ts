@@ -137,5 +137,11 @@ export function gpuActivityOf(status: ICostStatus | null | undefined): IGpuActiv
   if (held === null || busy === null) {
     return null;
   }
-  return { gpus_held: held, gpus_busy: busy, idle_since: finiteOrNull(raw.idle_since) };
+  return {
+    gpus_held: held,
+    gpus_busy: busy,
+    // held GPUs of unknown activity (MIG); 0 from servers before it was counted
+    gpus_unknown: finiteOrNull(raw.gpus_unknown) ?? 0,
+    idle_since: finiteOrNull(raw.idle_since)
+  };
 }

@@ -4,13 +4,14 @@
  *
  * Stable DOM hooks: `.jp-costguard-gpus` (table),
  * `.jp-costguard-gpu-row[data-gpu-uuid]` (`data-gpu-index`,
- * `.jp-costguard-faulty`), cells `td[data-key]`.
+ * `.jp-costguard-faulty`), cells `td[data-key]`. A GPU whose activity is
+ * unknown (MIG: no utilisation) shows `unknown` in Util, not `–` or 0%.
  */
 import type { IGpuDoc } from './api';
 import type { CostPanelModel } from './costpanelmodel';
 import { CostPanelSection, emptyRow, emptyText, SECONDARY, tableWrap } from './costpanelsection';
 import { el, setText, syncRows } from './dom';
-import { formatBytes, formatPercent } from './format';
+import { formatBytes, formatUtilization, UNKNOWN_ACTIVITY_TITLE } from './format';
 
 /** The columns: key, label, numeric. */
 const COLUMNS: [string, string, boolean][] = [
@@ -58,7 +59,8 @@ function updateGpuRow(tr: HTMLTableRowElement, g: IGpuDoc): void {
   const cells = tr.children;
   setText(cells[0], String(g.index));
   setText(cells[1], g.name + (g.faulty ? ` (${g.faulty})` : ''));
-  setText(cells[2], formatPercent(g.utilization_percent));
+  setText(cells[2], formatUtilization(g.utilization_percent, g.activity));
+  (cells[2] as HTMLElement).title = g.activity === 'unknown' ? UNKNOWN_ACTIVITY_TITLE : '';
   setText(cells[3], `${formatBytes(g.memory_used_bytes)} / ${formatBytes(g.memory_total_bytes)}`);
   setText(cells[4], typeof g.power_watts === 'number' ? `${Math.round(g.power_watts)} W` : '–');
 }

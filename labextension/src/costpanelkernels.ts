@@ -24,7 +24,13 @@ import {
   tableWrap
 } from './costpanelsection';
 import { el, setAttr, setText, syncRows } from './dom';
-import { formatBytes, formatDuration, formatMoney, formatPercent, formatRate } from './format';
+import {
+  formatBytes,
+  formatDuration,
+  formatMoney,
+  formatRate,
+  formatUtilization
+} from './format';
 
 function shortId(id: string): string {
   return id.length > 8 ? id.slice(0, 8) : id;
@@ -73,7 +79,7 @@ function updateKernelRow(tr: HTMLTableRowElement, k: IKernelDoc, currency: strin
   setText(cells[3], formatMoney(k.spend, currency));
   setText(cells[4], formatMoney(k.waste, currency));
   setText(cells[5], formatRate(k.spend_rate_per_hour, currency));
-  setText(cells[6], formatPercent(k.gpu_utilization_percent));
+  setText(cells[6], formatUtilization(k.gpu_utilization_percent, k.gpu_activity));
   setText(cells[7], formatBytes(k.gpu_memory_bytes));
   setText(cells[8], formatDuration(k.idle_seconds));
   setDetail(tr, cells[1], KERNEL_COLUMNS, k.notebook ?? k.name);

@@ -25,7 +25,13 @@ import {
   tableWrap
 } from './costpanelsection';
 import { el, setAttr, setText, syncRows } from './dom';
-import { formatBytes, formatDuration, formatMoney, formatPercent, formatRate } from './format';
+import {
+  formatBytes,
+  formatDuration,
+  formatMoney,
+  formatRate,
+  formatUtilization
+} from './format';
 import { sparklinePath, spendRates } from './sparkline';
 
 /** Sparkline size, in CSS pixels. */
@@ -143,7 +149,7 @@ export class NotebooksSection extends CostPanelSection {
       cells[3],
       typeof n.spend_rate_per_hour === 'number' ? formatRate(n.spend_rate_per_hour, currency) : '–'
     );
-    setText(cells[4], formatPercent(n.gpu_utilization_percent));
+    setText(cells[4], formatUtilization(n.gpu_utilization_percent, n.gpu_activity));
     setText(cells[5], formatBytes(n.gpu_memory_bytes));
     setText(cells[6], formatDuration(n.idle_seconds));
     setDetail(tr, cells[0], NOTEBOOK_COLUMNS, n.path);

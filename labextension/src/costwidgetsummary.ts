@@ -25,9 +25,11 @@ import {
   formatPercent,
   formatRate,
   formatTime,
+  formatUtilization,
   isNumber,
   ownerOf,
-  SEPARATOR
+  SEPARATOR,
+  UNKNOWN_ACTIVITY_TITLE
 } from './format';
 
 /** ipywidgets module name of the cost widget (`_model_module` in Python). */
@@ -308,7 +310,8 @@ function gpuPart(kernel: IKernelDoc): ICostWidgetPart {
   }
   const util = kernel.gpu_utilization_percent;
   const label = gpus.length === 1 ? 'GPU' : `${gpus.length} GPUs`;
-  const utilText = isNumber(util) ? formatPercent(util) : '–';
+  const unknown = kernel.gpu_activity === 'unknown';
+  const utilText = formatUtilization(util, kernel.gpu_activity);
   const memText = isNumber(kernel.gpu_memory_bytes)
     ? `, ${formatBytes(kernel.gpu_memory_bytes)}`
     : '';
@@ -319,7 +322,10 @@ function gpuPart(kernel: IKernelDoc): ICostWidgetPart {
   return {
     kind: 'gpu',
     text: `${label} ${utilText}${memText}`,
-    title: `This kernel's GPU utilisation and GPU memory on ${gpus.join(', ')}` + how
+    title:
+      `This kernel's GPU utilisation and GPU memory on ${gpus.join(', ')}` +
+      how +
+      (unknown ? ` (${UNKNOWN_ACTIVITY_TITLE})` : '')
   };
 }
 

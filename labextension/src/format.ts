@@ -247,6 +247,23 @@ export function formatPercent(value: number | null | undefined): string {
 }
 
 /**
+ * A GPU's utilisation as the user reads it: `unknown` when the server says its
+ * activity is unknown (a MIG instance reports no utilisation: neither busy nor
+ * idle, never waste), else `formatPercent` of the figure.
+ */
+export function formatUtilization(
+  value: number | null | undefined,
+  activity: string | null | undefined
+): string {
+  return activity === 'unknown' ? 'unknown' : formatPercent(value);
+}
+
+/** The tooltip of a utilisation shown as `unknown`. */
+export const UNKNOWN_ACTIVITY_TITLE =
+  'Activity unknown: this GPU (a MIG instance) reports no utilisation, so it is ' +
+  'neither busy nor idle; its cost is spend, never waste';
+
+/**
  * Format a duration in seconds, coarsely: `–`, `0 s`, `45 s`, `12 min`,
  * `3 h 05 min`, `2 d 3 h`.
  */

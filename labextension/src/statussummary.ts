@@ -6,7 +6,7 @@
  */
 import type { AlertSeverity, IAlert, ICostStatus, INotebookDoc } from './api';
 import { maxSeverity } from './alerts';
-import { hubBudgetsOf } from './budgets';
+import { gpuActivityOf, hubBudgetsOf } from './budgets';
 import {
   formatBudgetLine,
   formatBudgetsSpent,
@@ -237,6 +237,14 @@ function noticeLines(facts: IFacts, alerts: ReadonlyArray<IAlert>): string[] {
   if (status.gpu_status && status.gpu_status !== 'ok') {
     const detail = status.gpu_detail ? ` (${status.gpu_detail})` : '';
     lines.push(`GPU telemetry: ${status.gpu_status}${detail}`);
+  }
+  const unknown = gpuActivityOf(status)?.gpus_unknown ?? 0;
+  if (unknown > 0) {
+    lines.push(
+      'GPU activity unknown: ' +
+        (unknown === 1 ? '1 held GPU (MIG) reports' : `${unknown} held GPUs (MIG) report`) +
+        ' no utilisation; charged as spend, never as waste'
+    );
   }
   for (const alert of alerts) {
     lines.push(`Alert (${alert.severity}): ${alert.title}`);

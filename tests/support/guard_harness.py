@@ -28,6 +28,7 @@ from jupyter_costguard.cost.spend import IntervalCost, split_interval
 from jupyter_costguard.cost.views import Views
 from jupyter_costguard.guard import Act, Guard, GuardConfig, Rule
 from jupyter_costguard.sampling.records import (
+    GpuProcess,
     GpuReading,
     GpuSample,
     HostSample,
@@ -52,10 +53,13 @@ Rules = Callable[[GuardConfig], Sequence[Rule]]
 
 
 def gpu(i: int, util: float | None, used: int = 0, total: int = 40 * GiB, name: str = A100_40,
-        *, uuid: str | None = None, power: float | None = None) -> GpuSample:
-    """GPU `i` (`GPU-<i>` unless `uuid` says otherwise) at `util` percent, `used` bytes held."""
+        *, uuid: str | None = None, power: float | None = None,
+        pids: Sequence[int] = ()) -> GpuSample:
+    """GPU `i` (`GPU-<i>` unless `uuid` says otherwise) at `util` percent (None: not reported,
+    as on MIG), `used` bytes held, by processes `pids`."""
     return GpuSample(index=i, uuid=uuid or f"GPU-{i}", name=name, memory_total_bytes=total,
-                     memory_used_bytes=used, utilization_percent=util, power_watts=power)
+                     memory_used_bytes=used, utilization_percent=util, power_watts=power,
+                     processes=tuple(GpuProcess(pid, None) for pid in pids))
 
 
 def kernel(kid: str, path: str | None, held: dict[str, int] | None = None, busy: bool = False,
@@ -153,7 +157,10 @@ class K:
 
 class SpendHarness(GuardHarness):
     """Kernels as `K` records on two idle 80 GB GPUs (GPU-a, GPU-b) at `HOURLY_RATE`, each
-    interval's spend split and recorded in the ledger before the rules run."""
+    interval's spend split and recorded in the ledger before the rules run. `gpu_util`: the
+    GPUs' utilisation (None: not reported, as on MIG)."""
+
+    gpu_util: float | None = 0.0
 
     def __init__(self, tmp_path: Path, rules: Rules, **settings: Any) -> None:
         pricing = Pricing(instance=None, rate_per_hour=HOURLY_RATE, currency="USD",
@@ -165,8 +172,8 @@ class SpendHarness(GuardHarness):
     def step(self, dt: float, kernels: list[K]) -> list[Act]:
         """One sample `dt` seconds after the last; returns the acts it dispatched."""
         self.now += dt
-        gpus = [gpu(i, 0.0, sum(k.gpu.get(uuid, 0) for k in kernels), 80 * GiB, A100_80,
-                    uuid=uuid) for i, uuid in enumerate(("GPU-a", "GPU-b"))]
+        gpus = [gpu(i, self.gpu_util, sum(k.gpu.get(uuid, 0) for k in kernels), 80 * GiB,
+                    A100_80, uuid=uuid) for i, uuid in enumerate(("GPU-a", "GPU-b"))]
         taken = sample(self.now, dt, gpus, [k.sample(1000 + i) for i, k in enumerate(kernels)])
         cost = split_interval(taken, HOURLY_RATE, GPU_SHARE)
         assert self.ledger is not None
@@ -212,12 +219,15 @@ class InstanceHarness(GuardHarness):
 class ActivityHarness(GuardHarness):
     """The server's activity as state the test edits between ticks: `kernels` (id ->
     execution state, last activity; each of notebook `<id>.ipynb`), `jobs` running and one
-    GPU's utilisation (`gpu_util`; None: no GPU). The first tick also samples the start."""
+    GPU's utilisation (`gpu_util`; None: no GPU, unless `gpu_held_unknown`: then one GPU that
+    reports no utilisation, as a MIG instance, with a process on it). The first tick also
+    samples the start."""
 
     def __init__(self, rules: Rules, **settings: Any) -> None:
         super().__init__(rules, now=10_000.0, **settings)
         self.kernels: dict[str, tuple[str, float]] = {}
         self.gpu_util: float | None = None
+        self.gpu_held_unknown = False
         self.started = False
 
     def touch(self, kid: str = "k1", state: str = "idle") -> None:
@@ -237,6 +247,8 @@ class ActivityHarness(GuardHarness):
                    for kid, (state, last) in self.kernels.items()]
         gpus = [] if self.gpu_util is None else [
             gpu(0, self.gpu_util, GiB, 80 * GiB, A100_80, power=60.0)]
+        if self.gpu_held_unknown:
+            gpus = [gpu(0, None, GiB, 40 * GiB, A100_80, uuid="MIG-0", pids=[4242])]
         return self.evaluate(sample(self.now, dt, gpus, kernels, host_sample(used=4 * GiB),
                                     status="ok" if gpus else "no-gpu"))
 

@@ -1,4 +1,4 @@
-import type { ICostStatus } from '../api';
+import type { ICostStatus, IGpuActivity } from '../api';
 import {
   budgetBarFraction,
   budgetLevel,
@@ -111,12 +111,17 @@ describe('gpuActivityOf', () => {
   it('reads the field, and an older server as null', () => {
     expect(gpuActivityOf(status)).toBeNull();
     expect(gpuActivityOf(null)).toBeNull();
+    const older = { gpus_held: 2, gpus_busy: 0, idle_since: 1764460000 } as IGpuActivity;
+    expect(gpuActivityOf({ ...status, gpu_activity: older })).toEqual({
+      ...older,
+      gpus_unknown: 0
+    });
     expect(
-      gpuActivityOf({ ...status, gpu_activity: { gpus_held: 2, gpus_busy: 0, idle_since: 1764460000 } })
-    ).toEqual({ gpus_held: 2, gpus_busy: 0, idle_since: 1764460000 });
-    expect(
-      gpuActivityOf({ ...status, gpu_activity: { gpus_held: 1, gpus_busy: 1, idle_since: null } })
-    ).toEqual({ gpus_held: 1, gpus_busy: 1, idle_since: null });
+      gpuActivityOf({
+        ...status,
+        gpu_activity: { gpus_held: 1, gpus_busy: 0, gpus_unknown: 1, idle_since: null }
+      })
+    ).toEqual({ gpus_held: 1, gpus_busy: 0, gpus_unknown: 1, idle_since: null });
     expect(
       gpuActivityOf({ ...status, gpu_activity: { gpus_busy: 1 } } as unknown as ICostStatus)
     ).toBeNull();
@@ -173,6 +178,19 @@ describe('budget formatting', () => {
     );
     expect(formatBudgetsSpent([hubBudget({ spent: 50, period_end: NaN })])).toBe(
       'Budget spent: GPU servers cannot be started until the reset'
+    );
+  });
+});
+
+describe('summarizeStatus with GPUs of unknown activity', () => {
+  it('says so in the tooltip, and nothing when there is none', () => {
+    expect(summarizeStatus(status).tooltip).not.toContain('unknown');
+    const mig = {
+      ...status,
+      gpu_activity: { gpus_held: 1, gpus_busy: 0, gpus_unknown: 1, idle_since: null }
+    };
+    expect(summarizeStatus(mig).tooltip.split('\n')).toContain(
+      'GPU activity unknown: 1 held GPU (MIG) reports no utilisation; charged as spend, never as waste'
     );
   });
 });

@@ -326,6 +326,51 @@ describe('CostPanel', () => {
     model.dispose();
   });
 
+  it('shows "unknown" for a GPU, kernel and notebook whose activity is unknown (MIG)', async () => {
+    const { panel, model, data } = setup();
+    kernels = [
+      kernel('k-mig', 'mig.ipynb', 1, { gpu_utilization_percent: null, gpu_activity: 'unknown' })
+    ];
+    data.notebooks = [
+      notebook('mig.ipynb', 1, {
+        kernel_ids: ['k-mig'],
+        gpu_utilization_percent: null,
+        gpu_activity: 'unknown'
+      })
+    ];
+    const mig = {
+      ...gpus.gpus[0],
+      uuid: 'MIG-0',
+      utilization_percent: null,
+      activity: 'unknown' as const
+    };
+    data.detailAnswer = () => ({
+      kernelList: { simulated: true, currency: 'USD', time: 1, kernels } as IKernelList,
+      gpuList: { ...gpus, gpus: [mig] } as IGpuList
+    });
+    Widget.attach(panel, document.body);
+    await wait();
+    const gpu = panel.node.querySelector<HTMLElement>('.jp-costguard-gpu-row[data-gpu-uuid="MIG-0"]')!;
+    const util = gpu.querySelector<HTMLElement>('td[data-key="utilization"]')!;
+    expect(util.textContent).toBe('unknown');
+    expect(util.title).toMatch(/never waste/);
+    const row = panel.node.querySelector<HTMLElement>(
+      '.jp-costguard-kernel-row[data-kernel-id="k-mig"]'
+    )!;
+    expect(row.querySelector('td[data-key="gpu_utilization_percent"]')?.textContent).toBe(
+      'unknown'
+    );
+    const nb = panel.node.querySelector<HTMLElement>(
+      '.jp-costguard-notebook-row[data-path="mig.ipynb"]'
+    )!;
+    expect(nb.querySelector('td[data-key="gpu_utilization_percent"]')?.textContent).toBe(
+      'unknown'
+    );
+    Widget.detach(panel);
+    panel.dispose();
+    model.dispose();
+  });
+
   it('opens a notebook from its row', () => {
     const { panel, opened } = setup();
     Widget.attach(panel, document.body);

@@ -253,6 +253,20 @@ describe('summarizeWidget', () => {
     expect(summary.title).toMatch(/Simulated/);
   });
 
+  it('says "unknown" for a kernel whose GPU activity is unknown (MIG)', () => {
+    const summary = summarizeWidget({
+      kernels,
+      kernel: { ...kernel, gpus: ['MIG-0'], gpu_utilization_percent: null, gpu_activity: 'unknown' },
+      notebookPath: 'work/explore.ipynb',
+      notebook,
+      status: null,
+      alerts: []
+    });
+    const part = summary.parts.find(p => p.kind === 'gpu')!;
+    expect(part.text).toBe('GPU unknown, 4 GiB');
+    expect(part.title).toMatch(/neither busy nor idle/);
+  });
+
   it('waits for the first sample when the kernel is not listed', () => {
     const summary = summarizeWidget({
       kernels,

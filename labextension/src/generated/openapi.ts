@@ -937,6 +937,11 @@ export interface paths {
 export type webhooks = Record<string, never>;
 export interface components {
     schemas: {
+        /**
+         * @description Whether a GPU is working, by the one rule every part of costguard asks (jupyter_costguard/common/gpuactivity.py): busy at or above the status document's idle_threshold_percent, idle below it, unknown when the device reports no utilisation (a MIG instance). An unknown GPU's cost is spend, never waste, and no rule calls it idle. For several GPUs together: busy if any is, else unknown if any is, else idle.
+         * @enum {unknown}
+         */
+        GpuActivity: "busy" | "idle" | "unknown";
         Error: {
             status?: number;
             reason?: string | null;
@@ -1003,10 +1008,11 @@ export interface components {
                 unattributed_gpu: components["schemas"]["Money"];
             };
             history: components["schemas"]["HistoryPoint"][];
-            /** @description GPUs (devices, MIG instances included) held by a process and at or above the idle threshold now, and since when none has been busy (null while one is); a device without a utilisation reading counts as busy while held. What a hub's GPU-aware culler reads. */
+            /** @description GPUs (devices, MIG instances included) held by a process, busy now (GpuActivity), and held with unknown activity (no utilisation reading: MIG), and since when none may have been working (null while one is busy or a held one's activity is unknown: it is neither busy nor idle). What a hub's GPU-aware culler reads. */
             gpu_activity: {
                 gpus_held: number;
                 gpus_busy: number;
+                gpus_unknown: number;
                 idle_since: number | null;
             };
             /** @description The user's and their groups' budgets the JupyterHub gave this server at spawn (empty outside a hub or without budgets), with this server's spend since it started added; other servers' later spend is on the hub's page. A group budget the site shows members only what is left of (`member_group_view` "remaining") has budget, spent and used null. */
@@ -1083,6 +1089,7 @@ export interface components {
             memory_total_bytes: number;
             memory_used_bytes: number;
             utilization_percent: number | null;
+            activity: components["schemas"]["GpuActivity"];
             power_watts: number | null;
             mig_parent_uuid: string | null;
             faulty: string | null;
@@ -1109,6 +1116,8 @@ export interface components {
             gpus: string[];
             gpu_memory_bytes: number;
             gpu_utilization_percent: number | null;
+            /** @description The GPUs it holds, together (GpuActivity); null when it holds none. */
+            gpu_activity: components["schemas"]["GpuActivity"] | null;
             /**
              * @description How the kernel was found to hold GPUs: `pid` (NVML listed a process of the kernel), `cuda-mapped` (PIDs did not match, as in containers, but the kernel maps the CUDA driver library and can see the GPU), `none` (holds no GPU).
              * @enum {unknown}
@@ -1134,6 +1143,8 @@ export interface components {
             /** @description Kernels that have ever served it (restarts, kernel changes). */
             kernels_seen: number;
             gpu_utilization_percent: number | null;
+            /** @description Its live kernels' GPUs, together (GpuActivity); null when they hold none. */
+            gpu_activity: components["schemas"]["GpuActivity"] | null;
             gpu_memory_bytes: number;
             idle_seconds: number | null;
             spend_rate_per_hour: components["schemas"]["Money"];

@@ -1,0 +1,36 @@
+"""The GPU-activity rule (`common/gpuactivity.py`) applied to samples: a GPU's, a kernel's,
+and whether a GPU may be working, so spend, views, the service and the guard ask one place."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from jupyter_costguard.common.gpuactivity import (
+    BUSY,
+    GPU_BUSY_PERCENT,
+    UNKNOWN,
+    Activity,
+    combined_activity,
+    gpu_activity,
+)
+from jupyter_costguard.sampling.records import GpuSample, KernelSample
+
+
+def activity_of(g: GpuSample, threshold_percent: float = GPU_BUSY_PERCENT) -> Activity:
+    """busy, idle or unknown (a MIG instance reports no utilisation)."""
+    return gpu_activity(g.utilization_percent, threshold_percent)
+
+
+def may_be_working(g: GpuSample, threshold_percent: float = GPU_BUSY_PERCENT) -> bool:
+    """Busy, or of unknown activity while something holds it: not idle, so no idle clock
+    runs for it (nothing on a GPU cannot be working, whatever it reports)."""
+    a = activity_of(g, threshold_percent)
+    return a == BUSY or (a == UNKNOWN and bool(g.processes))
+
+
+def kernel_gpu_activity(k: KernelSample, gpus: Sequence[GpuSample],
+                        threshold_percent: float = GPU_BUSY_PERCENT) -> Activity | None:
+    """The activity of the GPUs a kernel holds, together (`combined_activity`); None when it
+    holds none of `gpus`."""
+    return combined_activity(activity_of(g, threshold_percent) for g in gpus
+                             if g.uuid in k.gpu_memory_bytes)
