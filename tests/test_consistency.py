@@ -213,9 +213,11 @@ def test_every_surface_shows_the_same_figures_and_spend_is_conserved(trace: list
             scraped = metrics(published)
 
             # conservation, in the ledger and in the documents
-            assert close(ledger.spend, cost_so_far, 1e-9)
+            assert close(ledger.spend, cost_so_far, 1e-8)  # float sums, no rounding
             attributed = sum(n["spend"] for n in notebooks)
-            assert close(attributed + status["totals"]["unattributed"], cost_so_far)
+            # each document figure is rounded to 6 decimals: a sum of n is within n half-units
+            assert close(attributed + status["totals"]["unattributed"], cost_so_far,
+                         5e-7 * (len(notebooks) + 1) + 1e-9)
             assert close(status["totals"]["spend"], cost_so_far)
             # /metrics says what the documents say
             assert close(scraped["costguard_server_spend_total"][(("currency", "USD"),)],
