@@ -240,6 +240,7 @@ export interface paths {
                 400: components["responses"]["Error"];
                 403: components["responses"]["Error"];
                 404: components["responses"]["Error"];
+                503: components["responses"]["Error"];
             };
         };
         put?: never;
