@@ -73,6 +73,13 @@ export function isNumber(value: unknown): value is number {
   return typeof value === 'number' && Number.isFinite(value);
 }
 
+/** Local clock time `13:05`. */
+export function formatClock(epochSeconds: number): string {
+  const d = new Date(epochSeconds * 1000);
+  const pad = (n: number): string => String(n).padStart(2, '0');
+  return `${pad(d.getHours())}:${pad(d.getMinutes())}`;
+}
+
 /** Format an epoch-seconds timestamp for tooltips. */
 export function formatTime(epochSeconds: number): string {
   return new Date(epochSeconds * 1000).toLocaleString();

@@ -19,7 +19,9 @@
  */
 import type { ISpendHistory, ISpendSeries } from './api';
 import { niceTicks } from './chartscale';
-import { formatAmount, formatMoney, isNumber } from './format';
+import { formatAmount, formatClock, formatMoney, isNumber } from './format';
+
+export { formatClock } from './format';
 import { svgNumber } from './sparkline';
 
 /** A window the chart offers. */
@@ -325,16 +327,6 @@ export function formatRateTick(value: number): string {
 }
 
 const DAYS = ['Sun', 'Mon', 'Tue', 'Wed', 'Thu', 'Fri', 'Sat'];
-
-function pad(n: number): string {
-  return String(n).padStart(2, '0');
-}
-
-/** Local clock time `13:05`. */
-export function formatClock(epochSeconds: number): string {
-  const d = new Date(epochSeconds * 1000);
-  return `${pad(d.getHours())}:${pad(d.getMinutes())}`;
-}
 
 /** Local day `Mon 2`. */
 export function formatDay(epochSeconds: number): string {
