@@ -268,7 +268,8 @@ def test_a_toast_shows_its_alerts_latest_figures(lab: ServerProcess, page: Any) 
         return str(json.loads(body)["id"])
 
     alert_id = raise_figures("88% idle, ~10.88 USD/h, averaged 19%")
-    toast = page.locator(f'#react-toastify-container .Toastify__toast[data-costguard-alert="{alert_id}"]')
+    ours = f'.Toastify__toast[data-costguard-alert="{alert_id}"]'
+    toast = page.locator(f"#react-toastify-container {ours}")
     toast.wait_for(timeout=30_000)
     assert "88% idle" in toast.inner_text() and "as of" in toast.inner_text()
     assert raise_figures("98% idle, ~12.11 USD/h, averaged 3%") == alert_id
