@@ -179,11 +179,14 @@ def test_the_window_ends_with_the_last_samples_bucket(tmp_path, kernels):
         ledger.close()
 
 
-def test_a_fresh_ledger_is_drawn_over_a_few_minutes(tmp_path):
+def test_a_fresh_ledger_is_drawn_from_its_first_minute(tmp_path):
+    """Never from before it: the demo's chart started minutes before the server did (a
+    young ledger was padded to five minutes on the left)."""
     ledger = Ledger(tmp_path / "l.sqlite", now=T0)
     try:
         empty = timeline.read(ledger, T0 + 30, 360, None, True)
-        assert len(empty["times"]) == timeline.FIT_MIN_MINUTES and empty["since"] is None
+        # no history yet: the current minute, nothing before it
+        assert empty["times"] == [T0] and empty["since"] == T0 and empty["start"] == T0
         seed_history(tmp_path / "l2.sqlite", now=T0 + 3 * 60, minutes=1, rate_per_hour=RATE)
     finally:
         ledger.close()
@@ -191,9 +194,13 @@ def test_a_fresh_ledger_is_drawn_over_a_few_minutes(tmp_path):
     try:
         doc = timeline.read(seeded, T0 + 3 * 60, 360, None, True)
         assert doc["since"] == T0 + 60  # the seeded minute, two before now
-        assert len(doc["times"]) == timeline.FIT_MIN_MINUTES
+        assert doc["start"] == doc["times"][0] == doc["since"]
         # it ends with the last sample's minute (the seeded one: recent)
-        assert doc["times"][-1] == T0 + 60 and doc["bucket_seconds"] == 60
+        assert doc["times"] == [T0 + 60] and doc["bucket_seconds"] == 60
+        # read a minute later (no sample since): from the first minute to now
+        later = timeline.read(seeded, T0 + 5 * 60, 360, None, True)
+        assert later["times"][0] == later["since"] == T0 + 60
+        assert later["times"][-1] == T0 + 5 * 60
     finally:
         seeded.close()
 

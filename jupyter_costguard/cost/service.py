@@ -15,13 +15,14 @@ import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from jupyter_costguard.alerts.store import AlertStore
 from jupyter_costguard.cloud.metadata import MetadataResult
 from jupyter_costguard.cloud.watcher import MetadataWatcher
 from jupyter_costguard.common.gpuactivity import GPU_BUSY_PERCENT
 from jupyter_costguard.common.owner import owner_from_environ
+from jupyter_costguard.common.stopping import ShuttingDown, on_worker
 from jupyter_costguard.cost import timeline
 from jupyter_costguard.cost.activity import may_be_working
 from jupyter_costguard.cost.catalog import Catalog
@@ -39,6 +40,8 @@ from jupyter_costguard.cost.spend import physical_gpus, split_interval
 from jupyter_costguard.cost.views import build_views, history_doc
 from jupyter_costguard.sampling.records import KernelInfo, Sample
 from jupyter_costguard.sampling.telemetry import Telemetry
+
+T = TypeVar("T")
 
 log = logging.getLogger("jupyter_costguard")
 
@@ -145,6 +148,8 @@ class CostService:
         self._task: asyncio.Task[None] | None = None
         self.after_sample = list(after_sample)
         self._stopping = False
+        #: `stop` began: the worker takes no more reads (the ledger is closed next)
+        self._closed = False
         self.samples_total = 0
         #: the budgets a JupyterHub gave this server at spawn, and the spend they started from
         self.hub_budgets = budgets_from_environ(self.environ)
@@ -314,19 +319,29 @@ class CostService:
     async def history(self, path: str, minutes: int) -> list[dict[str, float]]:
         """Minute history from disk, read on the worker thread that owns the database."""
         since = int(time.time() // HISTORY_BUCKET_SECONDS) - minutes
-        loop = asyncio.get_running_loop()
-        points = await loop.run_in_executor(self._executor, self.ledger.history, path, since)
+        points = await self._read(self.ledger.history, path, since)
         return history_doc(points, minutes)
 
     async def spend_history(self, minutes: int, notebook: str | None,
                             fit: bool = False) -> dict[str, Any]:
         """The spend chart's buckets over the last `minutes` (cost/timeline.py), summed by
         SQLite on the worker thread that owns the database (and records the samples)."""
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._executor, timeline.read, self.ledger,
-                                          time.time(), minutes, notebook, fit)
+        return await self._read(timeline.read, self.ledger, time.time(), minutes, notebook,
+                                fit)
+
+    async def _read(self, fn: Callable[..., T], *args: Any) -> T:
+        """`fn(*args)` on the worker that owns the database; `ShuttingDown` once `stop`
+        began (the ledger is being closed), whatever the executor would still take."""
+        if self._closed:
+            raise ShuttingDown()
+        return await on_worker(self._executor, fn, *args)
 
     async def stop(self) -> None:
+        """Stop sampling, close the ledger and shut the worker down; a second call (the
+        server's own, after a test's or an auto-stop's) does nothing."""
+        if self._closed:
+            return
+        self._closed = True
         self._stopping = True
         if self._task is not None:
             self._task.cancel()

@@ -9,9 +9,10 @@ nobody holds, the host's unused share, kernels without a notebook) as `unattribu
 stack of a bucket adds up to the server's spend in it (conservation), to rounding.
 
 A fitted window (`fit`, what the cost panel asks for) starts at the ledger's first minute
-when that is inside the window: a fresh server is drawn over its own few minutes (at least
-`FIT_MIN_MINUTES`) in 1-minute buckets, not squeezed into the right edge of 6 hours; the
-window grows with the ledger up to the `minutes` asked, its buckets sized for its span.
+when that is inside the window: a fresh server is drawn over its own few minutes in 1-minute
+buckets, not squeezed into the right edge of 6 hours, and never from before its first minute
+(a ledger with no history yet is drawn over the current minute); the window grows with the
+ledger up to the `minutes` asked, its buckets sized for its span.
 
 Each minute of the ledger holds the spend of its own seconds (`Ledger.record_by_minute`
 cuts a sample's interval at minute boundaries), and the document's `time` is the ledger's
@@ -34,8 +35,6 @@ MAX_MINUTES = 7 * 1440
 DEFAULT_MINUTES = 6 * 60
 #: A last sample this recent (seconds) ends the window: its bucket is the current one.
 LIVE_SECONDS = 120
-#: The shortest fitted window: a ledger younger than this is drawn over this many minutes.
-FIT_MIN_MINUTES = 5
 #: (longest window, bucket minutes), shortest first.
 BUCKETS = ((6 * 60, 1), (24 * 60, 5), (3 * 1440, 15), (MAX_MINUTES, 60))
 
@@ -85,15 +84,15 @@ def window(now: float, minutes: int, span: int | None = None,
 
 def fitted(now: float, minutes: int, first_bucket: int | None) -> Window:
     """The window of at most `minutes` that starts at the ledger's first minute
-    (`first_bucket`, None when it has none): at least `FIT_MIN_MINUTES` long, and the whole
-    of `minutes` when the ledger is older than that."""
+    (`first_bucket`; None when it has none: the current minute), and the whole of `minutes`
+    when the ledger is older than that. Never a minute before the ledger's first: the chart's
+    axis does not start before the server did."""
     current = int(now // HISTORY_BUCKET_SECONDS)
     oldest = current - minutes + 1
     if first_bucket is not None and first_bucket < oldest:
         return window(now, minutes)
-    span = FIT_MIN_MINUTES if first_bucket is None else current - first_bucket + 1
-    span = min(minutes, max(FIT_MIN_MINUTES, span))
-    return window(now, minutes, span, first_bucket)
+    since = current if first_bucket is None else min(first_bucket, current)
+    return window(now, minutes, current - since + 1, since)
 
 
 def read(ledger: Ledger, now: float, minutes: int, notebook: str | None,

@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 from prometheus_client.core import GaugeMetricFamily, Metric
 
 from jupyter_costguard.common.owner import Owner, owner_doc
+from jupyter_costguard.common.stopping import on_worker
 from jupyter_costguard.cost.allocation import job_cpus
 from jupyter_costguard.metrics.pushgateway import delete_job_metrics
 from jupyter_costguard.offload import jobdir
@@ -120,6 +121,7 @@ class JobService:
         self._estimates = ThreadPoolExecutor(max_workers=2,
                                              thread_name_prefix="costguard-estimate")
         self._task: asyncio.Task[None] | None = None
+        self._stopped = False
         self._wake = asyncio.Event()
         self._metrics: list[Metric] = []
         self._metrics_dirty = True
@@ -127,11 +129,11 @@ class JobService:
 
     async def _on_worker(self, fn: Callable[..., T], *args: Any) -> T:
         """`fn(*args)` on the one job worker thread, where the store and backends are used."""
-        return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
+        return await on_worker(self._executor, fn, *args)
 
     async def _prep(self, fn: Callable[..., T], *args: Any) -> T:
         """Reads of the notebook and its inputs, no store: off the job worker."""
-        return await asyncio.get_running_loop().run_in_executor(self._prepare, fn, *args)
+        return await on_worker(self._prepare, fn, *args)
 
     def job_dir(self, job_id: int) -> Path:
         return self.jobs_dir / str(job_id)
@@ -239,8 +241,7 @@ class JobService:
     async def _estimate(self, name: str, resources: Resources, machine: LocalPrice | None,
                         timeout: float) -> Estimate:
         context = EstimateContext(self.settings.cluster_rates, self.currency(), machine)
-        work = asyncio.get_running_loop().run_in_executor(
-            self._estimates, self.backends[name].estimate, resources, context)
+        work = on_worker(self._estimates, self.backends[name].estimate, resources, context)
         try:
             return await asyncio.wait_for(work, timeout)
         except asyncio.TimeoutError:
@@ -388,6 +389,11 @@ class JobService:
             self._task = asyncio.ensure_future(self._follow_forever())
 
     async def stop(self) -> None:
+        """Stop following and shut the workers down; a second call does nothing (requests
+        after the first answer 503: `on_worker`)."""
+        if self._stopped:
+            return
+        self._stopped = True
         if self._task is not None:
             self._task.cancel()
             try:

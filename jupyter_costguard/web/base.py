@@ -19,6 +19,7 @@ from jupyter_costguard.common.jsonlimits import (
     check_string,
     parse_json,
 )
+from jupyter_costguard.common.stopping import ShuttingDown
 from jupyter_costguard.cost.service import CostService
 
 AUTH_RESOURCE = "costguard"
@@ -114,17 +115,30 @@ class CostguardHandler(APIHandler):
         self.set_header("Content-Type", "application/json")
         if status_code == 405:  # RFC 9110: a 405 names the methods the route has
             self.set_header("Allow", ", ".join(self.allowed_methods()))
+        exc_info = kwargs.get("exc_info")
+        e = exc_info[1] if exc_info else None
+        if isinstance(e, ShuttingDown):  # the server is stopping: say so, not "internal error"
+            status_code = 503
+            self.set_status(status_code)
         reason = self._reason
         message = reason
-        exc_info = kwargs.get("exc_info")
-        if exc_info:
-            e = exc_info[1]
-            if isinstance(e, web.HTTPError) and e.log_message:
+        if e is not None:
+            if isinstance(e, ShuttingDown):
+                message = str(e)
+            elif isinstance(e, web.HTTPError) and e.log_message:
                 message = e.log_message % e.args if e.args else e.log_message
             elif status_code >= 500:
                 message = "internal error; see the server log"
         self.finish(json.dumps({"status": status_code, "reason": reason, "message": message}))
 
+
+    def log_exception(self, typ: Any, value: Any, tb: Any) -> None:
+        """A request refused because the server is stopping is a warning, not a traceback."""
+        if isinstance(value, ShuttingDown):
+            self.log.warning("costguard: %s %s refused: %s", self.request.method,
+                             self.request.uri, value)
+            return
+        super().log_exception(typ, value, tb)
 
     def allowed_methods(self) -> list[str]:
         """The methods this handler defines (what tornado's default answers 405 to, it

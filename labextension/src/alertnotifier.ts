@@ -7,6 +7,14 @@
  * from `alertactions.ts` (shared with the cost panel's Alerts section); the
  * message is the whole text (AlertToastText shows it whole and lets the
  * buttons wrap, since JupyterLab cuts messages at 140 characters).
+ *
+ * A notification shows the alert's latest figures and says when they are
+ * from ("as of 14:02", the alert's `updated`: the sample that last raised
+ * it): when a poll brings new figures for an alert already shown, its toast
+ * is updated in place while it is on screen, and otherwise silently (the
+ * notification centre's entry follows without the toast popping up again),
+ * so that a toast never contradicts the cost panel's Alerts section, which
+ * reads the same poll.
  */
 import type { Notification, NotificationManager } from '@jupyterlab/apputils';
 import type { ISignal } from '@lumino/signaling';
@@ -23,6 +31,8 @@ import {
 } from './alertactions';
 import type { IAlert, IAlertAction } from './api';
 import { AlertDeduplicator, notificationType } from './alerts';
+import { TOAST_MARK } from './alerttoasttext';
+import { formatClock, isNumber } from './format';
 import { DEFAULT_SNOOZE_SECONDS, clampSnooze } from './settings';
 
 export type { ICommandRunner } from './alertactions';
@@ -34,10 +44,24 @@ export interface IAlertSource extends IAlertActionTarget {
   readonly alertsSimulated: boolean;
 }
 
-/** The text of an alert's notification: title, then the whole message. */
+/**
+ * The text of an alert's notification: title and when its figures are from
+ * (`updated`), then the whole message.
+ */
 export function alertMessage(alert: IAlert, simulated = false): string {
-  const title = `${alert.title || alert.kind}${simulated ? ' (simulated)' : ''}`;
+  const asOf =
+    isNumber(alert.updated) && alert.updated > 0 ? ` · as of ${formatClock(alert.updated)}` : '';
+  const title = `${alert.title || alert.kind}${simulated ? ' (simulated)' : ''}${asOf}`;
   return alert.message ? `${title}\n${alert.message}` : title;
+}
+
+/** Whether an alert's toast is on screen now (marked by AlertToastText), not only in the centre. */
+export function toastOnScreen(alertId: string): boolean {
+  if (typeof document === 'undefined') {
+    return false;
+  }
+  const marked = document.querySelectorAll(`#react-toastify-container [${TOAST_MARK}]`);
+  return Array.from(marked).some(node => node.getAttribute(TOAST_MARK) === alertId);
 }
 
 export namespace AlertNotifier {
@@ -52,6 +76,8 @@ export namespace AlertNotifier {
     snoozeSeconds?: number;
     /** Open a URL in a new tab (default: `window.open(url, '_blank', 'noopener')`). */
     openUrl?: (url: string) => void;
+    /** Whether an alert's toast is on screen (default `toastOnScreen`). */
+    onScreen?: (alertId: string) => boolean;
   }
 }
 
@@ -73,6 +99,7 @@ export class AlertNotifier extends Disposable {
       ((url: string) => {
         window.open(url, '_blank', 'noopener,noreferrer');
       });
+    this._onScreen = options.onScreen ?? toastOnScreen;
     this._source.alertsReceived.connect(this._onAlerts, this);
     this._manager.changed.connect(this._onManagerChanged, this);
   }
@@ -124,11 +151,14 @@ export class AlertNotifier extends Disposable {
     if (!this._enabled) {
       return;
     }
-    for (const alert of decisions.notify) {
+    const shown = new Set<IAlert>([...decisions.notify, ...decisions.escalate]);
+    for (const alert of shown) {
       this._show(alert);
     }
-    for (const alert of decisions.escalate) {
-      this._show(alert);
+    for (const alert of alerts) {
+      if (!shown.has(alert)) {
+        this._refresh(alert);
+      }
     }
   }
 
@@ -176,19 +206,27 @@ export class AlertNotifier extends Disposable {
     }));
   }
 
-  private _show(alert: IAlert): void {
-    const message = alertMessage(alert, this._source.alertsSimulated);
-    const type = notificationType(alert.severity);
-    const options = {
-      actions: this._actions(alert),
-      autoClose: (alert.severity === 'info' ? 10000 : false) as number | false,
-      data: {
-        costguardAlertId: alert.id,
-        kind: alert.kind,
-        severity: alert.severity,
-        notebook: alert.notebook ?? null
+  /** The notification of an alert as it is now. */
+  private _notification(alert: IAlert) {
+    return {
+      message: alertMessage(alert, this._source.alertsSimulated),
+      type: notificationType(alert.severity),
+      options: {
+        actions: this._actions(alert),
+        autoClose: (alert.severity === 'info' ? 10000 : false) as number | false,
+        data: {
+          costguardAlertId: alert.id,
+          kind: alert.kind,
+          severity: alert.severity,
+          notebook: alert.notebook ?? null
+        }
       }
     };
+  }
+
+  private _show(alert: IAlert): void {
+    const { message, type, options } = this._notification(alert);
+    this._message.set(alert.id, message);
     const existing = this._byAlert.get(alert.id);
     if (existing && this._manager.has(existing)) {
       this._manager.update({ id: existing, message, type, ...options });
@@ -199,6 +237,25 @@ export class AlertNotifier extends Disposable {
     this._byNotification.set(nid, alert.id);
   }
 
+  /**
+   * New figures for an alert already shown: its toast follows in place while
+   * on screen; otherwise only the notification centre's entry does (an
+   * `autoClose` of 0 is JupyterLab's silent update: no toast pops up again).
+   */
+  private _refresh(alert: IAlert): void {
+    const nid = this._byAlert.get(alert.id);
+    if (!nid || !this._manager.has(nid)) {
+      return;
+    }
+    const { message, type, options } = this._notification(alert);
+    if (this._message.get(alert.id) === message) {
+      return;
+    }
+    this._message.set(alert.id, message);
+    const autoClose = this._onScreen(alert.id) ? options.autoClose : 0;
+    this._manager.update({ id: nid, message, type, ...options, autoClose });
+  }
+
   /** Close an alert's notification without dismissing the alert on the server. */
   private _close(alertId: string): void {
     const nid = this._byAlert.get(alertId);
@@ -207,6 +264,7 @@ export class AlertNotifier extends Disposable {
     }
     this._byAlert.delete(alertId);
     this._byNotification.delete(nid);
+    this._message.delete(alertId);
     if (this._manager.has(nid)) {
       this._internal.add(nid);
       this._manager.dismiss(nid);
@@ -230,6 +288,7 @@ export class AlertNotifier extends Disposable {
     }
     this._byNotification.delete(nid);
     this._byAlert.delete(alertId);
+    this._message.delete(alertId);
     if (this._handled.delete(nid)) {
       return;
     }
@@ -253,6 +312,9 @@ export class AlertNotifier extends Disposable {
   private _internal = new Set<string>();
   private _latest = new Map<string, IAlert>();
   private _manager: NotificationManager;
+  /** The text each alert's notification shows now. */
+  private _message = new Map<string, string>();
+  private _onScreen: (alertId: string) => boolean;
   private _openUrl: (url: string) => void;
   private _snoozeSeconds: number;
   private _source: IAlertSource;

@@ -17,6 +17,7 @@ import {
 } from './api';
 import { severityRank } from './alerts';
 import {
+  asOfLine,
   formatBytes,
   formatDuration,
   formatMoney,
@@ -421,6 +422,11 @@ export function summarizeWidget(input: ICostWidgetInput): ICostWidgetSummary {
   }
   if (simulated) {
     lines.push('Simulated: GPU figures come from a replayed trace, not this machine');
+  }
+  // The widget polls on its own: its sample can differ from the panel's and the status bar's.
+  const asOf = asOfLine(input.kernels.time);
+  if (asOf) {
+    lines.push(asOf);
   }
   return {
     ...common,

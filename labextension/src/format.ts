@@ -73,6 +73,23 @@ export function isNumber(value: unknown): value is number {
   return typeof value === 'number' && Number.isFinite(value);
 }
 
+/** Local clock time `13:05` (`13:05:09` with `seconds`). */
+export function formatClock(epochSeconds: number, seconds = false): string {
+  const d = new Date(epochSeconds * 1000);
+  const pad = (n: number): string => String(n).padStart(2, '0');
+  const hm = `${pad(d.getHours())}:${pad(d.getMinutes())}`;
+  return seconds ? `${hm}:${pad(d.getSeconds())}` : hm;
+}
+
+/**
+ * `Figures as of 13:05:09`: the sample a surface's figures come from (a
+ * document's `time`), so that surfaces read from different polls say which
+ * sample each shows; null without one.
+ */
+export function asOfLine(time: unknown): string | null {
+  return isNumber(time) && time > 0 ? `Figures as of ${formatClock(time, true)}` : null;
+}
+
 /** Format an epoch-seconds timestamp for tooltips. */
 export function formatTime(epochSeconds: number): string {
   return new Date(epochSeconds * 1000).toLocaleString();

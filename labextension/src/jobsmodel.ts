@@ -7,7 +7,9 @@
  * each job this page submitted (`track`) or saw queued or running (or first saw
  * after the first load) when it ends, whether or not the panel shows: a job
  * tracked before the first answer still fires when that answer already has it
- * ended; jobs that had already ended at the first load never fire it. Answers
+ * ended, and so does one the first answer has ended after the page opened
+ * (`since`: a job submitted just before, or by another page, that ended before
+ * this page's first poll); jobs that had ended before never fire it. Answers
  * can arrive out of order (the poll's tick, `track`'s refresh, a command's
  * `refresh` overlap): an answer older than the last one applied is dropped, and
  * a job's state never goes back from ended to queued/running, so no stale
@@ -101,15 +103,17 @@ export function sortJobs(jobs: ReadonlyArray<IJob>): IJob[] {
 /**
  * Which jobs ended since the last list: those seen active (submitted here,
  * or queued/running in an earlier answer; also in the first answer), or unseen
- * after the first load, and now terminal, unless `announced` has them already.
- * Updates `seen` (id → state; an ended job stays ended whatever a stale answer
- * says) and `announced`.
+ * after the first load, or in the first load ended at or after `since` (the
+ * page's start, epoch seconds), and now terminal, unless `announced` has them
+ * already. Updates `seen` (id → state; an ended job stays ended whatever a
+ * stale answer says) and `announced`.
  */
 export function detectEnded(
   seen: Map<number, string>,
   jobs: ReadonlyArray<IJob>,
   firstLoad: boolean,
-  announced: Set<number> = new Set()
+  announced: Set<number> = new Set(),
+  since: number | null = null
 ): IJob[] {
   const ended: IJob[] = [];
   for (const job of jobs) {
@@ -117,7 +121,9 @@ export function detectEnded(
     if (before !== undefined && isTerminal(before) && !isTerminal(job.state)) {
       continue; // a stale answer: jobs never leave an end state
     }
-    const watched = before !== undefined ? isActive(before) : !firstLoad;
+    const endedSince =
+      since !== null && typeof job.ended === 'number' && job.ended >= since;
+    const watched = before !== undefined ? isActive(before) : !firstLoad || endedSince;
     if (isTerminal(job.state) && watched && !announced.has(job.id)) {
       ended.push(job);
       announced.add(job.id);
@@ -125,6 +131,15 @@ export function detectEnded(
     seen.set(job.id, job.state);
   }
   return ended;
+}
+
+/**
+ * When this page was requested, epoch seconds (the navigation's start, which
+ * a job that ended while the page loaded is after; else now).
+ */
+function pageStart(): number {
+  const origin = typeof performance !== 'undefined' ? performance.timeOrigin : NaN;
+  return Number.isFinite(origin) && origin > 0 ? origin / 1000 : Date.now() / 1000;
 }
 
 /** A followed log. */
@@ -143,6 +158,12 @@ export namespace JobsModel {
     slowInterval?: number;
     /** Jobs per page (default JOBS_PAGE_SIZE, the server's default). */
     pageSize?: number;
+    /**
+     * When this page started watching, epoch seconds (default: when the page
+     * was requested): a job the first answer has ended at or after it is
+     * announced too.
+     */
+    since?: number;
   }
 }
 
@@ -160,6 +181,7 @@ export class JobsModel extends PolledModel<IJobsPoll, JobsState> {
     this._fast = fast;
     this._slow = slow;
     this._pageSize = Math.max(1, Math.floor(options.pageSize ?? JOBS_PAGE_SIZE));
+    this._since = options.since ?? pageStart();
   }
 
   /** Emitted once for each job that ends while this page watches it. */
@@ -554,7 +576,8 @@ export class JobsModel extends PolledModel<IJobsPoll, JobsState> {
       this._seen,
       [...sortJobs(page), ...watched],
       firstLoad,
-      this._announced
+      this._announced,
+      this._since
     );
     this._loaded = true;
     this._sort();
@@ -722,6 +745,8 @@ export class JobsModel extends PolledModel<IJobsPoll, JobsState> {
   private _pendingResults = new Map<number, Promise<IJobResults>>();
   private _results = new Map<number, IJobResults | null>();
   private _seen = new Map<number, string>();
+  /** When this page started watching (epoch seconds; see `detectEnded`). */
+  private _since: number;
   private _serverSettings?: ServerConnection.ISettings;
   private _slow: number;
   /** Highest id on any first page so far. */

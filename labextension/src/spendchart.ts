@@ -19,7 +19,9 @@
  */
 import type { ISpendHistory, ISpendSeries } from './api';
 import { niceTicks } from './chartscale';
-import { formatAmount, formatMoney, isNumber } from './format';
+import { formatAmount, formatClock, formatMoney, isNumber } from './format';
+
+export { formatClock } from './format';
 import { svgNumber } from './sparkline';
 
 /** A window the chart offers. */
@@ -112,6 +114,73 @@ function sum(values: ReadonlyArray<number>): number {
   return values.reduce((a, b) => a + b, 0);
 }
 
+/**
+ * Palette indexes of notebooks for the life of one chart: a notebook keeps
+ * the colour it was first drawn in whatever the ranking does (the server
+ * lists notebooks most spent first, and a colour by rank swapped two
+ * notebooks' colours when one overtook the other). A notebook new to the
+ * chart takes a colour no notebook has had, else the one whose notebook was
+ * drawn longest ago (which then forgets it): two bands on screen never share
+ * a colour, and a notebook that leaves and comes back gets its own again
+ * unless another took it meanwhile.
+ */
+export class NotebookColors {
+  constructor(readonly size = PALETTE_SIZE) {}
+
+  /** The colours of the notebooks drawn now (at most `size` of them), in their order. */
+  assign(paths: ReadonlyArray<string>): number[] {
+    this._round++;
+    const colors = paths.map(path => this._byPath.get(path) ?? -1);
+    for (let i = 0; i < paths.length; i++) {
+      if (colors[i] < 0) {
+        colors[i] = this._free(new Set(colors));
+        this._forget(colors[i]);
+        this._byPath.set(paths[i], colors[i]);
+      }
+    }
+    for (const path of paths) {
+      this._drawn.set(path, this._round);
+    }
+    return colors.map(c => (c < 0 ? 0 : c));
+  }
+
+  /** A colour none of `taken` has: one no notebook had, else the one drawn longest ago. */
+  private _free(taken: ReadonlySet<number>): number {
+    const holders = new Map<number, string>();
+    this._byPath.forEach((color, path) => holders.set(color, path));
+    let best = -1;
+    let oldest = Infinity;
+    for (let color = 0; color < this.size; color++) {
+      if (taken.has(color)) {
+        continue;
+      }
+      const holder = holders.get(color);
+      if (holder === undefined) {
+        return color;
+      }
+      const drawn = this._drawn.get(holder) ?? 0;
+      if (drawn < oldest) {
+        oldest = drawn;
+        best = color;
+      }
+    }
+    return best;
+  }
+
+  private _forget(color: number): void {
+    for (const [path, held] of Array.from(this._byPath)) {
+      if (held === color) {
+        this._byPath.delete(path);
+        this._drawn.delete(path);
+      }
+    }
+  }
+
+  private _byPath = new Map<string, number>();
+  private _drawn = new Map<string, number>();
+  private _round = 0;
+}
+
 /** The label of the band of what no notebook spent. */
 export const UNATTRIBUTED_LABEL = 'Unattributed';
 
@@ -121,11 +190,13 @@ export const UNATTRIBUTED_LABEL = 'Unattributed';
  * `other` band, then `unattributed` (idle GPUs nobody holds, unused host
  * share, kernels without a notebook). Their sum per bucket is the server's
  * spend in it. Series of notebooks that spent nothing in the window are left
- * out.
+ * out. Notebooks' colours come from `colors` (the chart's, so that they stay
+ * put as the ranking changes; a fresh one by default: by rank).
  */
 export function bandsOf(
   doc: ISpendHistory | null | undefined,
-  maxNotebooks = MAX_NOTEBOOK_BANDS
+  maxNotebooks = MAX_NOTEBOOK_BANDS,
+  colors: NotebookColors = new NotebookColors()
 ): IBand[] {
   if (!doc || !Array.isArray(doc.times) || !Array.isArray(doc.series)) {
     return [];
@@ -138,9 +209,11 @@ export function bandsOf(
     s => s.path === doc.notebook || clean(s.spend, n).some(v => v > 0)
   );
   const limit = shown.length > maxNotebooks ? Math.max(0, maxNotebooks - 1) : maxNotebooks;
-  const bands = shown
-    .slice(0, limit)
-    .map((s, i) => band(s, n, 'notebook', s.path as string, s.path as string, i % PALETTE_SIZE));
+  const own = shown.slice(0, limit);
+  const palette = colors.assign(own.map(s => s.path as string));
+  const bands = own.map((s, i) =>
+    band(s, n, 'notebook', s.path as string, s.path as string, palette[i])
+  );
   const rest = shown.slice(limit);
   if (rest.length > 0) {
     const merged = rest.map(s => band(s, n, 'notebook', '', '', -1));
@@ -254,16 +327,6 @@ export function formatRateTick(value: number): string {
 }
 
 const DAYS = ['Sun', 'Mon', 'Tue', 'Wed', 'Thu', 'Fri', 'Sat'];
-
-function pad(n: number): string {
-  return String(n).padStart(2, '0');
-}
-
-/** Local clock time `13:05`. */
-export function formatClock(epochSeconds: number): string {
-  const d = new Date(epochSeconds * 1000);
-  return `${pad(d.getHours())}:${pad(d.getMinutes())}`;
-}
 
 /** Local day `Mon 2`. */
 export function formatDay(epochSeconds: number): string {
@@ -383,7 +446,8 @@ export function chartGeometry(
   const end = n > 0 ? times[n - 1] : doc.end;
   const xOf = (t: number): number =>
     n <= 1 || end <= start ? plot.x : plot.x + ((t - start) / (end - start)) * plot.w;
-  const tickTimes = timeTicks(start, end);
+  // No tick before the ledger's first minute (a coarse first bucket starts before it).
+  const tickTimes = timeTicks(isNumber(doc.since) ? Math.max(start, doc.since) : start, end);
   const step = tickTimes.length > 1 ? tickTimes[1] - tickTimes[0] : 3600;
   return {
     layout,

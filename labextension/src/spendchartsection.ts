@@ -40,6 +40,8 @@ import {
   IBand,
   IChartGeometry,
   IChartLayout,
+  MAX_NOTEBOOK_BANDS,
+  NotebookColors,
   summaryLine,
   windowPhrase
 } from './spendchart';
@@ -337,7 +339,7 @@ export class SpendChartSection extends Disposable {
       return;
     }
     const currency = doc.currency || 'USD';
-    const bands = bandsOf(doc);
+    const bands = bandsOf(doc, MAX_NOTEBOOK_BANDS, this._colors);
     const geometry = chartGeometry(doc, bands, this._layout);
     this._geometry = geometry;
     this._currency = currency;
@@ -495,6 +497,8 @@ export class SpendChartSection extends Disposable {
   }
 
   private _chart: HTMLElement;
+  /** Each notebook's colour, for the life of this chart. */
+  private _colors = new NotebookColors();
   private _currency = 'USD';
   private _geometry: IChartGeometry | null = null;
   private _hatchId: string;

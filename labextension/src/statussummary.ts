@@ -8,6 +8,7 @@ import type { AlertSeverity, IAlert, ICostStatus, INotebookDoc } from './api';
 import { maxSeverity } from './alerts';
 import { gpuActivityOf, hubBudgetsOf } from './budgets';
 import {
+  asOfLine,
   formatBudgetLine,
   formatBudgetsSpent,
   formatMoney,
@@ -251,6 +252,10 @@ function noticeLines(facts: IFacts, alerts: ReadonlyArray<IAlert>): string[] {
   }
   if (status.simulated) {
     lines.push('Simulated: numbers come from a replayed trace, not this machine');
+  }
+  const asOf = asOfLine(status.time);
+  if (asOf) {
+    lines.push(asOf);
   }
   lines.push('Click to open the cost panel');
   return lines;

@@ -248,3 +248,39 @@ def assert_one_row(toast: Any) -> None:
     box = toast.bounding_box()
     assert min(b["x"] for b in boxes) >= box["x"], (boxes, box)  # inside the toast
     assert max(b["x"] + b["width"] for b in boxes) <= box["x"] + box["width"], (boxes, box)
+
+
+def test_a_toast_shows_its_alerts_latest_figures(lab: ServerProcess, page: Any) -> None:
+    """The demo showed "88% idle, ~10.88 USD/h" in a toast beside "98%, ~12.11 USD/h" in the
+    panel for the same alert: the toast kept the figures it was raised with. Raised again
+    with new figures (the same condition: the same alert), the toast on screen shows them in
+    place, dated, and the panel's row says the same."""
+    page.goto(f"{lab.url}lab/tree/explore.ipynb?token={lab.token}")
+    page.wait_for_selector(".jp-Notebook", timeout=60_000)
+    page.locator("#jp-costguard-status .jp-costguard-notebook").wait_for(timeout=60_000)
+
+    def raise_figures(message: str) -> str:
+        code, body = lab.request("costguard/api/alerts", "POST", {
+            "kind": "test", "key": "figures", "severity": "warning",
+            "notebook": "explore.ipynb", "title": "Idle GPU", "message": message,
+            "actions": [{"id": "dismiss", "label": "Dismiss"}]})
+        assert code in (200, 201), body
+        return str(json.loads(body)["id"])
+
+    alert_id = raise_figures("88% idle, ~10.88 USD/h, averaged 19%")
+    ours = f'.Toastify__toast[data-costguard-alert="{alert_id}"]'
+    toast = page.locator(f"#react-toastify-container {ours}")
+    toast.wait_for(timeout=30_000)
+    assert "88% idle" in toast.inner_text() and "as of" in toast.inner_text()
+    assert raise_figures("98% idle, ~12.11 USD/h, averaged 3%") == alert_id
+    toast.locator(".jp-toast-message", has_text="98% idle").wait_for(timeout=30_000)
+    text = toast.inner_text()
+    assert "88% idle" not in text and "as of" in text, text
+    assert page.locator("#react-toastify-container .Toastify__toast",
+                        has_text="Idle GPU").count() == 1
+
+    page.locator("#jp-costguard-status").click()
+    row = page.locator(f'#jp-costguard-panel .jp-costguard-alert-row[data-alert-id="{alert_id}"]')
+    row.wait_for(timeout=15_000)
+    assert row.locator(".jp-costguard-alert-message").inner_text().strip() == \
+        "98% idle, ~12.11 USD/h, averaged 3%"

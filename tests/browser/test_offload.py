@@ -93,6 +93,36 @@ def test_run_as_batch_job_from_the_cell_toolbar(lab: ServerProcess, page: Any):
     page.locator(".Toastify__toast", has_text="answer").first.wait_for(timeout=20_000)
 
 
+def test_a_job_that_ends_before_the_pages_first_answer_still_says_so(
+        lab: ServerProcess, page: Any):
+    """In the demo, job 1's end never popped up (jobs 2 and 3's did): the page's first
+    answer was its baseline, and a job it first saw ended was taken as old news, even one
+    that ended after the page opened. Here the page's job polls fail until job 1 (submitted
+    after the page opened) has ended; its first answer then has job 1 ended: announced."""
+    held = [True]
+
+    def jobs_list(route: Any) -> None:
+        if held[0]:
+            route.abort()
+        else:
+            route.continue_()
+
+    page.route("**/costguard/api/jobs?*", jobs_list)
+    open_notebook(lab, page, "model.ipynb")
+    code_, body = lab.request("costguard/api/jobs", "POST",
+                              {"notebook": "model.ipynb", "selected": ["answer"]})
+    assert code_ == 201, body
+    job_id = json.loads(body)["id"]
+    lab.wait_for(f"costguard/api/jobs/{job_id}", lambda d: d["state"] == "succeeded",
+                 timeout=90)
+    held[0] = False
+    page.locator('.jp-SideBar [data-id="jp-costguard-jobs"]').click()  # polls at once
+    ended = page.locator(".Toastify__toast", has_text=f"Job {job_id} (model.ipynb) succeeded")
+    ended.first.wait_for(timeout=60_000)
+    page.wait_for_timeout(4500)  # a few more polls of the open panel: no repeat
+    assert ended.count() == 1
+
+
 def test_shift_click_shows_the_slice_with_its_reasons_first(lab: ServerProcess, page: Any):
     cells = open_notebook(lab, page, "model.ipynb")
     target = cells.nth(4)

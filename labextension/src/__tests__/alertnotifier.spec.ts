@@ -10,7 +10,11 @@ import {
   OFFLOAD_UNAVAILABLE_TEXT,
   safeUrl
 } from '../alertnotifier';
+import { formatClock } from '../format';
 import { alert } from './fixtures';
+
+/** The title line of the fixture's alert, dated by its `updated` (100). */
+const TITLE = `GPU idle · as of ${formatClock(100)}`;
 
 /** NotificationManager's semantics (apputils ships ESM only, which jest cannot load). */
 class FakeManager {
@@ -151,9 +155,13 @@ describe('alert text', () => {
   it('puts the title first and labels simulated figures', () => {
     const a = alert('a1');
     expect(alertMessage(a)).toBe(
-      'GPU idle\nThe GPU held by explore.ipynb has been idle for 30 min.'
+      `${TITLE}\nThe GPU held by explore.ipynb has been idle for 30 min.`
     );
-    expect(alertMessage({ ...a, message: '' }, true)).toBe('GPU idle (simulated)');
+    expect(alertMessage({ ...a, message: '' }, true)).toBe(
+      `GPU idle (simulated) · as of ${formatClock(100)}`
+    );
+    // no time known: no date
+    expect(alertMessage({ ...a, updated: undefined as never, message: '' })).toBe('GPU idle');
   });
 
   it('only lets http(s) URLs through', () => {
@@ -165,7 +173,7 @@ describe('alert text', () => {
 
 describe('AlertNotifier', () => {
   it('shows each alert once, typed by severity, with its actions', () => {
-    const { source, manager, notifier } = setup();
+    const { source, manager, notifier } = setup({ onScreen: () => true });
     source.push(alert('a1', 'warning'), alert('a2', 'critical'), alert('a3', 'info'));
     source.push(alert('a1', 'warning'), alert('a2', 'critical'), alert('a3', 'info'));
     source.push(
@@ -174,8 +182,8 @@ describe('AlertNotifier', () => {
       alert('a3', 'info')
     );
     expect(manager.list).toHaveLength(3);
-    expect(manager.list.map(n => n.message)).not.toContain('still idle');
     const n1 = manager.get(notifier.notificationId('a1')!)!;
+    expect(n1.message).toContain('still idle'); // once, with its latest figures
     expect(n1.type).toBe('warning');
     expect(n1.options.autoClose).toBe(false);
     expect(n1.options.actions!.map(a => a.label)).toEqual([
@@ -193,7 +201,7 @@ describe('AlertNotifier', () => {
     const { source, manager } = setup();
     const long = 'word '.repeat(60).trim() + ' the-end.';
     source.push(alert('a1', 'warning', { message: long }));
-    expect(manager.list[0].message).toBe(`GPU idle\n${long}`);
+    expect(manager.list[0].message).toBe(`${TITLE}\n${long}`);
     expect(manager.list[0].message.length).toBeGreaterThan(300);
   });
 
@@ -238,6 +246,45 @@ describe('AlertNotifier', () => {
     expect(manager.get(id!)!.type).toBe('error');
     expect(manager.get(id!)!.message).toContain('GPU idle for 2 h');
     expect(changes).toEqual(['added', 'updated']);
+  });
+
+  it('shows the latest figures of an alert, in place, dated, while its toast is on screen', () => {
+    // the demo: "88% idle, ~10.88 USD/h" in the toast beside "98%, ~12.11 USD/h" in the panel
+    const { source, manager, notifier } = setup({ onScreen: () => true });
+    const changes: string[] = [];
+    manager.changed.connect((_, c) => changes.push(c.type));
+    source.push(alert('a1', 'warning', { updated: 100, message: '88% idle, ~10.88 USD/h' }));
+    const id = notifier.notificationId('a1')!;
+    source.push(alert('a1', 'warning', { updated: 100, message: '88% idle, ~10.88 USD/h' }));
+    expect(changes).toEqual(['added']); // nothing new: nothing redrawn
+    source.push(alert('a1', 'warning', { updated: 700, message: '98% idle, ~12.11 USD/h' }));
+    expect(changes).toEqual(['added', 'updated']);
+    expect(notifier.notificationId('a1')).toBe(id);
+    const n = manager.get(id)!;
+    expect(n.message).toBe(`GPU idle · as of ${formatClock(700)}\n98% idle, ~12.11 USD/h`);
+    expect(n.type).toBe('warning');
+    expect(n.options.autoClose).toBe(false); // still a toast that stays
+    expect(n.options.actions!.map(a => a.label)).toContain('Dismiss');
+  });
+
+  it('updates silently when the alert\'s toast is not on screen (the centre follows)', () => {
+    let onScreen = false;
+    const { source, manager, notifier } = setup({ onScreen: () => onScreen });
+    source.push(alert('a1', 'info', { updated: 100, message: 'idle 40%' }));
+    const id = notifier.notificationId('a1')!;
+    expect(manager.get(id)!.options.autoClose).toBe(10000);
+    // its toast closed by itself: new figures reach the centre without popping it up again
+    source.push(alert('a1', 'info', { updated: 400, message: 'idle 60%' }));
+    expect(manager.get(id)!.message).toContain('idle 60%');
+    expect(manager.get(id)!.options.autoClose).toBe(0);
+    // on screen again (an escalation shows it): in place, with its own autoClose
+    source.push(alert('a1', 'warning', { updated: 500, message: 'idle 80%' }));
+    expect(manager.get(id)!.options.autoClose).toBe(false);
+    onScreen = true;
+    source.push(alert('a1', 'warning', { updated: 800, message: 'idle 90%' }));
+    expect(manager.get(id)!.message).toContain('idle 90%');
+    expect(manager.get(id)!.options.autoClose).toBe(false);
+    expect(manager.list).toHaveLength(1);
   });
 
   it('re-notifies an escalated alert whose notification was closed', () => {
@@ -420,7 +467,9 @@ describe('AlertNotifier', () => {
     const { source, manager } = setup();
     source.alertsSimulated = true;
     source.push(alert('a1'));
-    expect(manager.list[0].message.split('\n')[0]).toBe('GPU idle (simulated)');
+    expect(manager.list[0].message.split('\n')[0]).toBe(
+      `GPU idle (simulated) · as of ${formatClock(100)}`
+    );
   });
 
   it('stops listening when disposed', () => {

@@ -17,6 +17,7 @@ import {
   pickKernel,
   summarizeWidget
 } from '../costwidgetsummary';
+import { formatClock } from '../format';
 
 const GiB = 1024 ** 3;
 
@@ -204,6 +205,10 @@ describe('summarizeWidget', () => {
     expect(summary.notebook).toBe('work/explore.ipynb');
     expect(summary.parts[0].title).toMatch(/work\/explore\.ipynb/);
     expect(summary.parts[4].title).toMatch(/this kernel now costs USD 4.10\/h/);
+    // the widget polls on its own: it says which sample its figures are from
+    expect(summary.title.split('\n')).toContain(
+      `Figures as of ${formatClock(kernels.time as number, true)}`
+    );
   });
 
   it("falls back to the kernel's own figures without a notebook record", () => {

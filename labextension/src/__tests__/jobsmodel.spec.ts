@@ -7,13 +7,14 @@ import { job, jobRange, results, servePagedJobs } from './jobfixtures';
 
 const made: JobsModel[] = [];
 
-function setup(jobs: IJob[], open: string[] = []) {
+function setup(jobs: IJob[], open: string[] = [], since?: number) {
   const s = new FakeServer();
   let list = jobs;
   s.routes['GET jobs'] = () => ({ body: { jobs: list, currency: 'EUR' } });
   const m = new JobsModel({
     serverSettings: s.settings(),
-    isNotebookOpen: path => open.includes(path)
+    isNotebookOpen: path => open.includes(path),
+    since
   });
   made.push(m);
   const ended: IJob[] = [];
@@ -142,6 +143,25 @@ describe('JobsModel', () => {
     expect(ended.map(j => [j.id, j.state])).toEqual([[3, 'succeeded']]);
     await m.refresh();
     expect(ended).toHaveLength(1);
+  });
+
+  it('notifies a job that ended after the page opened, before its first answer', async () => {
+    // the demo: job 1 ended between this page's start and its first poll, and its end was
+    // never announced (jobs 2 and 3, ended later, were); jobs ended before the page stay quiet
+    const { m, ended, set } = setup(
+      [job(1, 'succeeded', { ended: 1500 }), job(0, 'failed', { ended: 1499 })],
+      [],
+      1500
+    );
+    await m.refresh();
+    expect(ended.map(j => [j.id, j.state])).toEqual([[1, 'succeeded']]);
+    set([job(2, 'succeeded', { ended: 1600 }), job(1, 'succeeded', { ended: 1500 })]);
+    await m.refresh();
+    await m.refresh();
+    expect(ended.map(j => j.id)).toEqual([1, 2]); // once each
+    expect(detectEnded(new Map(), [job(5, 'lost', { ended: null })], true, new Set(), 0)).toEqual(
+      []
+    );
   });
 
   it('notifies a job submitted and ended between two polls, and tracked jobs', async () => {

@@ -13,6 +13,7 @@ import {
   formatShare,
   formatStale
 } from '../format';
+import { formatClock } from '../format';
 import { summarizeStatus } from '../statussummary';
 import { priceOf } from '../price';
 import { price, pricedStatus, share, status } from './fixtures';
@@ -139,6 +140,7 @@ describe('status tooltip with price', () => {
       'Waste: USD 0.50 (41% of spend: idle GPUs a kernel holds)',
       'Unattributed: USD 0.10 (USD 0.05 of it: GPUs nobody holds (not waste))',
       'Simulated: numbers come from a replayed trace, not this machine',
+      `Figures as of ${formatClock(status.time as number, true)}`,
       'Click to open the cost panel'
     ]);
     expect(summarizeStatus(status).stale).toBe(false);

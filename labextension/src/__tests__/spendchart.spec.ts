@@ -1,6 +1,7 @@
 import {
   areaPath,
   bandsOf,
+  NotebookColors,
   bandTitle,
   bucketAt,
   bucketLines,
@@ -27,6 +28,32 @@ function points(d: string): [number, number][] {
     return [parseFloat(x), parseFloat(y)];
   });
 }
+
+describe('NotebookColors', () => {
+  it('keeps a notebook\'s colour for the life of the chart, whatever its rank', () => {
+    const colors = new NotebookColors(3);
+    expect(colors.assign(['a', 'b'])).toEqual([0, 1]);
+    expect(colors.assign(['b', 'a'])).toEqual([1, 0]);
+    // a newcomer takes a colour no notebook had; b leaves and comes back with its own
+    expect(colors.assign(['c', 'a'])).toEqual([2, 0]);
+    expect(colors.assign(['a', 'b', 'c'])).toEqual([0, 1, 2]);
+  });
+
+  it('gives a newcomer the colour drawn longest ago once the palette is used up', () => {
+    const colors = new NotebookColors(3);
+    colors.assign(['a', 'b', 'c']);
+    colors.assign(['b', 'c']);
+    // a was drawn longest ago: d takes its colour, and a, back, takes another free one
+    expect(colors.assign(['d', 'b', 'c'])).toEqual([0, 1, 2]);
+    const back = colors.assign(['a', 'd']);
+    expect(back[1]).toBe(0);
+    expect(back[0]).not.toBe(0);
+    // never two bands of one colour
+    for (const paths of [['a', 'b', 'c'], ['c', 'd', 'a'], ['e', 'f', 'a']]) {
+      expect(new Set(colors.assign(paths)).size).toBe(paths.length);
+    }
+  });
+});
 
 describe('bandsOf', () => {
   it('stacks the notebooks most spent first, then what no notebook spent', () => {
@@ -253,6 +280,17 @@ describe('words', () => {
     expect(ticks.length).toBeGreaterThanOrEqual(2);
     expect(ticks[1] - ticks[0]).toBe(60);
     expect(timeTicks(T0, T0 + 20 * 60)[1] - timeTicks(T0, T0 + 20 * 60)[0]).toBe(300);
+  });
+
+  it('puts no time tick before the ledger\'s first minute', () => {
+    // 5-minute buckets: the first starts 4 minutes before the server's first sample
+    const since = T0 + 4 * 60;
+    const doc = historyDoc({ n: 100, bucket: 300, minutes: 1440, since,
+                             notebooks: { 'a.ipynb': { spend: new Array(100).fill(0.1) } } });
+    const g = chartGeometry(doc, bandsOf(doc));
+    expect(g.times[0]).toBeLessThan(since);
+    expect(g.xTicks.length).toBeGreaterThan(1);
+    expect(Math.min(...g.xTicks.map(t => t.value))).toBeGreaterThanOrEqual(since);
   });
 
   it('builds closed area paths', () => {

@@ -289,4 +289,29 @@ describe('SpendChartSection', () => {
     const button = s.node.querySelector<HTMLButtonElement>('button[data-minutes="360"]')!;
     expect(button.title).toContain('at most');
   });
+
+  it('keeps each notebook\'s colour when the ranking changes', async () => {
+    // train spends most, then explore overtakes it: the server lists explore first
+    let overtaken = false;
+    answer = (minutes, notebook) =>
+      historyDoc({ minutes, notebook, server: 1, notebooks: {
+        'train.ipynb': { spend: [0.3, 0.3, 0.3, 0.3] },
+        'explore.ipynb': { spend: overtaken ? [0.5, 0.5, 0.5, 0.5] : [0.1, 0.1, 0.1, 0.1] }
+      } });
+    const s = section();
+    s.setShown(true);
+    await settle();
+    const colorOf = (path: string) =>
+      q(s, `path.jp-costguard-spend-chart-area[data-notebook="${path}"]`)[0]
+        .getAttribute('class')!.match(/color-\d+/)?.[0];
+    const before = { train: colorOf('train.ipynb'), explore: colorOf('explore.ipynb') };
+    expect(before.train).not.toBe(before.explore);
+    overtaken = true;
+    await s.model.refresh();
+    await settle();
+    expect(
+      q(s, 'path.jp-costguard-spend-chart-area[data-notebook]').map(a => a.getAttribute('data-notebook'))
+    ).toEqual(['explore.ipynb', 'train.ipynb']);
+    expect({ train: colorOf('train.ipynb'), explore: colorOf('explore.ipynb') }).toEqual(before);
+  });
 });

@@ -240,6 +240,7 @@ export interface paths {
                 400: components["responses"]["Error"];
                 403: components["responses"]["Error"];
                 404: components["responses"]["Error"];
+                503: components["responses"]["Error"];
             };
         };
         put?: never;
@@ -1180,7 +1181,7 @@ export interface components {
         };
         SpendHistory: components["schemas"]["Common"] & {
             minutes: number;
-            /** @description With `fit=true`: the start of the ledger's first minute, when the window was fitted to it (nothing was spent before); null when the window is the whole of `minutes`. */
+            /** @description With `fit=true`: the start of the ledger's first minute (the current minute while it has none), when the window was fitted to it (nothing was spent before; the window never starts before it); null when the window is the whole of `minutes`. */
             since: number | null;
             /** @enum {unknown} */
             bucket_seconds: 60 | 300 | 900 | 3600;
