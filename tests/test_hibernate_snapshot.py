@@ -129,7 +129,10 @@ def test_a_namespace_comes_back_in_a_new_kernel(kernels: tuple[Kernel, Kernel],
     a, b = kernels
     a.run(NOTEBOOK)
     dest = tmp_path / "state" / "snap-1"
+    before = a.value("[len(Out), sorted(k for k in globals() if not k.startswith('_'))]")
     saved = a.reply(save_code(dest, GB))
+    # the server's cell binds no name and leaves nothing in Out
+    assert a.value("[len(Out), sorted(k for k in globals() if not k.startswith('_'))]") == before
     assert "error" not in saved, saved
     assert {"settings", "score", "scale", "Model", "model", "square", "items", "weights",
             "frame", "np", "pd", "osp", "same"} <= set(saved["saved"])
@@ -216,6 +219,7 @@ def test_a_missing_module_names_the_variables_that_need_it(kernels: tuple[Kernel
     a.run(f"import sys; sys.path.insert(0, {str(lib)!r})\n"
           "import hib_only_in_a as only_a\n"
           "thing = only_a.Thing(5)\n"
+          "thing_box = [thing]\n"
           "kept_beside_thing = 'still here'\n"
           f"sys.path.remove({str(lib)!r})")
     dest = tmp_path / "snap"
@@ -228,6 +232,9 @@ def test_a_missing_module_names_the_variables_that_need_it(kernels: tuple[Kernel
     for s in failed.values():
         assert s["module"] == "hib_only_in_a" and "hib_only_in_a" in s["reason"]
         assert "not installed here" in s["reason"]
+    # a value holding the missing one refers to it by name: named too, with the reason
+    box = next(s for s in back["skipped"] if s["name"] == "thing_box")
+    assert box["reason"] == "refers to thing, which did not come back"
     assert "kept_beside_thing" in back["restored"]
     assert b.value("[kept_beside_thing, 'thing' in globals()]") == ["still here", False]
 
@@ -254,8 +261,8 @@ def _namespace(**values: Any) -> dict[str, Any]:
 
 
 def test_the_cap_is_held_while_streaming_and_nothing_is_left(tmp_path: Path):
-    # a dict's cheap estimate misses its values: the write itself stops at the cap
-    ns = _namespace(small=1, texts={f"k{i}": "x" * 10_000 for i in range(100)})
+    # the cheap estimate looks one level deep: the write itself stops at the cap
+    ns = _namespace(small=1, texts=[{"t": "x" * 10_000} for _ in range(100)])
     with pytest.raises(SnapshotTooLarge) as info:
         save(ns, tmp_path / "snap", 100_000)
     assert "texts (over" in str(info.value) and info.value.largest[0][0] == "texts"
@@ -298,6 +305,26 @@ def test_live_resources_and_unpicklable_values_are_named_with_reasons(tmp_path: 
     # the failed value's file was removed: only the saved ones and the manifest remain
     assert sorted(p.name for p in (tmp_path / "snap").iterdir()) == [
         manifest.entries[0].file, "manifest.json"]
+
+
+def test_in_memory_files_and_unusual_arrays_round_trip(tmp_path: Path):
+    import io
+
+    np = pytest.importorskip("numpy")
+    ns = _namespace(buf=io.BytesIO(b"abc"), text=io.StringIO("hello"),
+                    objects=np.array([{"a": 1}, None], dtype=object),
+                    fortran=np.asfortranarray(np.arange(6).reshape(2, 3)),
+                    strided=np.arange(10)[::3])
+    manifest = save(ns, tmp_path / "snap", GB)
+    assert {e.name: e.kind for e in manifest.entries} == {
+        "buf": "pickle", "text": "pickle", "objects": "pickle", "fortran": "numpy",
+        "strided": "numpy"}
+    target = _namespace()
+    assert sorted(restore(target, tmp_path / "snap").restored) == sorted(manifest.saved)
+    assert target["buf"].getvalue() == b"abc" and target["text"].getvalue() == "hello"
+    assert target["objects"][0] == {"a": 1} and target["objects"][1] is None
+    assert np.array_equal(target["fortran"], ns["fortran"])
+    assert target["strided"].tolist() == [0, 3, 6, 9]
 
 
 def test_a_manifest_other_than_the_checked_one_is_refused(tmp_path: Path):

@@ -12,7 +12,7 @@ import json
 import os
 from typing import Any
 
-from jupyter_costguard.kernel.hibernate.records import SnapshotError, SnapshotTooLarge
+from jupyter_costguard.kernel.hibernate.records import SnapshotTooLarge
 from jupyter_costguard.kernel.hibernate.snapshot import restore, save
 
 REPLY_PREFIX = "costguard-hibernate: "
@@ -46,7 +46,7 @@ def kernel_save(dest: str, max_bytes: int) -> dict[str, Any]:
     shell = _shell()
     try:
         manifest = save(shell.user_ns, dest, max_bytes, hidden=shell.user_ns_hidden)
-    except (SnapshotError, OSError) as e:
+    except Exception as e:  # the answer says why; the kernel's variables stay as they were
         return _answer(_error(e))
     return _answer({**manifest.to_dict(), "saved": manifest.saved, "bytes": manifest.bytes})
 
@@ -57,7 +57,7 @@ def kernel_restore(src: str, expect_digest: str | None = None) -> dict[str, Any]
     shell = _shell()
     try:
         result = restore(shell.user_ns, src, expect_digest=expect_digest)
-    except (SnapshotError, OSError) as e:
+    except Exception as e:
         return _answer(_error(e))
     return _answer(result.to_dict())
 

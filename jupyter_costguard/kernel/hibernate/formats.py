@@ -18,6 +18,7 @@
 from __future__ import annotations
 
 import importlib
+import itertools
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -77,13 +78,23 @@ def estimate(value: Any, kind: str) -> int:
 
 
 def _shallow_size(value: Any) -> int:
+    """The container and (from a sample of up to 1,000) its items, one level deep."""
     try:
         size = sys.getsizeof(value)
-    except TypeError:
+        if isinstance(value, (list, tuple, set, frozenset, dict)):
+            items = value.items() if isinstance(value, dict) else value
+            sample = list(itertools.islice(items, 1000))
+            each = sum(_getsizeof(v) for v in sample) / max(1, len(sample))
+            size += int(each * len(value))
+    except Exception:  # an estimate: a strange __len__ or __sizeof__ only makes it lower
         return 0
-    if isinstance(value, (list, tuple, set, frozenset)):
-        size += sum(sys.getsizeof(v) for v in list(value)[:1000]) * max(1, len(value) // 1000)
     return int(size)
+
+
+def _getsizeof(item: Any) -> int:
+    if isinstance(item, tuple):  # a dict's (key, value)
+        return sum(sys.getsizeof(v) for v in item)
+    return sys.getsizeof(item)
 
 
 def devices(value: Any) -> list[str]:

@@ -17,8 +17,8 @@ def user_names(namespace: Mapping[str, Any],
     """The user's names in `namespace`, sorted. `hidden` is IPython's `user_ns_hidden`: a name
     still bound to the object IPython put there is IPython's, as `%who` decides."""
     hidden = hidden or {}
-    for name in sorted(namespace):
-        if not isinstance(name, str) or name.startswith("_") or name in IPYTHON_NAMES:
+    for name in sorted(n for n in namespace if isinstance(n, str)):
+        if name.startswith("_") or name in IPYTHON_NAMES:
             continue
         if hidden.get(name, _ABSENT) is namespace[name]:
             continue

@@ -37,7 +37,7 @@ def why_not(value: Any) -> str | None:
         return "an async generator: its paused frame cannot be saved"
     if isinstance(value, types.CoroutineType):
         return "a coroutine: its paused frame cannot be saved"
-    if isinstance(value, io.IOBase):
+    if isinstance(value, io.IOBase) and not isinstance(value, (io.BytesIO, io.StringIO)):
         name = getattr(value, "name", None)
         where = f" ({name})" if isinstance(name, str) else ""
         return f"an open file{where}: reopen it after restoring"
