@@ -269,6 +269,24 @@ def test_the_cap_is_held_while_streaming_and_nothing_is_left(tmp_path: Path):
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_save_that_fails_midway_leaves_no_partial_folder(tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch):
+    from jupyter_costguard.kernel.hibernate import partial_folders
+    from jupyter_costguard.kernel.hibernate import sink as sink_module
+
+    seen: list[list[Path]] = []
+
+    def disk_full(self: Any, data: Any) -> int:
+        seen.append(partial_folders(tmp_path))
+        raise sink_module.WriteFailed(OSError(28, "No space left on device"))
+
+    monkeypatch.setattr(sink_module.Sink, "write", disk_full)
+    with pytest.raises(NotEnoughSpace, match="filled up"):
+        save(_namespace(x=[1, 2, 3]), tmp_path / "snap", GB)
+    assert len(seen[0]) == 1 and seen[0][0].name.startswith(".snap.")  # it was there
+    assert list(tmp_path.iterdir()) == [] and partial_folders(tmp_path) == []
+
+
 def test_too_little_free_space_is_refused_before_writing(tmp_path: Path,
                                                          monkeypatch: pytest.MonkeyPatch):
     np = pytest.importorskip("numpy")

@@ -42,7 +42,13 @@ from jupyter_costguard.kernel.hibernate.records import (
     canonical_bytes,
     manifest_digest,
 )
-from jupyter_costguard.kernel.hibernate.snapshot import read_manifest, restore, save, verify
+from jupyter_costguard.kernel.hibernate.snapshot import (
+    partial_folders,
+    read_manifest,
+    restore,
+    save,
+    verify,
+)
 
 __all__ = [
     "CorruptSnapshot",
@@ -59,6 +65,7 @@ __all__ = [
     "kernel_save",
     "manifest_digest",
     "parse_reply",
+    "partial_folders",
     "read_manifest",
     "restore",
     "restore_code",

@@ -31,6 +31,12 @@ _ATOMIC = (int, float, complex, str, bytes, bool, type(None), tuple, frozenset, 
 PROTOCOL = 5
 
 
+def referable(value: Any) -> bool:
+    """Whether another value holding `value` refers to it by name rather than copying it:
+    not for small immutable values, whose identity means nothing (`x = 5; y = [5]`)."""
+    return not isinstance(value, _ATOMIC)
+
+
 def _namespace() -> dict[str, Any]:
     """The namespace being restored into (an unpickled function's globals)."""
     return _target.get()
@@ -64,7 +70,7 @@ class Pickler(cloudpickle.Pickler):
         return reduced
 
     def persistent_id(self, obj: Any) -> Any:
-        if isinstance(obj, _ATOMIC):
+        if not referable(obj):
             return None
         name = self._earlier.get(id(obj))
         if name is None:

@@ -53,6 +53,8 @@ from jupyter_costguard.kernel.hibernate.unsaveable import why_not
 SPACE_MARGIN = 16 << 20
 #: a manifest larger than this is not one costguard wrote
 MANIFEST_LIMIT = 64 << 20
+#: the suffix of a snapshot still being written (or left by a kernel killed while saving)
+PARTIAL = ".partial"
 _FILE_NAME = re.compile(r"\A[0-9]{4}\.(npy|pkl|pt)\Z")
 _ABSENT = object()
 
@@ -77,7 +79,7 @@ def save(namespace: Mapping[str, Any], dest: str | os.PathLike[str], max_bytes: 
     if total + SPACE_MARGIN > free:
         raise NotEnoughSpace(f"not enough free space in {dest.parent}: the snapshot needs about "
                              f"{_human(total + SPACE_MARGIN)}, {_human(free)} is free")
-    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", suffix=".partial", dir=dest.parent))
+    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", suffix=PARTIAL, dir=dest.parent))
     try:
         manifest = _write(namespace, plan, skipped, tmp, Budget(max_bytes), sizes, max_bytes)
         os.replace(tmp, dest)
@@ -86,6 +88,17 @@ def save(namespace: Mapping[str, Any], dest: str | os.PathLike[str], max_bytes: 
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return manifest
+
+
+def partial_folders(parent: str | os.PathLike[str]) -> list[Path]:
+    """The unfinished snapshots in `parent`: being written now, or left by a kernel that died
+    while saving. Never loaded; whoever owns `parent` decides when to remove them."""
+    try:
+        found = [p for p in Path(parent).iterdir()
+                 if p.name.startswith(".") and p.name.endswith(PARTIAL) and p.is_dir()]
+    except OSError:
+        return []
+    return sorted(found)
 
 
 def _plan(namespace: Mapping[str, Any], hidden: Mapping[str, Any] | None
@@ -146,7 +159,7 @@ def _write(namespace: Mapping[str, Any], plan: list[tuple[str, Any, str]],
                              sha256=digest, needs=needs,
                              devices=formats.devices(value) if kind == "torch" else []))
         used.add(kind if kind in ("numpy", "pandas", "torch") else "cloudpickle")
-        if not isinstance(value, pickling._ATOMIC):
+        if pickling.referable(value):
             earlier[id(value)] = name
     manifest = Manifest(entries=entries, skipped=sorted(skipped, key=lambda s: s.name),
                         created=time.time(), python=platform.python_version(),
