@@ -325,6 +325,21 @@ def test_live_resources_and_unpicklable_values_are_named_with_reasons(tmp_path: 
         manifest.entries[0].file, "manifest.json"]
 
 
+class _Broken:
+    """A proxy that fails when asked what it is."""
+
+    @property  # type: ignore[misc]
+    def __class__(self) -> type:
+        raise RuntimeError("the proxy's target is gone")
+
+
+def test_a_value_that_cannot_even_be_inspected_is_named(tmp_path: Path):
+    manifest = save(_namespace(proxy=_Broken(), fine=1), tmp_path / "snap", GB)
+    assert manifest.saved == ["fine"]
+    assert [(s.name, s.reason) for s in manifest.skipped] == [
+        ("proxy", "cannot be inspected: RuntimeError: the proxy's target is gone")]
+
+
 def test_in_memory_files_and_unusual_arrays_round_trip(tmp_path: Path):
     import io
 

@@ -55,7 +55,7 @@ SPACE_MARGIN = 16 << 20
 MANIFEST_LIMIT = 64 << 20
 #: the suffix of a snapshot still being written (or left by a kernel killed while saving)
 PARTIAL = ".partial"
-_FILE_NAME = re.compile(r"\A[0-9]{4}\.(npy|pkl|pt)\Z")
+_FILE_NAME = re.compile(r"\A[0-9]{4,}\.(npy|pkl|pt)\Z")
 _ABSENT = object()
 
 
@@ -109,11 +109,15 @@ def _plan(namespace: Mapping[str, Any], hidden: Mapping[str, Any] | None
     skipped: list[Skipped] = []
     for name in names.user_names(namespace, hidden):
         value = namespace[name]
-        reason = why_not(value)
+        try:
+            reason = why_not(value)
+            kind = formats.kind_of(value)
+        except Exception as e:  # an object that fails even to be looked at (a broken proxy)
+            reason = f"cannot be inspected: {_short(e)}"
         if reason is not None:
             skipped.append(Skipped(name, reason))
         else:
-            plan.append((name, value, formats.kind_of(value)))
+            plan.append((name, value, kind))
 
     def rank(item: tuple[str, Any, str]) -> tuple[int, int, str]:
         name, value, kind = item
