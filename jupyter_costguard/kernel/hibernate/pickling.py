@@ -1,0 +1,103 @@
+"""Pickling one name of a namespace, so it comes back *into* a namespace.
+
+Three differences from plain cloudpickle, all for values that live in a notebook:
+
+* A function defined in the notebook keeps the notebook as its globals: its `__globals__` is
+  written as a reference to "the namespace being restored" (`_namespace`), not as a copy of
+  the globals it uses. So restored functions see later assignments, and saving one does not
+  copy the big arrays it reads (nor fail because it reads an open file).
+* An object that is also the value of an earlier saved name is written as a reference to that
+  name (a persistent id), so `data = {"X": X}` stays one X, and an instance's class is the
+  restored class. Only earlier names are referred to, so the references never form a cycle.
+* Modules are pickled by name (cloudpickle's default), never referred to.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import pickle
+from collections.abc import Callable, Mapping
+from typing import IO, Any
+
+import cloudpickle
+
+#: the namespace a restore is loading into; notebook functions' globals resolve to it
+_target: contextvars.ContextVar[dict[str, Any]] = contextvars.ContextVar("hibernate_target")
+
+#: values that are equal when they are the same, and cheap: never referred to by name
+_ATOMIC = (int, float, complex, str, bytes, bool, type(None), tuple, frozenset, range,
+           type(Ellipsis), type(NotImplemented))
+
+PROTOCOL = 5
+
+
+def referable(value: Any) -> bool:
+    """Whether another value holding `value` refers to it by name rather than copying it:
+    not for small immutable values, whose identity means nothing (`x = 5; y = [5]`)."""
+    return not isinstance(value, _ATOMIC)
+
+
+def _namespace() -> dict[str, Any]:
+    """The namespace being restored into (an unpickled function's globals)."""
+    return _target.get()
+
+
+class _NamespaceToken(dict[str, Any]):
+    """Stands for the notebook's namespace where a function's globals would be written."""
+
+    def __reduce__(self) -> tuple[Callable[[], dict[str, Any]], tuple[()]]:
+        return (_namespace, ())
+
+
+class Pickler(cloudpickle.Pickler):
+    """cloudpickle, with the notebook's globals as a reference and earlier names referred to."""
+
+    def __init__(self, file: IO[bytes], namespace: Mapping[str, Any],
+                 earlier: Mapping[int, str] | None = None) -> None:
+        super().__init__(file, protocol=PROTOCOL)
+        self._namespace_dict = namespace
+        self._earlier = earlier or {}
+        self.needs: set[str] = set()
+        # functions whose globals are the namespace get this (empty) dict as theirs
+        self.globals_ref[id(namespace)] = _NamespaceToken()
+
+    def _dynamic_function_reduce(self, func: Any) -> Any:
+        reduced = super()._dynamic_function_reduce(func)
+        if func.__globals__ is self._namespace_dict:
+            make, args, (state, slotstate), *rest = reduced
+            slotstate = {**slotstate, "__globals__": {}}
+            reduced = (make, args, (state, slotstate), *rest)
+        return reduced
+
+    def persistent_id(self, obj: Any) -> Any:
+        if not referable(obj):
+            return None
+        name = self._earlier.get(id(obj))
+        if name is None:
+            return None
+        self.needs.add(name)
+        return ("name", name)
+
+
+class Unpickler(pickle.Unpickler):
+    """Reads what `Pickler` wrote; a reference to an earlier name is that name's restored
+    value, looked up with `resolve` (which raises if it did not come back)."""
+
+    def __init__(self, file: IO[bytes], resolve: Callable[[str], Any]) -> None:
+        super().__init__(file)
+        self._resolve = resolve
+
+    def persistent_load(self, pid: Any) -> Any:
+        if isinstance(pid, tuple) and len(pid) == 2 and pid[0] == "name":
+            return self._resolve(str(pid[1]))
+        raise pickle.UnpicklingError(f"unknown reference {pid!r}")
+
+
+def loading_into(namespace: dict[str, Any]) -> contextvars.Token[dict[str, Any]]:
+    """Make `namespace` the globals of the notebook functions about to be unpickled; pass the
+    token to `_target.reset` afterwards (see `snapshot.restore`)."""
+    return _target.set(namespace)
+
+
+def done_loading(token: contextvars.Token[dict[str, Any]]) -> None:
+    _target.reset(token)

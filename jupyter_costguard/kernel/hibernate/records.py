@@ -1,0 +1,145 @@
+"""What a snapshot is on disk and what save/restore answer: the manifest, its entries, the
+names that were skipped and why, and the errors. JSON in and out, so the server reads the same
+records the kernel writes."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+#: bumped when a reader of an older version could misread a newer snapshot
+FORMAT = 1
+MANIFEST = "manifest.json"
+
+
+class SnapshotError(Exception):
+    """A snapshot could not be written or read; the message says why, for the user."""
+
+
+class NotEnoughSpace(SnapshotError):
+    """The disk holding the snapshot has less free space than the namespace needs."""
+
+
+class SnapshotTooLarge(SnapshotError):
+    """The namespace is over the size cap; `largest` names the biggest values (name, bytes)."""
+
+    def __init__(self, message: str, largest: list[tuple[str, int]]) -> None:
+        super().__init__(message)
+        self.largest = largest
+
+
+class CorruptSnapshot(SnapshotError):
+    """A file is missing, truncated or altered, or the manifest is unreadable: nothing was
+    loaded."""
+
+
+@dataclass
+class Skipped:
+    """A name that was not saved (or not restored), with the reason in words; `module` is the
+    module it needs when that is the reason."""
+
+    name: str
+    reason: str
+    module: str | None = None
+
+
+@dataclass
+class Note:
+    """Something the user should know about a value that did come back (a tensor restored to
+    the CPU because its GPU is not here)."""
+
+    name: str
+    note: str
+
+
+@dataclass
+class Entry:
+    """One saved name. `kind` says how it was written (formats.KINDS); `file` is the file in the
+    snapshot folder (None for a module, recorded by name); `needs` are the earlier names it
+    refers to, restored first; `devices` are a torch value's devices."""
+
+    name: str
+    kind: str
+    type: str
+    file: str | None = None
+    bytes: int = 0
+    sha256: str | None = None
+    module: str | None = None
+    needs: list[str] = field(default_factory=list)
+    devices: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Manifest:
+    """The snapshot's table of contents, written last: a folder with a manifest is complete."""
+
+    entries: list[Entry]
+    skipped: list[Skipped]
+    created: float
+    python: str
+    modules: dict[str, str]
+    format: int = FORMAT
+
+    @property
+    def saved(self) -> list[str]:
+        return [e.name for e in self.entries]
+
+    @property
+    def bytes(self) -> int:
+        return sum(e.bytes for e in self.entries)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict())
+
+    @classmethod
+    def from_dict(cls, doc: Any) -> Manifest:
+        """The manifest in `doc`, or CorruptSnapshot if it is not one."""
+        try:
+            if doc["format"] != FORMAT:
+                raise CorruptSnapshot(f"snapshot format {doc['format']!r} is not {FORMAT}")
+            entries = [Entry(**e) for e in doc["entries"]]
+            skipped = [Skipped(**s) for s in doc["skipped"]]
+            manifest = cls(entries=entries, skipped=skipped, created=float(doc["created"]),
+                           python=str(doc["python"]), modules=dict(doc["modules"]))
+        except CorruptSnapshot:
+            raise
+        except (KeyError, TypeError, ValueError) as e:
+            raise CorruptSnapshot(f"the manifest is not a snapshot manifest ({e})") from e
+        for entry in manifest.entries:
+            if not isinstance(entry.name, str) or not entry.name.isidentifier():
+                raise CorruptSnapshot(f"the manifest names {entry.name!r}, not a Python name")
+        return manifest
+
+
+def canonical_bytes(manifest: Manifest) -> bytes:
+    """The bytes a MAC covers: the manifest as canonical JSON. It holds every file's size and
+    sha256, so one MAC over it vouches for the whole snapshot (the key stays with the server)."""
+    return json.dumps(manifest.to_dict(), sort_keys=True, separators=(",", ":"),
+                      ensure_ascii=True, allow_nan=False).encode("ascii")
+
+
+def manifest_digest(manifest: Manifest) -> str:
+    """sha256 of `canonical_bytes`: what the server passes to a restore, so the kernel loads the
+    very manifest whose MAC the server checked."""
+    return hashlib.sha256(canonical_bytes(manifest)).hexdigest()
+
+
+@dataclass
+class RestoreResult:
+    """What came back: `restored` names; `skipped` names with reasons (those the snapshot never
+    held, and those that failed here, such as a missing module); `notes` on restored values."""
+
+    restored: list[str]
+    skipped: list[Skipped]
+    notes: list[Note] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict())

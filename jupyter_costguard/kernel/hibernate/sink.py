@@ -1,0 +1,119 @@
+"""Writing a snapshot's files: private (0600, links not followed), hashed as they stream, held
+to the snapshot's size cap, and fsynced, so the manifest can vouch for what is on disk."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+from typing import Any
+
+from jupyter_costguard.common.files import open_private
+
+
+class CapReached(Exception):
+    """Writing the next chunk would take the snapshot over its size cap."""
+
+
+class WriteFailed(Exception):
+    """The disk refused a write (full, quota, gone): not the value's fault."""
+
+    def __init__(self, error: OSError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+class Budget:
+    """The bytes the whole snapshot may still take."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.left = max_bytes
+
+
+class Sink:
+    """A write-only file that hashes what passes through and stops at the budget: numpy,
+    pickle and torch all stream into it one chunk at a time."""
+
+    def __init__(self, path: Path, budget: Budget) -> None:
+        self._fd = open_private(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+        self._file = os.fdopen(self._fd, "wb", buffering=0)
+        self._budget = budget
+        self._hash = hashlib.sha256()
+        self.bytes = 0
+
+    def write(self, data: Any) -> int:
+        view = memoryview(data).cast("B")
+        n = view.nbytes
+        if n > self._budget.left:
+            raise CapReached()
+        self._budget.left -= n
+        self.bytes += n
+        self._hash.update(view)
+        done = 0
+        try:
+            while done < n:  # an unbuffered write may take less than all of it
+                done += self._file.write(view[done:]) or 0
+        except OSError as e:
+            raise WriteFailed(e) from e
+        return n
+
+    def flush(self) -> None:
+        """Nothing is buffered here; torch and pickle call it."""
+
+    def writable(self) -> bool:
+        return True
+
+    def finish(self) -> str:
+        """fsync and close; the sha256 of what was written."""
+        try:
+            os.fsync(self._fd)
+        except OSError as e:
+            self._file.close()
+            raise WriteFailed(e) from e
+        self._file.close()
+        return self._hash.hexdigest()
+
+    def abandon(self) -> None:
+        """Close without syncing and give the bytes back to the budget (the file is deleted
+        by the caller)."""
+        self._budget.left += self.bytes
+        self._file.close()
+
+
+def write_private(path: Path, data: bytes) -> None:
+    """A small file (the manifest), 0600 and fsynced."""
+    fd = open_private(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(fd)
+
+
+def fsync_dir(path: Path) -> None:
+    """Make a rename in `path` durable (where the platform allows a directory fsync)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def file_sha256(path: Path, size: int) -> str | None:
+    """sha256 of the regular file `path` if it has exactly `size` bytes, else None (missing,
+    a link, truncated or grown)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as f:
+        if os.fstat(fd).st_size != size:
+            return None
+        h = hashlib.sha256()
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+        return h.hexdigest()

@@ -1,0 +1,303 @@
+"""Save a namespace to a snapshot folder and restore it into another.
+
+A snapshot is complete or absent: files are written into a private temporary folder beside
+the destination, the manifest (every file's size and sha256) last, then everything is fsynced
+and the folder renamed into place. A restore checks every file against the manifest before it
+loads anything, so a damaged snapshot loads nothing.
+"""
+
+from __future__ import annotations
+
+import errno
+import importlib
+import json
+import os
+import platform
+import re
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Mapping, MutableMapping
+from pathlib import Path
+from types import FunctionType
+from typing import Any
+
+from jupyter_costguard.common.files import PRIVATE_DIR
+from jupyter_costguard.kernel.hibernate import formats, names, pickling
+from jupyter_costguard.kernel.hibernate.records import (
+    MANIFEST,
+    CorruptSnapshot,
+    Entry,
+    Manifest,
+    Note,
+    NotEnoughSpace,
+    RestoreResult,
+    Skipped,
+    SnapshotError,
+    SnapshotTooLarge,
+    manifest_digest,
+)
+from jupyter_costguard.kernel.hibernate.sink import (
+    Budget,
+    CapReached,
+    Sink,
+    WriteFailed,
+    file_sha256,
+    fsync_dir,
+    write_private,
+)
+from jupyter_costguard.kernel.hibernate.unsaveable import why_not
+
+#: free space kept beyond the estimate, for the manifest and the estimate's error
+SPACE_MARGIN = 16 << 20
+#: a manifest larger than this is not one costguard wrote
+MANIFEST_LIMIT = 64 << 20
+#: the suffix of a snapshot still being written (or left by a kernel killed while saving)
+PARTIAL = ".partial"
+_FILE_NAME = re.compile(r"\A[0-9]{4,}\.(npy|pkl|pt)\Z")
+_ABSENT = object()
+
+
+def save(namespace: Mapping[str, Any], dest: str | os.PathLike[str], max_bytes: int, *,
+         hidden: Mapping[str, Any] | None = None) -> Manifest:
+    """Write the user's names in `namespace` to the new folder `dest`, at most `max_bytes`.
+
+    Raises SnapshotTooLarge (naming the largest values) or NotEnoughSpace before or while
+    writing, leaving nothing behind; values that cannot be saved are in `Manifest.skipped`.
+    """
+    dest = Path(dest)
+    if os.path.lexists(dest):
+        raise SnapshotError(f"{dest} already exists")
+    plan, skipped = _plan(namespace, hidden)
+    sizes = {name: formats.estimate(value, kind) for name, value, kind in plan}
+    total = sum(sizes.values())
+    if total > max_bytes:
+        raise _too_large(max_bytes, sizes, "")
+    os.makedirs(dest.parent, mode=PRIVATE_DIR, exist_ok=True)
+    free = shutil.disk_usage(dest.parent).free
+    if total + SPACE_MARGIN > free:
+        raise NotEnoughSpace(f"not enough free space in {dest.parent}: the snapshot needs about "
+                             f"{_human(total + SPACE_MARGIN)}, {_human(free)} is free")
+    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", suffix=PARTIAL, dir=dest.parent))
+    try:
+        manifest = _write(namespace, plan, skipped, tmp, Budget(max_bytes), sizes, max_bytes)
+        os.replace(tmp, dest)
+        fsync_dir(dest.parent)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return manifest
+
+
+def partial_folders(parent: str | os.PathLike[str]) -> list[Path]:
+    """The unfinished snapshots in `parent`: being written now, or left by a kernel that died
+    while saving. Never loaded; whoever owns `parent` decides when to remove them."""
+    try:
+        found = [p for p in Path(parent).iterdir()
+                 if p.name.startswith(".") and p.name.endswith(PARTIAL) and p.is_dir()]
+    except OSError:
+        return []
+    return sorted(found)
+
+
+def _plan(namespace: Mapping[str, Any], hidden: Mapping[str, Any] | None
+          ) -> tuple[list[tuple[str, Any, str]], list[Skipped]]:
+    """The names to write, in the order they are written and restored (what others refer to
+    first), and those skipped with their reasons."""
+    plan: list[tuple[str, Any, str]] = []
+    skipped: list[Skipped] = []
+    for name in names.user_names(namespace, hidden):
+        value = namespace[name]
+        try:
+            reason = why_not(value)
+            kind = formats.kind_of(value)
+        except Exception as e:  # an object that fails even to be looked at (a broken proxy)
+            reason = f"cannot be inspected: {_short(e)}"
+        if reason is not None:
+            skipped.append(Skipped(name, reason))
+        else:
+            plan.append((name, value, kind))
+
+    def rank(item: tuple[str, Any, str]) -> tuple[int, int, str]:
+        name, value, kind = item
+        within = 0 if isinstance(value, type) else 1 if isinstance(value, FunctionType) else 2
+        return formats.ORDER[kind], within, name
+
+    return sorted(plan, key=rank), skipped
+
+
+def _write(namespace: Mapping[str, Any], plan: list[tuple[str, Any, str]],
+           skipped: list[Skipped], tmp: Path, budget: Budget, sizes: dict[str, int],
+           max_bytes: int) -> Manifest:
+    entries: list[Entry] = []
+    earlier: dict[int, str] = {}  # id of a saved value -> its name, for references
+    used: set[str] = {"cloudpickle"}
+    for i, (name, value, kind) in enumerate(plan):
+        if kind == "module":
+            entries.append(Entry(name, kind, formats.type_name(value), module=value.__name__))
+            used.add(value.__name__.partition(".")[0])
+            continue
+        file = f"{i:04d}.{formats.SUFFIX[kind]}"
+        sink = Sink(tmp / file, budget)
+        try:
+            needs = formats.write(value, kind, sink, namespace, earlier)
+            digest = sink.finish()
+        except CapReached:
+            sink.abandon()
+            sizes[name] = sink.bytes
+            raise _too_large(max_bytes, sizes, name) from None
+        except WriteFailed as e:
+            sink.abandon()
+            if e.error.errno in (errno.ENOSPC, errno.EDQUOT):
+                raise NotEnoughSpace(f"the disk filled up while writing the snapshot in "
+                                     f"{tmp.parent} ({e.error.strerror})") from None
+            raise SnapshotError(f"could not write the snapshot in {tmp.parent}: {e}") from None
+        except Exception as e:
+            sink.abandon()
+            (tmp / file).unlink()
+            skipped.append(Skipped(name, f"cannot be pickled: {_short(e)}"))
+            continue
+        sizes[name] = sink.bytes
+        entries.append(Entry(name, kind, formats.type_name(value), file=file, bytes=sink.bytes,
+                             sha256=digest, needs=needs,
+                             devices=formats.devices(value) if kind == "torch" else []))
+        used.add(kind if kind in ("numpy", "pandas", "torch") else "cloudpickle")
+        if pickling.referable(value):
+            earlier[id(value)] = name
+    manifest = Manifest(entries=entries, skipped=sorted(skipped, key=lambda s: s.name),
+                        created=time.time(), python=platform.python_version(),
+                        modules=_versions(used))
+    write_private(tmp / MANIFEST, manifest.to_json().encode())
+    fsync_dir(tmp)
+    return manifest
+
+
+def _versions(modules: set[str]) -> dict[str, str]:
+    """The versions of the (top-level) modules the snapshot uses, where they say."""
+    found: dict[str, str] = {}
+    for name in sorted(modules):
+        version = getattr(sys.modules.get(name), "__version__", None)
+        if isinstance(version, str):
+            found[name] = version
+    return found
+
+
+def _too_large(max_bytes: int, sizes: dict[str, int], writing: str) -> SnapshotTooLarge:
+    largest = sorted(sizes.items(), key=lambda kv: -kv[1])[:3]
+    listed = ", ".join(f"{n} ({'over ' if n == writing else ''}{_human(b)})"
+                       for n, b in largest)
+    return SnapshotTooLarge(f"the snapshot would be over its cap of {_human(max_bytes)}; the "
+                            f"largest values: {listed}", largest)
+
+
+def read_manifest(src: str | os.PathLike[str]) -> Manifest:
+    """The manifest of the snapshot in `src`; CorruptSnapshot if there is none or it is not
+    one (what the server reads to list a snapshot and check its MAC)."""
+    path = Path(src) / MANIFEST
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    except OSError as e:
+        raise CorruptSnapshot(f"{src} has no readable manifest: the snapshot is incomplete "
+                              f"or not a snapshot ({e.strerror})") from None
+    with os.fdopen(fd, "rb") as f:
+        data = f.read(MANIFEST_LIMIT + 1)
+    if len(data) > MANIFEST_LIMIT:
+        raise CorruptSnapshot(f"{path} is too large to be a snapshot manifest")
+    try:
+        doc = json.loads(data)
+    except ValueError as e:
+        raise CorruptSnapshot(f"{path} is not valid JSON: {e}") from None
+    return Manifest.from_dict(doc)
+
+
+def verify(src: Path, manifest: Manifest) -> None:
+    """Every file is there, a plain file, with the size and sha256 the manifest records; else
+    CorruptSnapshot naming it."""
+    for e in manifest.entries:
+        if e.kind not in formats.KINDS:
+            raise CorruptSnapshot(f"{e.name}: unknown kind {e.kind!r}; nothing was loaded")
+        if e.kind == "module":
+            if not isinstance(e.module, str) or not e.module:
+                raise CorruptSnapshot(f"{e.name}: no module recorded; nothing was loaded")
+            continue
+        if not isinstance(e.file, str) or not _FILE_NAME.match(e.file):
+            raise CorruptSnapshot(f"{e.name}: bad file name {e.file!r}; nothing was loaded")
+        if not isinstance(e.bytes, int) or file_sha256(src / e.file, e.bytes) != e.sha256:
+            raise CorruptSnapshot(f"the snapshot in {src} is damaged: {e.file} (the value of "
+                                  f"{e.name}) is missing, truncated or altered; nothing was "
+                                  "loaded")
+
+
+class _NotBack(Exception):
+    """A value refers to an earlier name that did not come back."""
+
+
+def restore(namespace: MutableMapping[str, Any], src: str | os.PathLike[str], *,
+            expect_digest: str | None = None) -> RestoreResult:
+    """Load the snapshot in `src` into `namespace`.
+
+    Every file is verified first (CorruptSnapshot: nothing loaded). `expect_digest` is the
+    `manifest_digest` the server checked the MAC of; a different manifest is refused. A value
+    that needs a module this environment lacks is named with it; the others come back.
+    """
+    src = Path(src)
+    manifest = read_manifest(src)
+    if expect_digest is not None and manifest_digest(manifest) != expect_digest:
+        raise CorruptSnapshot(f"the manifest in {src} is not the one that was checked; "
+                              "nothing was loaded")
+    verify(src, manifest)
+    restored: list[str] = []
+    failed: list[Skipped] = []
+    notes: list[Note] = []
+
+    def resolve(name: str) -> Any:
+        if name not in restored:
+            raise _NotBack(name)
+        return namespace[name]
+
+    builtins = namespace.get("__builtins__", _ABSENT)
+    token = pickling.loading_into(namespace)  # type: ignore[arg-type]
+    try:
+        for e in manifest.entries:
+            try:
+                if e.kind == "module":
+                    value = importlib.import_module(str(e.module))
+                else:
+                    value, more = formats.read(e, src / str(e.file), resolve)
+                    notes.extend(more)
+            except ModuleNotFoundError as err:
+                needed = err.name or str(e.module)
+                failed.append(Skipped(e.name, f"needs the module {needed!r}, which is not "
+                                      "installed here", module=needed))
+            except _NotBack as err:
+                failed.append(Skipped(e.name, f"refers to {err}, which did not come back"))
+            except Exception as err:
+                module = e.module if e.kind == "module" else None
+                failed.append(Skipped(e.name, f"could not be loaded: {_short(err)}", module))
+            else:
+                namespace[e.name] = value
+                restored.append(e.name)
+    finally:
+        pickling.done_loading(token)
+        # cloudpickle sets a restored function's __builtins__; keep the kernel's own
+        if builtins is _ABSENT:
+            namespace.pop("__builtins__", None)
+        else:
+            namespace["__builtins__"] = builtins
+    return RestoreResult(restored=restored, skipped=[*manifest.skipped, *failed], notes=notes)
+
+
+def _short(error: BaseException, limit: int = 200) -> str:
+    text = f"{type(error).__name__}: {error}".replace("\n", " ")
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _human(n: float) -> str:
+    if n < 1000:
+        return f"{n:,.0f} bytes"
+    for unit in ("KB", "MB", "GB"):
+        n /= 1000
+        if n < 1000 or unit == "GB":
+            break
+    return f"{n:,.1f} {unit}"

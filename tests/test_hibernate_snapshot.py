@@ -1,0 +1,398 @@
+"""Hibernate, kernel side (issue 37 items 1 and 6): a namespace saved in one real kernel comes
+back in a new one; what cannot be saved is named; a damaged snapshot loads nothing; a missing
+module is named with the variables that need it; the size cap and free-space check leave
+nothing behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sqlite3
+import stat
+import threading
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from jupyter_costguard.kernel.hibernate import (
+    CorruptSnapshot,
+    NotEnoughSpace,
+    SnapshotTooLarge,
+    canonical_bytes,
+    manifest_digest,
+    parse_reply,
+    read_manifest,
+    restore,
+    restore_code,
+    save,
+    save_code,
+)
+from jupyter_costguard.kernel.hibernate import snapshot as snapshot_module
+
+ROOT = Path(__file__).resolve().parents[1]
+GB = 10**9
+
+
+class Kernel:
+    """A real python3 kernel started with this checkout on its path."""
+
+    def __init__(self, runtime: Path) -> None:
+        from jupyter_client.manager import KernelManager
+
+        kernel_id = str(uuid.uuid4())
+        self.km = KernelManager(kernel_name="python3",
+                                connection_file=str(runtime / f"kernel-{kernel_id}.json"))
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
+        self.km.start_kernel(kernel_id=kernel_id, env=env, cwd=str(runtime))
+        self.kc = self.km.client()
+        self.kc.start_channels()
+        self.kc.wait_for_ready(timeout=60)
+
+    def run(self, code: str, timeout: float = 120) -> str:
+        """Run `code`; its stdout (after checking it ran without error)."""
+        out: list[str] = []
+
+        def hook(msg: dict[str, Any]) -> None:
+            if msg["msg_type"] == "stream" and msg["content"]["name"] == "stdout":
+                out.append(msg["content"]["text"])
+            elif msg["msg_type"] == "error":
+                out.append("\n".join(msg["content"]["traceback"]))
+
+        reply = self.kc.execute_interactive(code, output_hook=hook, timeout=timeout,
+                                            allow_stdin=False)
+        assert reply["content"]["status"] == "ok", "".join(out)
+        return "".join(out)
+
+    def reply(self, code: str) -> dict[str, Any]:
+        """The hibernate answer of a `save_code`/`restore_code` cell."""
+        out = self.run(code)
+        doc = parse_reply(out)
+        assert doc is not None, out
+        return doc
+
+    def value(self, expression: str) -> Any:
+        return json.loads(self.run(f"import json as _j; print(_j.dumps({expression}))"))
+
+    def close(self) -> None:
+        self.kc.stop_channels()
+        self.km.shutdown_kernel(now=True)
+
+
+@pytest.fixture(scope="module")
+def kernels(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Kernel, Kernel]]:
+    """Kernel A (the notebook before hibernating) and B (the new kernel it comes back in),
+    shared by the module's kernel tests: each test uses names of its own."""
+    a = Kernel(tmp_path_factory.mktemp("kernel-a"))
+    try:
+        b = Kernel(tmp_path_factory.mktemp("kernel-b"))
+        try:
+            yield a, b
+        finally:
+            b.close()
+    finally:
+        a.close()
+
+
+NOTEBOOK = """
+import numpy as np
+import pandas as pd
+import os.path as osp
+settings = {"lr": 0.1, "layers": [64, 32], "name": "run-7"}
+def score(x):
+    return x * scale + len(settings)
+scale = 3
+class Model:
+    def __init__(self, w):
+        self.w = w
+    def predict(self, x):
+        return self.w * x
+    def clone(self):
+        return Model(self.w)
+model = Model(2.5)
+square = lambda x: x * x
+items = list(range(100_000))
+weights = np.arange(12, dtype=np.float32).reshape(3, 4)
+frame = pd.DataFrame({"a": [1, 2, 3], "b": ["x", "y", "z"]}, index=[10, 20, 30])
+same = {"weights": weights, "model": model}
+squares = (i * i for i in range(10))
+handle = open(osp.join(osp.dirname(osp.abspath(np.__file__)), "__init__.py"))
+"""
+
+
+def test_a_namespace_comes_back_in_a_new_kernel(kernels: tuple[Kernel, Kernel],
+                                                tmp_path: Path):
+    a, b = kernels
+    a.run(NOTEBOOK)
+    dest = tmp_path / "state" / "snap-1"
+    before = a.value("[len(Out), sorted(k for k in globals() if not k.startswith('_'))]")
+    saved = a.reply(save_code(dest, GB))
+    # the server's cell binds no name and leaves nothing in Out
+    assert a.value("[len(Out), sorted(k for k in globals() if not k.startswith('_'))]") == before
+    assert "error" not in saved, saved
+    assert {"settings", "score", "scale", "Model", "model", "square", "items", "weights",
+            "frame", "np", "pd", "osp", "same"} <= set(saved["saved"])
+    # IPython's own names are neither saved nor listed
+    for own in ("In", "Out", "get_ipython", "exit", "quit", "_", "_i1", "_oh", "_dh"):
+        assert own not in saved["saved"]
+    skipped = {s["name"]: s["reason"] for s in saved["skipped"]}
+    assert set(skipped) == {"squares", "handle"}, skipped
+    assert skipped["squares"].startswith("a generator")
+    assert skipped["handle"].startswith("an open file") and "__init__.py" in skipped["handle"]
+    kinds = {e["name"]: e["kind"] for e in saved["entries"]}
+    assert kinds["weights"] == "numpy" and kinds["frame"] == "pandas"
+    assert kinds["np"] == kinds["osp"] == "module" and kinds["model"] == "pickle"
+    assert saved["bytes"] == sum(e["bytes"] for e in saved["entries"]) > 300_000
+    assert {"numpy", "pandas", "cloudpickle"} <= set(saved["modules"])
+
+    # private: the folder 0700, every file 0600; no temporary folder left beside it
+    assert stat.S_IMODE(dest.stat().st_mode) == 0o700
+    files = sorted(p.name for p in dest.iterdir())
+    assert "manifest.json" in files and len(files) > 5
+    for p in dest.iterdir():
+        assert stat.S_IMODE(p.stat().st_mode) == 0o600, p
+    assert [p.name for p in dest.parent.iterdir()] == ["snap-1"]
+
+    digest = manifest_digest(read_manifest(dest))
+    back = b.reply(restore_code(dest, digest))
+    assert "error" not in back, back
+    assert set(back["restored"]) == set(saved["saved"])
+    assert {s["name"] for s in back["skipped"]} == {"squares", "handle"}
+
+    assert b.value("settings") == {"lr": 0.1, "layers": [64, 32], "name": "run-7"}
+    assert b.value("[score(2), square(7), len(items), items[-1], items[:3]]") == [
+        9, 49, 100_000, 99_999, [0, 1, 2]]
+    # the instance's class is the restored class, and its methods work
+    assert b.value("[model.predict(2), isinstance(model, Model), "
+                   "type(model.clone()) is Model, Model.__module__]") == [
+        5.0, True, True, "__main__"]
+    assert b.value("[str(weights.dtype), weights.shape, float(weights.sum())]") == [
+        "float32", [3, 4], 66.0]
+    assert b.value("[frame.index.tolist(), frame['b'].tolist(), str(frame['a'].dtype)]") == [
+        [10, 20, 30], ["x", "y", "z"], "int64"]
+    assert b.value("[np.ones(3).sum(), osp.join('a', 'b'), pd.__name__]") == [
+        3.0, "a/b", "pandas"]
+    # one object stays one object; a notebook function reads the notebook's globals
+    assert b.value("[same['weights'] is weights, same['model'] is model]") == [True, True]
+    b.run("scale = 10")
+    assert b.value("score(2)") == 23
+    assert b.value("[type(__builtins__).__name__, 'squares' in globals()]") == [
+        "module", False]
+
+
+def test_a_truncated_or_altered_snapshot_loads_nothing(kernels: tuple[Kernel, Kernel],
+                                                       tmp_path: Path):
+    a, b = kernels
+    a.run("only_in_damaged = [1, 2, 3]\nsecond_in_damaged = {'k': 'v'}")
+    dest = tmp_path / "snap"
+    assert "error" not in a.reply(save_code(dest, GB))
+    manifest = read_manifest(dest)
+    entry = next(e for e in manifest.entries if e.name == "second_in_damaged")
+    path = dest / str(entry.file)
+    data = path.read_bytes()
+    path.write_bytes(data[:-5])
+
+    back = b.reply(restore_code(dest))
+    assert back["error_type"] == "CorruptSnapshot", back
+    assert entry.file in back["error"] and "second_in_damaged" in back["error"]
+    assert "nothing was loaded" in back["error"]
+    assert b.value("['only_in_damaged' in globals(), 'second_in_damaged' in globals()]") == [
+        False, False]
+
+    # the same size, one byte changed: refused too
+    path.write_bytes(data[:-1] + bytes([data[-1] ^ 1]))
+    assert b.reply(restore_code(dest))["error_type"] == "CorruptSnapshot"
+    assert b.value("'only_in_damaged' in globals()") is False
+
+
+def test_a_missing_module_names_the_variables_that_need_it(kernels: tuple[Kernel, Kernel],
+                                                           tmp_path: Path):
+    a, b = kernels
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    (lib / "hib_only_in_a.py").write_text(
+        "class Thing:\n    def __init__(self, n):\n        self.n = n\n")
+    a.run(f"import sys; sys.path.insert(0, {str(lib)!r})\n"
+          "import hib_only_in_a as only_a\n"
+          "thing = only_a.Thing(5)\n"
+          "thing_box = [thing]\n"
+          "kept_beside_thing = 'still here'\n"
+          f"sys.path.remove({str(lib)!r})")
+    dest = tmp_path / "snap"
+    assert "error" not in a.reply(save_code(dest, GB))
+
+    back = b.reply(restore_code(dest))
+    assert "error" not in back, back
+    failed = {s["name"]: s for s in back["skipped"] if s["module"]}
+    assert set(failed) == {"thing", "only_a"}, back["skipped"]
+    for s in failed.values():
+        assert s["module"] == "hib_only_in_a" and "hib_only_in_a" in s["reason"]
+        assert "not installed here" in s["reason"]
+    # a value holding the missing one refers to it by name: named too, with the reason
+    box = next(s for s in back["skipped"] if s["name"] == "thing_box")
+    assert box["reason"] == "refers to thing, which did not come back"
+    assert "kept_beside_thing" in back["restored"]
+    assert b.value("[kept_beside_thing, 'thing' in globals()]") == ["still here", False]
+
+
+def test_over_the_cap_is_refused_and_leaves_nothing(kernels: tuple[Kernel, Kernel],
+                                                    tmp_path: Path):
+    a, _ = kernels
+    a.run("import numpy as np\nbig_for_cap = np.zeros(1_000_000)")
+    dest = tmp_path / "state" / "snap"
+    dest.parent.mkdir()
+    answer = a.reply(save_code(dest, 1_000_000))
+    assert answer["error_type"] == "SnapshotTooLarge", answer
+    assert "big_for_cap" in answer["error"]
+    assert answer["largest"][0]["name"] == "big_for_cap"
+    assert not dest.exists() and list(dest.parent.iterdir()) == []
+    assert a.value("big_for_cap.shape") == [1_000_000]  # the kernel keeps its work
+
+
+# --- in this process: the cases that need no second kernel ------------------------------
+
+
+def _namespace(**values: Any) -> dict[str, Any]:
+    return {"__name__": "__main__", **values}
+
+
+def test_the_cap_is_held_while_streaming_and_nothing_is_left(tmp_path: Path):
+    # the cheap estimate looks one level deep: the write itself stops at the cap
+    ns = _namespace(small=1, texts=[{"t": "x" * 10_000} for _ in range(100)])
+    with pytest.raises(SnapshotTooLarge) as info:
+        save(ns, tmp_path / "snap", 100_000)
+    assert "texts (over" in str(info.value) and info.value.largest[0][0] == "texts"
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_save_that_fails_midway_leaves_no_partial_folder(tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch):
+    from jupyter_costguard.kernel.hibernate import partial_folders
+    from jupyter_costguard.kernel.hibernate import sink as sink_module
+
+    seen: list[list[Path]] = []
+
+    def disk_full(self: Any, data: Any) -> int:
+        seen.append(partial_folders(tmp_path))
+        raise sink_module.WriteFailed(OSError(28, "No space left on device"))
+
+    monkeypatch.setattr(sink_module.Sink, "write", disk_full)
+    with pytest.raises(NotEnoughSpace, match="filled up"):
+        save(_namespace(x=[1, 2, 3]), tmp_path / "snap", GB)
+    assert len(seen[0]) == 1 and seen[0][0].name.startswith(".snap.")  # it was there
+    assert list(tmp_path.iterdir()) == [] and partial_folders(tmp_path) == []
+
+
+def test_too_little_free_space_is_refused_before_writing(tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch):
+    np = pytest.importorskip("numpy")
+    real = snapshot_module.shutil.disk_usage
+
+    def nearly_full(path: Any) -> Any:
+        usage = real(path)
+        return type(usage)(usage.total, usage.total - 1000, 1000)
+
+    monkeypatch.setattr(snapshot_module.shutil, "disk_usage", nearly_full)
+    with pytest.raises(NotEnoughSpace, match="not enough free space"):
+        save(_namespace(a=np.zeros(1000)), tmp_path / "snap", GB)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_live_resources_and_unpicklable_values_are_named_with_reasons(tmp_path: Path):
+    sock = socket.socket()
+    db = sqlite3.connect(":memory:")
+    worker = threading.Thread(target=lambda: None)
+    try:
+        ns = _namespace(sock=sock, db=db, lock=threading.Lock(), worker=worker,
+                        holds_lock={"lock": threading.RLock()}, fine=[1, 2])
+        manifest = save(ns, tmp_path / "snap", GB)
+    finally:
+        sock.close()
+        db.close()
+    reasons = {s.name: s.reason for s in manifest.skipped}
+    assert manifest.saved == ["fine"]
+    assert reasons["sock"].startswith("a socket")
+    assert reasons["db"].startswith("a database connection")
+    assert reasons["lock"].startswith("a lock") and reasons["worker"].startswith("a thread")
+    assert reasons["holds_lock"].startswith("cannot be pickled: TypeError") and \
+        "RLock" in reasons["holds_lock"]
+    # the failed value's file was removed: only the saved ones and the manifest remain
+    assert sorted(p.name for p in (tmp_path / "snap").iterdir()) == [
+        manifest.entries[0].file, "manifest.json"]
+
+
+class _Broken:
+    """A proxy that fails when asked what it is."""
+
+    @property  # type: ignore[misc]
+    def __class__(self) -> type:
+        raise RuntimeError("the proxy's target is gone")
+
+
+def test_a_value_that_cannot_even_be_inspected_is_named(tmp_path: Path):
+    manifest = save(_namespace(proxy=_Broken(), fine=1), tmp_path / "snap", GB)
+    assert manifest.saved == ["fine"]
+    assert [(s.name, s.reason) for s in manifest.skipped] == [
+        ("proxy", "cannot be inspected: RuntimeError: the proxy's target is gone")]
+
+
+def test_in_memory_files_and_unusual_arrays_round_trip(tmp_path: Path):
+    import io
+
+    np = pytest.importorskip("numpy")
+    ns = _namespace(buf=io.BytesIO(b"abc"), text=io.StringIO("hello"),
+                    objects=np.array([{"a": 1}, None], dtype=object),
+                    fortran=np.asfortranarray(np.arange(6).reshape(2, 3)),
+                    strided=np.arange(10)[::3])
+    manifest = save(ns, tmp_path / "snap", GB)
+    assert {e.name: e.kind for e in manifest.entries} == {
+        "buf": "pickle", "text": "pickle", "objects": "pickle", "fortran": "numpy",
+        "strided": "numpy"}
+    target = _namespace()
+    assert sorted(restore(target, tmp_path / "snap").restored) == sorted(manifest.saved)
+    assert target["buf"].getvalue() == b"abc" and target["text"].getvalue() == "hello"
+    assert target["objects"][0] == {"a": 1} and target["objects"][1] is None
+    assert np.array_equal(target["fortran"], ns["fortran"])
+    assert target["strided"].tolist() == [0, 3, 6, 9]
+
+
+def test_a_manifest_other_than_the_checked_one_is_refused(tmp_path: Path):
+    save(_namespace(x=[1, 2]), tmp_path / "snap", GB)
+    manifest = read_manifest(tmp_path / "snap")
+    assert canonical_bytes(manifest) == canonical_bytes(read_manifest(tmp_path / "snap"))
+    target: dict[str, Any] = {}
+    with pytest.raises(CorruptSnapshot, match="not the one that was checked"):
+        restore(target, tmp_path / "snap", expect_digest="0" * 64)
+    assert target == {}
+    assert restore(target, tmp_path / "snap",
+                   expect_digest=manifest_digest(manifest)).restored == ["x"]
+
+    (tmp_path / "snap" / "manifest.json").write_text("{not json")
+    with pytest.raises(CorruptSnapshot, match="not valid JSON"):
+        restore({}, tmp_path / "snap")
+    with pytest.raises(CorruptSnapshot, match="no readable manifest"):
+        restore({}, tmp_path / "absent")
+
+
+def test_an_existing_destination_is_not_overwritten(tmp_path: Path):
+    (tmp_path / "snap").mkdir()
+    with pytest.raises(Exception, match="already exists"):
+        save(_namespace(x=1), tmp_path / "snap", GB)
+
+
+def test_torch_tensors_and_modules_round_trip(tmp_path: Path):
+    torch = pytest.importorskip("torch")
+    layer = torch.nn.Linear(3, 2)
+    ns = _namespace(t=torch.arange(6.0).reshape(2, 3), layer=layer)
+    manifest = save(ns, tmp_path / "snap", GB)
+    assert {e.name: e.kind for e in manifest.entries} == {"t": "torch", "layer": "torch"}
+    assert {e.name: e.devices for e in manifest.entries} == {"t": ["cpu"], "layer": ["cpu"]}
+    target: dict[str, Any] = _namespace()
+    result = restore(target, tmp_path / "snap")
+    assert sorted(result.restored) == ["layer", "t"] and result.notes == []
+    assert torch.equal(target["t"], ns["t"])
+    assert torch.equal(target["layer"].weight, layer.weight)
