@@ -1,0 +1,223 @@
+"""Hibernate a kernel (save its variables, then shut it down so its GPUs are freed), restore a
+snapshot into a new kernel of the same notebook, list and delete snapshots.
+
+Order is the promise: the kernel is shut down only after its snapshot is on disk, its manifest
+read back, MACed and in the index; if anything before that fails the kernel keeps running and
+the error says why. A restore loads only a snapshot whose MAC checks, into a kernel whose
+session is the snapshot's notebook, for the server's owner who made it; the kernel is handed
+the manifest digest the server checked, and checks every file against it before loading.
+
+Disk, hashing and SQLite work runs on the service's one worker thread, never on the IO loop;
+messages to kernels are awaited on the loop. What the service needs of the server (kernel
+manager, session table, the latest views) it is given as plain objects and callables.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+from jupyter_costguard.hibernate import mac, store
+from jupyter_costguard.hibernate.errors import HibernateError
+from jupyter_costguard.hibernate.kernelcall import call
+from jupyter_costguard.hibernate.store import SnapshotRecord, SnapshotStore
+from jupyter_costguard.kernel.hibernate import (
+    CorruptSnapshot,
+    Manifest,
+    manifest_digest,
+    read_manifest,
+    restore_code,
+    save_code,
+)
+from jupyter_costguard.sampling.kernels import session_paths
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Held:
+    """What a kernel held when it was hibernated (from the latest sample's views)."""
+
+    gpus: int = 0
+    rate_per_hour: float | None = None
+
+
+@dataclass(frozen=True)
+class HibernateSettings:
+    timeout_seconds: float = 600.0
+    max_bytes: int = 100 * 10**9
+
+
+class HibernateService:
+    """Snapshots of this server's kernels. `held(kernel_id)` says what a kernel holds now;
+    `owner` is the Hub user whose server this is (None outside a hub): a snapshot records it,
+    and another owner's is refused."""
+
+    def __init__(self, root: Path, key_file: Path, kernel_manager: Any, session_manager: Any,
+                 settings: HibernateSettings, held: Callable[[str], Held] = lambda k: Held(),
+                 owner: str | None = None, logger: Any = None) -> None:
+        self.store = SnapshotStore(root)  # at start, before the loop serves requests
+        self._key = mac.load_key(key_file)
+        self.km = kernel_manager
+        self.sessions = session_manager
+        self.settings = settings
+        self.held = held
+        self.owner = owner
+        self.log = logger
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="costguard-hibernate")
+        removed = self.store.clear_partials()
+        if removed and logger is not None:
+            logger.info("costguard: removed %d unfinished snapshot(s) in %s", len(removed), root)
+
+    async def _off_loop(self, fn: Callable[..., T], *args: Any) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
+
+    def _kernel(self, kernel_id: str) -> Any:
+        try:
+            return self.km.get_kernel(kernel_id)
+        except KeyError:
+            raise HibernateError(f"no running kernel {kernel_id}", 404) from None
+
+    def notebook_of(self, kernel_id: str) -> str | None:
+        """The notebook path of the kernel's session (the session table; one SELECT)."""
+        return session_paths(self.sessions).get(kernel_id)
+
+    def _idle(self, kernel: Any, kernel_id: str, doing: str) -> None:
+        if getattr(kernel, "execution_state", None) == "busy":
+            raise HibernateError(f"kernel {kernel_id} is busy running a cell; {doing} it once "
+                                 "it is idle (or interrupt it first)", 409)
+
+    # --- hibernate ---------------------------------------------------------------------
+
+    async def hibernate(self, kernel_id: str) -> dict[str, Any]:
+        """Save the kernel's variables, then shut it down; the answer of `POST
+        kernels/{id}/hibernate`."""
+        kernel = self._kernel(kernel_id)
+        notebook = self.notebook_of(kernel_id)
+        if not notebook:
+            raise HibernateError(f"kernel {kernel_id} belongs to no notebook session; only a "
+                                 "notebook's kernel can be hibernated (its snapshot is restored "
+                                 "into that notebook)", 409)
+        self._idle(kernel, kernel_id, "hibernate")
+        held = self.held(kernel_id)
+        kernel_name = getattr(kernel, "kernel_name", "") or ""
+        snapshot_id = store.new_id()
+        dest = self.store.folder(snapshot_id)
+        answer = await call(kernel, kernel_id,
+                            save_code(dest, self.settings.max_bytes),
+                            self.settings.timeout_seconds, "saving its variables")
+        if "error" in answer:
+            await self._off_loop(self.store.discard, snapshot_id)
+            raise HibernateError(f"the variables of kernel {kernel_id} could not be saved, so "
+                                 f"it keeps running: {answer['error']}", 409)
+        try:
+            record = await self._off_loop(self._seal, snapshot_id, notebook, kernel_name, held)
+        except Exception as e:
+            await self._off_loop(self.store.discard, snapshot_id)
+            raise HibernateError(f"the snapshot of kernel {kernel_id} could not be recorded, "
+                                 f"so it keeps running: {e}", 409) from e
+        try:
+            await self.km.shutdown_kernel(kernel_id)
+        except Exception as e:  # saved and recorded: say so, the kernel's fate is the server's
+            if self.log is not None:
+                self.log.warning("costguard: kernel %s hibernated as %s but did not shut "
+                                 "down: %s", kernel_id, snapshot_id, e)
+            raise HibernateError(f"the variables were saved as snapshot {snapshot_id}, but "
+                                 f"kernel {kernel_id} could not be shut down: {e}", 500) from e
+        return {**self._doc(record), "gpus_freed": held.gpus}
+
+    def _seal(self, snapshot_id: str, notebook: str, kernel_name: str, held: Held
+              ) -> SnapshotRecord:
+        """Read back what the kernel wrote (not what it printed), MAC it and index it."""
+        manifest = read_manifest(self.store.folder(snapshot_id))
+        bound = mac.binding(snapshot_id, notebook, self.owner, kernel_name)
+        record = SnapshotRecord(
+            id=snapshot_id, notebook=notebook, created=manifest.created, bytes=manifest.bytes,
+            saved=manifest.saved, skipped=[_skipped(s) for s in manifest.skipped],
+            kernel_name=kernel_name, user=self.owner, gpus_held=held.gpus,
+            rate_per_hour_held=held.rate_per_hour, digest=manifest_digest(manifest),
+            mac=mac.sign(self._key, bound, manifest))
+        self.store.add(record)
+        return record
+
+    # --- restore -----------------------------------------------------------------------
+
+    async def restore(self, snapshot_id: str, kernel_id: str) -> dict[str, Any]:
+        """Load the snapshot into `kernel_id`, a kernel of the same notebook; the answer of
+        `POST snapshots/{id}/restore`."""
+        record = await self.get(snapshot_id)
+        kernel = self._kernel(kernel_id)
+        if record.user != self.owner:
+            raise HibernateError(f"snapshot {snapshot_id} is {record.user or 'nobody'}'s, not "
+                                 f"{self.owner or 'this server'}'s; it is not loaded", 403)
+        notebook = self.notebook_of(kernel_id)
+        if notebook != record.notebook:
+            raise HibernateError(
+                f"snapshot {snapshot_id} is of {record.notebook}; kernel {kernel_id} is "
+                f"{'of ' + notebook if notebook else 'of no notebook'}: a snapshot is restored "
+                "only into a kernel of its own notebook", 409)
+        digest = await self._off_loop(self._check, record)
+        self._idle(kernel, kernel_id, "restore into")
+        answer = await call(kernel, kernel_id, restore_code(self.store.folder(snapshot_id),
+                                                            digest),
+                            self.settings.timeout_seconds, "loading the snapshot")
+        if "error" in answer:
+            raise HibernateError(f"snapshot {snapshot_id} was not restored: {answer['error']}",
+                                 409)
+        return {"restored": list(answer.get("restored", [])),
+                "skipped": [_skipped(s) for s in answer.get("skipped", [])],
+                "notes": list(answer.get("notes", []))}
+
+    def _check(self, record: SnapshotRecord) -> str:
+        """The digest of the snapshot's manifest, if its MAC is this server's for this
+        record; else HibernateError (409): nothing is loaded."""
+        try:
+            manifest: Manifest = read_manifest(self.store.folder(record.id))
+        except CorruptSnapshot as e:
+            raise HibernateError(f"snapshot {record.id} cannot be restored: {e}", 409) from None
+        bound = mac.binding(record.id, record.notebook, record.user, record.kernel_name)
+        if not mac.verify(self._key, bound, manifest, record.mac):
+            raise HibernateError(
+                f"snapshot {record.id} was changed after this server wrote it (its MAC does "
+                "not match); it is not loaded", 409)
+        return manifest_digest(manifest)
+
+    # --- list, get, delete -------------------------------------------------------------
+
+    async def get(self, snapshot_id: str) -> SnapshotRecord:
+        if not store.ID_PATTERN.match(snapshot_id):
+            raise HibernateError(f"no snapshot {snapshot_id}", 404)
+        record = await self._off_loop(self.store.get, snapshot_id)
+        if record is None:
+            raise HibernateError(f"no snapshot {snapshot_id}", 404)
+        return record
+
+    async def list(self, notebook: str | None = None) -> list[dict[str, Any]]:
+        records = await self._off_loop(self.store.list, notebook)
+        return [self._doc(r) for r in records]
+
+    async def delete(self, snapshot_id: str) -> None:
+        if not store.ID_PATTERN.match(snapshot_id) or \
+                not await self._off_loop(self.store.remove, snapshot_id):
+            raise HibernateError(f"no snapshot {snapshot_id}", 404)
+
+    def _doc(self, record: SnapshotRecord) -> dict[str, Any]:
+        return record.doc()
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)
+        self.store.close()
+
+
+def _skipped(s: Any) -> dict[str, Any]:
+    """A skipped name as the API shows it: {"name", "reason"} (and "module" when that is it)."""
+    d = s if isinstance(s, dict) else {"name": s.name, "reason": s.reason, "module": s.module}
+    out = {"name": str(d.get("name")), "reason": str(d.get("reason"))}
+    if d.get("module"):
+        out["module"] = str(d["module"])
+    return out
+
