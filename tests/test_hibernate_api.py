@@ -7,6 +7,7 @@ wrote for another notebook or owner, is refused and loads nothing.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import shutil
 from pathlib import Path
@@ -276,3 +277,21 @@ async def test_a_kernel_without_a_notebook_is_not_hibernated(jp_fetch):
                     expect=409)
     assert "no notebook session" in doc["message"]
     await jp_fetch("api", "kernels", kernel["id"])  # still running
+
+
+async def test_one_hibernate_at_a_time_per_kernel(jp_fetch, jp_root_dir, jp_serverapp):
+    kernel_id = await new_kernel(jp_fetch, jp_root_dir)
+    await run(jp_serverapp, kernel_id, SETUP)
+
+    async def status() -> tuple[int, str]:
+        try:
+            resp = await jp_fetch("costguard", "api", "kernels", kernel_id, "hibernate",
+                                  method="POST", body="")
+            return resp.code, ""
+        except HTTPClientError as e:
+            return e.code, json.loads(e.response.body)["message"]
+
+    answers = sorted(await asyncio.gather(status(), status()))
+    assert [code for code, _ in answers] == [200, 409], answers
+    assert "already being hibernated" in answers[1][1]
+    assert len((await api(jp_fetch, "snapshots"))["snapshots"]) == 1

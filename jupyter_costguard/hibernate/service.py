@@ -15,7 +15,8 @@ manager, session table, the latest views) it is given as plain objects and calla
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -69,9 +70,12 @@ class HibernateService:
         self.owner = owner
         self.log = logger
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="costguard-hibernate")
-        removed = self.store.clear_partials()
+        #: kernels being hibernated or restored into now: one operation per kernel at a time
+        self._working: set[str] = set()
+        removed = self.store.clear_leftovers()
         if removed and logger is not None:
-            logger.info("costguard: removed %d unfinished snapshot(s) in %s", len(removed), root)
+            logger.info("costguard: removed %d unfinished or unindexed snapshot folder(s) in "
+                        "%s", len(removed), root)
 
     async def _off_loop(self, fn: Callable[..., T], *args: Any) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
@@ -93,9 +97,27 @@ class HibernateService:
 
     # --- hibernate ---------------------------------------------------------------------
 
+    @contextlib.contextmanager
+    def _one_at_a_time(self, kernel_id: str) -> Iterator[None]:
+        """409 while another hibernate or restore of this kernel is under way (a second
+        hibernate would queue its save behind the first, whose shutdown then cuts it off)."""
+        if kernel_id in self._working:
+            raise HibernateError(f"kernel {kernel_id} is already being hibernated or restored "
+                                 "into; wait for that to finish", 409)
+        self._working.add(kernel_id)
+        try:
+            yield
+        finally:
+            self._working.discard(kernel_id)
+
     async def hibernate(self, kernel_id: str) -> dict[str, Any]:
         """Save the kernel's variables, then shut it down; the answer of `POST
         kernels/{id}/hibernate`."""
+        self._kernel(kernel_id)
+        with self._one_at_a_time(kernel_id):
+            return await self._hibernate(kernel_id)
+
+    async def _hibernate(self, kernel_id: str) -> dict[str, Any]:
         kernel = self._kernel(kernel_id)
         notebook = self.notebook_of(kernel_id)
         if not notebook:
@@ -160,11 +182,12 @@ class HibernateService:
                 f"snapshot {snapshot_id} is of {record.notebook}; kernel {kernel_id} is "
                 f"{'of ' + notebook if notebook else 'of no notebook'}: a snapshot is restored "
                 "only into a kernel of its own notebook", 409)
-        digest = await self._off_loop(self._check, record)
-        self._idle(kernel, kernel_id, "restore into")
-        answer = await call(kernel, kernel_id, restore_code(self.store.folder(snapshot_id),
-                                                            digest),
-                            self.settings.timeout_seconds, "loading the snapshot")
+        with self._one_at_a_time(kernel_id):
+            digest = await self._off_loop(self._check, record)
+            self._idle(kernel, kernel_id, "restore into")
+            answer = await call(kernel, kernel_id,
+                                restore_code(self.store.folder(snapshot_id), digest),
+                                self.settings.timeout_seconds, "loading the snapshot")
         if "error" in answer:
             raise HibernateError(f"snapshot {snapshot_id} was not restored: {answer['error']}",
                                  409)

@@ -114,10 +114,16 @@ class SnapshotStore:
             raise ValueError(f"not a snapshot id: {snapshot_id!r}")
         return self.root / snapshot_id
 
-    def clear_partials(self) -> list[Path]:
-        """Remove what kernels killed while saving left behind (never loaded: they have no
-        manifest and no index row); returns what was removed."""
+    def clear_leftovers(self) -> list[Path]:
+        """Remove, at start, what no snapshot owns: folders a kernel killed while saving left
+        (`partial_folders`) and snapshot folders the index does not name (a save that finished
+        after its request gave up, or a server stopped between the save and the index). None
+        of them could be loaded; returns what was removed."""
         gone = partial_folders(self.root)
+        with self._lock:
+            known = {row[0] for row in self._db.execute("SELECT id FROM snapshots")}
+        gone += [p for p in sorted(self.root.iterdir())
+                 if ID_PATTERN.match(p.name) and p.name not in known and p.is_dir()]
         for path in gone:
             shutil.rmtree(path, ignore_errors=True)
         return gone
