@@ -289,7 +289,32 @@ class CostGuard(ExtensionApp, CostTraits, SamplingTraits, GuardTraits, OffloadTr
             infos += self.jobs.running_kernels()
         return infos
 
+    async def _hibernate_on_stop(self) -> None:
+        """Before anything else stops (and before the server shuts its kernels down, which it
+        does after the extensions): hibernate the kernels that hold GPUs in the latest
+        sample, within `hibernate_on_stop_seconds`."""
+        budget = self.hibernate_on_stop_seconds
+        if self.hibernation is None or self.service is None or budget <= 0:
+            return
+        sample = self.service.published.sample
+        live = set(self.server.kernel_manager.list_kernel_ids())
+        holding = [k.info.kernel_id for k in (sample.kernels if sample else ())
+                   if k.gpu_memory_bytes and k.info.kernel_id in live]
+        if not holding:
+            return
+        self.log.info("costguard: stopping: hibernating %d kernel(s) that hold GPUs (within "
+                      "%g s)", len(holding), budget)
+        outcome = await self.hibernation.hibernate_on_stop(holding, budget)
+        for kernel_id, result in outcome.items():
+            self.log.warning("costguard: stopping: kernel %s: %s", kernel_id,
+                             result if result.startswith("not ") else
+                             f"hibernated as snapshot {result}")
+
     async def stop_extension(self) -> None:
+        try:
+            await self._hibernate_on_stop()
+        except Exception:  # a stop must go on whatever happened here
+            self.log.exception("costguard: hibernating kernels at stop failed")
         info = getattr(self, "_server_info", None)
         if info is not None:
             await asyncio.to_thread(info.unlink, missing_ok=True)

@@ -166,6 +166,38 @@ class HibernateService:
         self.store.add(record)
         return record
 
+    # --- when the server stops ----------------------------------------------------------
+
+    async def hibernate_on_stop(self, kernel_ids: list[str], budget: float
+                                ) -> dict[str, str]:
+        """Hibernate `kernel_ids` (the kernels holding GPUs) side by side within `budget`
+        seconds in all, before the server shuts its kernels down: any stop (a spawner's
+        SIGTERM, a culler, auto-stop) then keeps their work. Returns kernel id -> snapshot id
+        or why not. A kernel busy running a cell is not interrupted (its save would wait
+        behind the cell); one not done within the budget is given up and its partial files
+        are cleared at the next start."""
+        outcome: dict[str, str] = {}
+
+        async def one(kernel_id: str) -> None:
+            try:
+                doc = await self.hibernate(kernel_id)
+            except HibernateError as e:
+                outcome[kernel_id] = f"not hibernated: {e}"
+            else:
+                outcome[kernel_id] = str(doc["id"])
+
+        tasks = [asyncio.ensure_future(one(k)) for k in kernel_ids]
+        if not tasks:
+            return outcome
+        _, pending = await asyncio.wait(tasks, timeout=budget)
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        for kernel_id in kernel_ids:
+            outcome.setdefault(kernel_id, f"not hibernated: not done within {budget:g} s "
+                                          "(c.CostGuard.hibernate_on_stop_seconds)")
+        return outcome
+
     # --- restore -----------------------------------------------------------------------
 
     async def restore(self, snapshot_id: str, kernel_id: str) -> dict[str, Any]:
