@@ -129,7 +129,8 @@ class CostGuard(ExtensionApp, CostTraits, SamplingTraits, GuardTraits, OffloadTr
                                   if owner is not None else None)
 
             jobs.listeners.append(push)
-        metrics.install(lambda: service.published.metrics + (jobs.metrics() if jobs else []),
+        metrics.install(lambda: service.published.metrics + (jobs.metrics() if jobs else [])
+                        + (self.hibernation.metrics() if self.hibernation else []),
                         owner=service.owner)
         self.hub_reporter = reporter_from(
             self, os.environ, service.owner, published=self._published,
@@ -242,7 +243,8 @@ class CostGuard(ExtensionApp, CostTraits, SamplingTraits, GuardTraits, OffloadTr
                 self.server.session_manager,
                 HibernateSettings(timeout_seconds=self.hibernate_timeout_seconds,
                                   max_bytes=self.hibernate_max_bytes),
-                held=held, owner=owner.user if owner else None, logger=self.log)
+                held=held, owner=owner.user if owner else None, logger=self.log,
+                currency=lambda: self._published().pricing.currency)
         except Exception as e:
             self.log.error("costguard: hibernate is off: cannot use %s: %s", root, e)
             return None

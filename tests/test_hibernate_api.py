@@ -130,7 +130,7 @@ async def test_variables_come_back_in_a_new_kernel_of_the_same_notebook(
     assert [s["id"] for s in listed["snapshots"]] == [snap["id"]]
     assert listed["snapshots"][0]["saved"] == snap["saved"]
     other = await api(jp_fetch, "snapshots", params={"notebook": "elsewhere.ipynb"})
-    assert other == {"snapshots": []}
+    assert other["snapshots"] == [] and other["waste_avoided"] == 0
 
     kernel_id = await new_kernel(jp_fetch, jp_root_dir)
     assert kernel_id != snap["kernel_id"]
@@ -142,6 +142,22 @@ async def test_variables_come_back_in_a_new_kernel_of_the_same_notebook(
     values = json.loads(await run(jp_serverapp, kernel_id, CHECK))
     assert values == {"settings": {"lr": 0.1, "layers": [64, 32]}, "score": 8,
                       "model": ["Model", 5.0], "n": 100_000, "last": 99_999}
+
+    # the waste avoided: the rate the kernel held, for the time it stayed hibernated
+    listed = await api(jp_fetch, "snapshots")
+    validate("/snapshots", 200, listed)
+    (doc,) = listed["snapshots"]
+    assert doc["gpus_held"] == 1 and doc["rate_per_hour_held"] > 0
+    assert doc["restored"] >= doc["created"] and doc["hibernated_seconds"] > 0
+    assert doc["waste_avoided"] == pytest.approx(
+        doc["rate_per_hour_held"] * doc["hibernated_seconds"] / 3600, abs=1e-5)
+    assert listed["waste_avoided"] == doc["waste_avoided"] and listed["currency"] == "USD"
+    again = await api(jp_fetch, "snapshots")  # restored: the figure stops growing
+    assert again["snapshots"][0]["hibernated_seconds"] == doc["hibernated_seconds"]
+    metrics = (await jp_fetch("metrics")).body.decode()
+    assert "costguard_snapshots 1.0" in metrics
+    assert f'costguard_hibernate_waste_avoided{{currency="USD"}} {doc["waste_avoided"]}' \
+        in metrics, [m for m in metrics.splitlines() if "hibernate" in m]
 
     await api(jp_fetch, "snapshots", snap["id"], method="DELETE", expect=204)
     assert not folder(tmp_path, snap["id"]).exists()

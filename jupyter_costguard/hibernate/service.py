@@ -16,12 +16,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+from prometheus_client.core import GaugeMetricFamily, Metric
+
+from jupyter_costguard.cost.money import round_money
 from jupyter_costguard.hibernate import mac, store
 from jupyter_costguard.hibernate.errors import HibernateError
 from jupyter_costguard.hibernate.kernelcall import call
@@ -60,7 +64,8 @@ class HibernateService:
 
     def __init__(self, root: Path, key_file: Path, kernel_manager: Any, session_manager: Any,
                  settings: HibernateSettings, held: Callable[[str], Held] = lambda k: Held(),
-                 owner: str | None = None, logger: Any = None) -> None:
+                 owner: str | None = None, logger: Any = None,
+                 currency: Callable[[], str] = lambda: "USD") -> None:
         self.store = SnapshotStore(root)  # at start, before the loop serves requests
         self._key = mac.load_key(key_file)
         self.km = kernel_manager
@@ -69,10 +74,13 @@ class HibernateService:
         self.held = held
         self.owner = owner
         self.log = logger
+        self.currency = currency
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="costguard-hibernate")
         #: kernels being hibernated or restored into now: one operation per kernel at a time
         self._working: set[str] = set()
         removed = self.store.clear_leftovers()
+        #: the index as last read on the worker: what a scrape reads, without touching disk
+        self._records: list[SnapshotRecord] = self.store.list()
         if removed and logger is not None:
             logger.info("costguard: removed %d unfinished or unindexed snapshot folder(s) in "
                         "%s", len(removed), root)
@@ -164,6 +172,7 @@ class HibernateService:
             rate_per_hour_held=held.rate_per_hour, digest=manifest_digest(manifest),
             mac=mac.sign(self._key, bound, manifest))
         self.store.add(record)
+        self._records = self.store.list()
         return record
 
     # --- when the server stops ----------------------------------------------------------
@@ -223,6 +232,7 @@ class HibernateService:
         if "error" in answer:
             raise HibernateError(f"snapshot {snapshot_id} was not restored: {answer['error']}",
                                  409)
+        await self._off_loop(self._restored, snapshot_id, time.time())
         return {"restored": list(answer.get("restored", [])),
                 "skipped": [_skipped(s) for s in answer.get("skipped", [])],
                 "notes": list(answer.get("notes", []))}
@@ -251,17 +261,45 @@ class HibernateService:
             raise HibernateError(f"no snapshot {snapshot_id}", 404)
         return record
 
-    async def list(self, notebook: str | None = None) -> list[dict[str, Any]]:
+    async def listing(self, notebook: str | None = None) -> dict[str, Any]:
+        """The answer of `GET snapshots`: the snapshots, newest first, and the waste they
+        avoided together (in `currency`)."""
         records = await self._off_loop(self.store.list, notebook)
-        return [self._doc(r) for r in records]
+        now = time.time()
+        return {"snapshots": [r.doc(now) for r in records], "currency": self.currency(),
+                "waste_avoided": round_money(sum(r.waste_avoided(now) for r in records))}
 
     async def delete(self, snapshot_id: str) -> None:
         if not store.ID_PATTERN.match(snapshot_id) or \
-                not await self._off_loop(self.store.remove, snapshot_id):
+                not await self._off_loop(self._remove, snapshot_id):
             raise HibernateError(f"no snapshot {snapshot_id}", 404)
 
+    def _remove(self, snapshot_id: str) -> bool:
+        gone = self.store.remove(snapshot_id)
+        self._records = self.store.list()
+        return gone
+
+    def _restored(self, snapshot_id: str, when: float) -> None:
+        self.store.mark_restored(snapshot_id, when)
+        self._records = self.store.list()
+
     def _doc(self, record: SnapshotRecord) -> dict[str, Any]:
-        return record.doc()
+        return record.doc(time.time())
+
+    def metrics(self) -> list[Metric]:
+        """The kept snapshots, their bytes and the waste they avoided, from the index as
+        last read (a scrape reads no disk)."""
+        records, now, currency = self._records, time.time(), self.currency()
+        count = GaugeMetricFamily("costguard_snapshots", "Hibernated kernels' snapshots kept.")
+        count.add_metric([], len(records))
+        size = GaugeMetricFamily("costguard_snapshot_bytes", "Bytes the kept snapshots hold.")
+        size.add_metric([], float(sum(r.bytes for r in records)))
+        waste = GaugeMetricFamily(
+            "costguard_hibernate_waste_avoided",
+            "The rate each hibernated kernel held times the time it stayed hibernated, over "
+            "the kept snapshots, in the labelled currency.", labels=["currency"])
+        waste.add_metric([currency], round_money(sum(r.waste_avoided(now) for r in records)))
+        return [count, size, waste]
 
     def close(self) -> None:
         self._pool.shutdown(wait=True)

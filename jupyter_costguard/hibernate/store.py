@@ -21,6 +21,7 @@ from typing import Any
 
 from jupyter_costguard.common.files import PRIVATE_DIR
 from jupyter_costguard.common.sqlite import Schema, open_db
+from jupyter_costguard.cost.money import round_money
 from jupyter_costguard.kernel.hibernate import partial_folders
 
 INDEX = "index.sqlite"
@@ -46,6 +47,8 @@ SCHEMA = Schema("snapshots", (
     );
     CREATE INDEX IF NOT EXISTS snapshots_notebook ON snapshots (notebook, created);
     """,
+    # when it was first restored: the end of the time its kernel's GPUs were not paid for
+    "ALTER TABLE snapshots ADD COLUMN restored REAL;",
 ))
 
 
@@ -68,12 +71,27 @@ class SnapshotRecord:
     digest: str
     mac: str
     rate_per_hour_held: float | None = None
+    restored: float | None = None
 
-    def doc(self) -> dict[str, Any]:
+    def hibernated_seconds(self, now: float) -> float:
+        """How long its kernel has been (or was, until the first restore) hibernated."""
+        end = self.restored if self.restored is not None else now
+        return max(0.0, end - self.created)
+
+    def waste_avoided(self, now: float) -> float:
+        """The rate its kernel held times the time it stayed hibernated: what keeping it
+        alive would have cost (0 when the kernel held nothing priced)."""
+        return (self.rate_per_hour_held or 0.0) * self.hibernated_seconds(now) / 3600.0
+
+    def doc(self, now: float) -> dict[str, Any]:
         """What `GET snapshots` lists (the MAC and digest stay with the server)."""
         return {"id": self.id, "notebook": self.notebook, "created": self.created,
                 "bytes": self.bytes, "saved": self.saved, "skipped": self.skipped,
-                "store": "local", "kernel_name": self.kernel_name}
+                "store": "local", "kernel_name": self.kernel_name,
+                "gpus_held": self.gpus_held, "rate_per_hour_held": self.rate_per_hour_held,
+                "restored": self.restored,
+                "hibernated_seconds": round(self.hibernated_seconds(now), 3),
+                "waste_avoided": round_money(self.waste_avoided(now))}
 
     def row(self) -> dict[str, Any]:
         d = asdict(self)
@@ -83,7 +101,7 @@ class SnapshotRecord:
 
 
 _COLUMNS = ("id", "notebook", "created", "bytes", "saved", "skipped", "kernel_name", "user",
-            "rate_per_hour_held", "gpus_held", "digest", "mac")
+            "rate_per_hour_held", "gpus_held", "digest", "mac", "restored")
 
 
 def _record(row: tuple[Any, ...]) -> SnapshotRecord:
@@ -151,6 +169,12 @@ class SnapshotStore:
         with self._lock:
             rows = self._db.execute(query + " ORDER BY created DESC, id", args).fetchall()
         return [_record(r) for r in rows]
+
+    def mark_restored(self, snapshot_id: str, when: float) -> None:
+        """Record its first restore (later ones change nothing)."""
+        with self._lock:
+            self._db.execute("UPDATE snapshots SET restored = ? WHERE id = ? AND restored IS "
+                             "NULL", (when, snapshot_id))
 
     def remove(self, snapshot_id: str) -> bool:
         """Forget the snapshot, then delete its folder; False when the index has no such one."""

@@ -58,8 +58,7 @@ class SnapshotListHandler(HibernateHandler):
     async def get(self) -> None:
         self._check_params("notebook")
         notebook = self.get_query_argument("notebook", None)
-        snapshots = await self.hibernation.list(notebook.strip("/") if notebook else None)
-        self.write_json({"snapshots": snapshots})
+        self.write_json(await self.hibernation.listing(notebook.strip("/") if notebook else None))
 
 
 class SnapshotRestoreHandler(HibernateHandler):

@@ -1474,6 +1474,16 @@ export interface components {
              */
             store: "local";
             kernel_name: string;
+            /** @description GPUs the kernel held when it was hibernated. */
+            gpus_held: number;
+            /** @description The kernel's spend rate when it was hibernated (null when it was not sampled). */
+            rate_per_hour_held: number | null;
+            /** @description When it was first restored; null while hibernated. */
+            restored: number | null;
+            /** @description From `created` to `restored` */
+            hibernated_seconds: number;
+            /** @description rate_per_hour_held times hibernated_seconds, what keeping the kernel alive would have cost. */
+            waste_avoided: components["schemas"]["Money"];
         };
         Hibernated: components["schemas"]["Snapshot"] & {
             /** @description GPUs the kernel held in the latest sample. */
@@ -1481,6 +1491,9 @@ export interface components {
         };
         SnapshotList: {
             snapshots: components["schemas"]["Snapshot"][];
+            currency: string;
+            /** @description The listed snapshots' waste_avoided together. */
+            waste_avoided: components["schemas"]["Money"];
         };
         RestoreRequest: {
             kernel_id: string;
