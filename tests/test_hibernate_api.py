@@ -311,3 +311,16 @@ async def test_one_hibernate_at_a_time_per_kernel(jp_fetch, jp_root_dir, jp_serv
     assert [code for code, _ in answers] == [200, 409], answers
     assert "already being hibernated" in answers[1][1]
     assert len((await api(jp_fetch, "snapshots"))["snapshots"]) == 1
+
+
+async def test_a_save_past_the_timeout_is_refused_and_the_kernel_keeps_running(
+        jp_fetch, jp_root_dir, jp_serverapp):
+    service(jp_serverapp).settings = HibernateSettings(timeout_seconds=1, max_bytes=10**9)
+    kernel_id = await new_kernel(jp_fetch, jp_root_dir)
+    await run(jp_serverapp, kernel_id, "class Slow:\n    def __reduce__(self):\n"
+                                       "        import time; time.sleep(4); return (int, ())\n"
+                                       "slow = Slow()\nkept = 42")
+    doc = await api(jp_fetch, "kernels", kernel_id, "hibernate", method="POST", expect=409)
+    assert "did not finish" in doc["message"] and "keeps running" in doc["message"], doc
+    assert "42" in await run(jp_serverapp, kernel_id, "print(kept)")  # after the late save
+    assert (await api(jp_fetch, "snapshots"))["snapshots"] == []

@@ -27,12 +27,17 @@ async def call(kernel: Any, kernel_id: str, code: str, timeout: float, doing: st
             out.append(msg["content"].get("text", ""))
 
     client = kernel.client()
-    client.start_channels()
-    try:
-        await asyncio.wait_for(client.wait_for_ready(timeout=timeout), timeout)
-        reply = await asyncio.wait_for(client.execute_interactive(
+
+    async def run() -> dict[str, Any]:
+        await client.wait_for_ready(timeout=timeout)
+        reply: dict[str, Any] = await client.execute_interactive(
             code, silent=True, store_history=False, allow_stdin=False, output_hook=hook,
-            timeout=timeout), timeout + 1)
+            timeout=timeout)
+        return reply
+
+    client.start_channels()
+    try:  # one deadline for the whole call, waiting for the kernel included
+        reply = await asyncio.wait_for(run(), timeout)
     except (asyncio.TimeoutError, TimeoutError):
         raise HibernateError(f"kernel {kernel_id} did not finish {doing} within {timeout:g} s "
                              "(c.CostGuard.hibernate_timeout_seconds); it keeps running",
