@@ -324,3 +324,20 @@ async def test_a_save_past_the_timeout_is_refused_and_the_kernel_keeps_running(
     assert "did not finish" in doc["message"] and "keeps running" in doc["message"], doc
     assert "42" in await run(jp_serverapp, kernel_id, "print(kept)")  # after the late save
     assert (await api(jp_fetch, "snapshots"))["snapshots"] == []
+
+
+async def test_the_stop_budget_is_held_and_what_is_not_done_keeps_running(
+        jp_fetch, jp_root_dir, jp_serverapp):
+    """`hibernate_on_stop` gives up on a kernel not saved within its budget (the server then
+    shuts it down as before) and says so; one that is done is hibernated."""
+    quick = await new_kernel(jp_fetch, jp_root_dir)
+    slow = await new_kernel(jp_fetch, jp_root_dir, "work/slow.ipynb")
+    await run(jp_serverapp, quick, "kept = 1")
+    await run(jp_serverapp, slow, "class Slow:\n    def __reduce__(self):\n"
+                                  "        import time; time.sleep(120); return (int, ())\n"
+                                  "slow = Slow()")
+    outcome = await service(jp_serverapp).hibernate_on_stop([quick, slow], 15.0)
+    assert outcome[slow].startswith("not hibernated: not done within 15 s"), outcome
+    listed = (await api(jp_fetch, "snapshots"))["snapshots"]
+    assert [s["id"] for s in listed] == [outcome[quick]]
+    await jp_fetch("api", "kernels", slow)  # still running; the server's own stop ends it
