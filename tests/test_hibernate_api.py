@@ -264,6 +264,8 @@ async def test_requests_without_a_token_are_refused(jp_fetch):
     ('{"kernel_id": 5}', "kernel_id must be a string"),
     ('{"kernel_id": ""}', "kernel_id must not be empty"),
     ('{"kernel_id": "k", "extra": 1}', "unknown field"),
+    ('{"kernel_id": ' + "[" * 100 + "]" * 100 + "}", "32 levels"),
+    ('{"kernel_id": "k\\u0000"}', "NUL"),
 ])
 async def test_a_bad_restore_body_is_a_400(jp_fetch, raw, needle):
     doc = await api(jp_fetch, "snapshots", "0" * 32, "restore", method="POST", raw=raw,
