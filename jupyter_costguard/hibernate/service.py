@@ -79,7 +79,7 @@ class HibernateService:
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="costguard-hibernate")
         #: kernels being hibernated or restored into now: one operation per kernel at a time
         self._working: set[str] = set()
-        removed = self.store.clear_leftovers()
+        removed = self.store.clear_leftovers(older_than=settings.timeout_seconds)
         #: the index as last read on the worker: what a scrape reads, without touching disk
         self._records: list[SnapshotRecord] = self.store.list()
         if removed and logger is not None:
