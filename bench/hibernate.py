@@ -380,7 +380,7 @@ def main() -> int:
     base = Path(args.dir) if args.dir else Path(default_dir())
     base.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="costguard-hibernate-bench-", dir=base))
-    approaches = {a: str(REPO) for a in APPROACHES}
+    approaches = {a: str(REPO) for a in APPROACHES if a != "dill" or _importable("dill")}
     before: Path | None = None
     try:
         if args.before:
@@ -400,8 +400,10 @@ def main() -> int:
         shutil.rmtree(work, ignore_errors=True)
     header, rows = table(results)
     torch = "torch CPU tensors" if _importable("torch") else "no torch (not importable)"
+    dill = "" if "dill" in approaches else "; no dill row (pip install dill)"
     print(f"\n{repeats} repeat(s), median; {platform.machine()}, {os.cpu_count()} CPUs, "
-          f"Python {platform.python_version()}; files in {base}; {torch}; {took:.0f} s\n")
+          f"Python {platform.python_version()}; files in {base}; {torch}{dill}; "
+          f"{took:.0f} s\n")
     print(md_table(header, rows))
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2))
