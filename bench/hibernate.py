@@ -16,11 +16,13 @@ DataFrame (25%), a dict of small objects, and torch CPU tensors when torch is im
 
 Every save and every restore runs in a fresh subprocess, in a fixed order (for each repeat,
 for each approach: save, then restore, then the files are removed); each figure is the
-median of the repeats. Nothing is dropped from the page cache (that needs root): a restore
-reads what its save just wrote, for every approach alike. Peak memory is the process's
-high-water RSS (`VmHWM`, reset through `/proc/self/clear_refs` just before the operation)
-above its RSS before it, less, for a restore, the namespace's own size: the goal is that this
-stays under one object's copy (the largest value).
+median of the repeats. The page cache is not dropped (that needs root): a restore reads what
+its save just wrote, for every approach alike; with `--cold` the saved files' pages are
+evicted first (`posix_fadvise`, no root needed), so the restore reads the disk.
+
+Peak memory is the process's high-water RSS (`VmHWM`, reset through `/proc/self/clear_refs`
+just before the operation) above its RSS before it, less, for a restore, the namespace's own
+size: the goal is that this stays under one object's copy (the largest value).
 
     python bench/hibernate.py                       # 10MB, 1GB, 4GB, 3 repeats
     python bench/hibernate.py --quick               # 10MB, 1 repeat (seconds)
@@ -243,7 +245,21 @@ OPS = {("floor", "save"): floor_save, ("floor", "restore"): floor_restore,
        ("dill", "save"): dill_save, ("dill", "restore"): dill_restore}
 
 
-def child(approach: str, op: str, size: int, path: Path, profile: str | None) -> None:
+def evict(path: Path) -> None:
+    """Drop the (fsynced, so clean) pages of every file under `path` from the page cache, as
+    after hours of other work: `posix_fadvise(DONTNEED)` needs no root."""
+    for p in path.rglob("*"):
+        if p.is_file():
+            fd = os.open(p, os.O_RDONLY)
+            try:
+                os.fdatasync(fd)
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            finally:
+                os.close(fd)
+
+
+def child(approach: str, op: str, size: int, path: Path, profile: str | None,
+          cold: bool = False) -> None:
     """One measurement; prints its figures as one JSON line."""
     import numpy  # noqa: F401  imported before the clock starts, for every approach
     import pandas  # noqa: F401
@@ -275,6 +291,8 @@ def child(approach: str, op: str, size: int, path: Path, profile: str | None) ->
     total = sum(sizes.values())
     extra = peak - rss0 - (total if op == "restore" else 0)
     written = sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+    if cold and op == "save":
+        evict(path)
     print(json.dumps({"seconds": took, "extra": extra, "bytes": written, "own": total,
                       "largest": max(sizes.values()), "names": sorted(sizes)}))
 
@@ -282,11 +300,14 @@ def child(approach: str, op: str, size: int, path: Path, profile: str | None) ->
 # --------------------------------------------------------------------------- the parent
 
 def run_child(python: str, approach: str, op: str, size: int, path: Path,
-              pythonpath: str, profile: str | None = None) -> dict[str, Any]:
+              pythonpath: str, profile: str | None = None, cold: bool = False
+              ) -> dict[str, Any]:
     cmd = [python, str(Path(__file__).resolve()), "--child", approach, op, str(size),
            str(path)]
     if profile:
         cmd += ["--profile", profile]
+    if cold:
+        cmd += ["--cold"]
     env = {**os.environ, "PYTHONPATH": pythonpath}
     done = subprocess.run(cmd, env=env, capture_output=True, text=True)
     if done.returncode != 0:
@@ -302,7 +323,7 @@ def default_dir() -> str:
 
 
 def measure(python: str, sizes: list[int], approaches: dict[str, str], repeats: int,
-            work: Path) -> dict[str, dict[str, list[dict[str, Any]]]]:
+            work: Path, cold: bool) -> dict[str, dict[str, list[dict[str, Any]]]]:
     """{size label: {approach: [{"save": doc, "restore": doc}, ...]}}."""
     results: dict[str, dict[str, list[dict[str, Any]]]] = {}
     for size in sizes:
@@ -313,7 +334,8 @@ def measure(python: str, sizes: list[int], approaches: dict[str, str], repeats: 
                 out = work / f"{approach.replace(' ', '-')}-{size}"
                 shutil.rmtree(out, ignore_errors=True)
                 try:
-                    saved = run_child(python, approach, "save", size, out, pythonpath)
+                    saved = run_child(python, approach, "save", size, out, pythonpath,
+                                      cold=cold)
                     restored = run_child(python, approach, "restore", size, out, pythonpath)
                 finally:
                     shutil.rmtree(out, ignore_errors=True)
@@ -364,6 +386,8 @@ def main() -> int:
     p.add_argument("--dir", help="where the files are written (default: a temp folder on "
                                  "the repository's disk, removed after)")
     p.add_argument("--before", help="also measure the hibernate library at this git revision")
+    p.add_argument("--cold", action="store_true",
+                   help="evict the saved files from the page cache before each restore")
     p.add_argument("--python", default=sys.executable)
     p.add_argument("--json", help="also write every figure here")
     p.add_argument("--profile", help="cProfile one hibernate save of the first size into "
@@ -373,7 +397,7 @@ def main() -> int:
     args = p.parse_args()
     if args.child:
         approach, op, size, path = args.child
-        child(approach, op, int(size), Path(path), args.profile)
+        child(approach, op, int(size), Path(path), args.profile, args.cold)
         return 0
     sizes = [parse_size(s) for s in ("10MB" if args.quick else args.sizes).split(",")]
     repeats = args.repeats or (1 if args.quick else 3)
@@ -391,7 +415,7 @@ def main() -> int:
         if args.profile:
             return profile(args.python, sizes[0], work, args.profile)
         started = time.monotonic()
-        results = measure(args.python, sizes, approaches, repeats, work)
+        results = measure(args.python, sizes, approaches, repeats, work, args.cold)
         took = time.monotonic() - started
     finally:
         if before is not None:
@@ -401,8 +425,10 @@ def main() -> int:
     header, rows = table(results)
     torch = "torch CPU tensors" if _importable("torch") else "no torch (not importable)"
     dill = "" if "dill" in approaches else "; no dill row (pip install dill)"
+    cache = ("restores read from disk (pages evicted after each save)" if args.cold
+             else "restores read what the save left in the page cache")
     print(f"\n{repeats} repeat(s), median; {platform.machine()}, {os.cpu_count()} CPUs, "
-          f"Python {platform.python_version()}; files in {base}; {torch}{dill}; "
+          f"Python {platform.python_version()}; files in {base}; {torch}{dill}; {cache}; "
           f"{took:.0f} s\n")
     print(md_table(header, rows))
     if args.json:
