@@ -9,7 +9,7 @@ side in one run:
 - **hibernate**: `jupyter_costguard.kernel.hibernate.save`/`restore` of this tree;
 - **dill**: `dill.dump_session`/`dill.load_session` of the same values in `__main__`, the file
   fsynced after the dump;
-- **hibernate before** (with `--before REV`): the library as committed at REV.
+- **hibernate at REV** (with `--before REV`, repeatable): the library as committed at REV.
 
 The namespace is a mix: numpy arrays (four dtypes, the largest 40% of the whole), a pandas
 DataFrame (25%), a dict of small objects, and torch CPU tensors when torch is importable.
@@ -385,7 +385,8 @@ def main() -> int:
     p.add_argument("--repeats", type=int, default=None, help="default 3 (1 with --quick)")
     p.add_argument("--dir", help="where the files are written (default: a temp folder on "
                                  "the repository's disk, removed after)")
-    p.add_argument("--before", help="also measure the hibernate library at this git revision")
+    p.add_argument("--before", action="append", default=[],
+                   help="also measure the hibernate library at this git revision (repeatable)")
     p.add_argument("--cold", action="store_true",
                    help="evict the saved files from the page cache before each restore")
     p.add_argument("--python", default=sys.executable)
@@ -405,22 +406,23 @@ def main() -> int:
     base.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="costguard-hibernate-bench-", dir=base))
     approaches = {a: str(REPO) for a in APPROACHES if a != "dill" or _importable("dill")}
-    before: Path | None = None
+    trees: list[Path] = []
     try:
-        if args.before:
-            before = work / "before-tree"
+        for i, rev in enumerate(args.before):
+            tree = work / f"before-tree-{i}"
             subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", "-q",
-                            str(before), args.before], check=True)
-            approaches[f"hibernate before ({args.before})"] = str(before)
+                            str(tree), rev], check=True)
+            trees.append(tree)
+            approaches[f"hibernate at {rev}"] = str(tree)
         if args.profile:
             return profile(args.python, sizes[0], work, args.profile)
         started = time.monotonic()
         results = measure(args.python, sizes, approaches, repeats, work, args.cold)
         took = time.monotonic() - started
     finally:
-        if before is not None:
+        for tree in trees:
             subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force",
-                            str(before)], check=False)
+                            str(tree)], check=False)
         shutil.rmtree(work, ignore_errors=True)
     header, rows = table(results)
     torch = "torch CPU tensors" if _importable("torch") else "no torch (not importable)"

@@ -27,6 +27,7 @@ import os
 import stat
 import sys
 from collections.abc import Callable, Mapping
+from concurrent.futures import Future
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -35,7 +36,7 @@ import cloudpickle
 
 from jupyter_costguard.kernel.hibernate import pickling
 from jupyter_costguard.kernel.hibernate.records import Entry, Note
-from jupyter_costguard.kernel.hibernate.sink import Sink
+from jupyter_costguard.kernel.hibernate.sink import Sink, hash_beside
 
 KINDS = ("module", "numpy", "pandas", "torch", "pickle")
 SUFFIX = {"numpy": "npy", "pandas": "pkl", "torch": "pt", "pickle": "pkl"}
@@ -222,15 +223,23 @@ def read_numpy(path: Path, size: int) -> tuple[Any, str] | None:
         data = _bytes_of(np, array)
         if data is None or reader.pos + data.nbytes != size:
             return None
-        for start in range(0, data.nbytes, CHUNK):
-            chunk = data[start:start + CHUNK]
-            done = 0
-            while done < chunk.nbytes:
-                got = f.readinto(chunk[done:])
-                if not got:  # the file shrank while being read
-                    return None
-                done += got
-            digest.update(chunk)
+        hashing: Future[None] | None = None
+        try:
+            for start in range(0, data.nbytes, CHUNK):
+                chunk = data[start:start + CHUNK]
+                done = 0
+                while done < chunk.nbytes:
+                    got = f.readinto(chunk[done:])
+                    if not got:  # the file shrank while being read
+                        return None
+                    done += got
+                if hashing is not None:
+                    hashing.result()
+                # hashed on the hashing thread while the next chunk is read
+                hashing = hash_beside(digest, chunk)
+        finally:
+            if hashing is not None:
+                hashing.result()
         return array, digest.hexdigest()
 
 
