@@ -18,7 +18,7 @@ from jupyter_costguard.common.files import open_private
 OVERLAP_MIN = 1 << 20
 
 #: what `file_sha256` reads at a time
-HASH_CHUNK = 4 << 20
+HASH_CHUNK = 1 << 20
 
 _hasher: ThreadPoolExecutor | None = None
 _hasher_lock = threading.Lock()
