@@ -21,7 +21,8 @@ its save just wrote, for every approach alike; with `--cold` the saved files' pa
 evicted first (`posix_fadvise`, no root needed), so the restore reads the disk.
 
 Peak memory is the process's high-water RSS (`VmHWM`, reset through `/proc/self/clear_refs`
-just before the operation) above its RSS before it, less, for a restore, the namespace's own
+just before the operation, after `malloc_trim` gave back the heap's free pages) above its RSS
+before it, less, for a restore, the namespace's own
 size: the goal is that this stays under one object's copy (the largest value).
 
     python bench/hibernate.py                       # 10MB, 1GB, 4GB, 3 repeats
@@ -146,6 +147,16 @@ def _status(field: str) -> int:
 
 
 def _reset_peak() -> None:
+    """Give the heap's free pages back (building the namespace freed temporaries that a copy
+    made during the operation would otherwise reuse unseen), then reset VmHWM to the RSS."""
+    import ctypes
+    import gc
+
+    gc.collect()
+    try:
+        ctypes.CDLL(None).malloc_trim(0)  # glibc
+    except (OSError, AttributeError):
+        pass
     with open("/proc/self/clear_refs", "w") as f:
         f.write("5")  # resets VmHWM to the current RSS (Linux >= 4.0)
 
@@ -271,8 +282,8 @@ def child(approach: str, op: str, size: int, path: Path, profile: str | None,
     fn = OPS[("hibernate" if approach.startswith("hibernate") else approach, op)]
     ns: dict[str, Any] = build_namespace(size) if op == "save" else {}
     sizes = {name: own_size(v) for name, v in ns.items()}
-    rss0 = _status("VmRSS")
     _reset_peak()
+    rss0 = _status("VmRSS")
     if profile:
         import cProfile
 
