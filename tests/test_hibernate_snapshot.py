@@ -396,3 +396,68 @@ def test_torch_tensors_and_modules_round_trip(tmp_path: Path):
     assert sorted(result.restored) == ["layer", "t"] and result.notes == []
     assert torch.equal(target["t"], ns["t"])
     assert torch.equal(target["layer"].weight, layer.weight)
+
+
+def _unusual_arrays(np: Any) -> dict[str, Any]:
+    return {"plain": np.arange(100_000, dtype=np.float64).reshape(1000, 100),
+            "fortran": np.asfortranarray(np.arange(12, dtype=np.int32).reshape(3, 4)),
+            "strided": np.arange(20)[::3], "scalar": np.array(2.5), "empty": np.zeros((0, 7)),
+            "big_endian": np.arange(5, dtype=">u4"), "flags": np.array([True, False]),
+            "when": np.array(["2026-12-06T11:00"], dtype="datetime64[m]"),
+            "records": np.array([(1, 2.0)], dtype=[("a", "i4"), ("b", "f8")]),
+            "unicode_field": np.array([(1,)], dtype=[("größe", "i4")])}
+
+
+def test_arrays_are_written_as_numpy_save_writes_them_and_come_back(tmp_path: Path):
+    # arrays are streamed from their own memory, not through numpy.save: the files must still
+    # be the .npy files numpy.save writes, and come back equal, dtype and order included
+    import io
+
+    np = pytest.importorskip("numpy")
+    arrays = _unusual_arrays(np)
+    manifest = save(_namespace(**arrays), tmp_path / "snap", GB)
+    for e in manifest.entries:
+        expected = io.BytesIO()
+        np.save(expected, arrays[e.name], allow_pickle=False)
+        assert (tmp_path / "snap" / str(e.file)).read_bytes() == expected.getvalue(), e.name
+    target = _namespace()
+    assert sorted(restore(target, tmp_path / "snap").restored) == sorted(arrays)
+    for name, array in arrays.items():
+        back = target[name]
+        assert back.dtype == array.dtype and back.shape == array.shape, name
+        assert np.array_equal(back, array), name
+    assert target["fortran"].flags.f_contiguous and not target["fortran"].flags.c_contiguous
+
+
+def test_arrays_are_read_once_and_a_damaged_one_loads_nothing(tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch):
+    np = pytest.importorskip("numpy")
+    ns = _namespace(big=np.arange(3 << 20, dtype=np.float64), notes=["kept", "together"])
+    manifest = save(ns, tmp_path / "snap", GB)
+    big = next(e for e in manifest.entries if e.name == "big")
+    path = tmp_path / "snap" / str(big.file)
+
+    hashed: list[str] = []
+    real = snapshot_module.file_sha256
+
+    def counting(p: Path, size: int) -> str | None:
+        hashed.append(p.name)
+        return real(p, size)
+
+    monkeypatch.setattr(snapshot_module, "file_sha256", counting)
+    target = _namespace()
+    restore(target, tmp_path / "snap")
+    assert big.file not in hashed  # hashed as it was read into the array, not read twice
+    assert np.array_equal(target["big"], ns["big"]) and target["notes"] == ["kept", "together"]
+
+    data = path.read_bytes()
+    middle = len(data) // 2
+    damaged = {"a data byte": data[:middle] + bytes([data[middle] ^ 1]) + data[middle + 1:],
+               "a header byte": data[:20] + bytes([data[20] ^ 1]) + data[21:],
+               "the last chunk cut": data[:-8]}
+    for what, content in damaged.items():
+        path.write_bytes(content)
+        target = _namespace()
+        with pytest.raises(CorruptSnapshot, match="nothing was loaded"):
+            restore(target, tmp_path / "snap")
+        assert target == _namespace(), what

@@ -2,9 +2,11 @@
 
 * ``module``: recorded by name (the module's own, so ``import os.path as osp`` records
   ``posixpath`` bound to ``osp``) and imported again on restore; no file.
-* ``numpy``: an exact ``ndarray`` without Python objects inside, ``numpy.save`` /
-  ``numpy.load(allow_pickle=False)``: the array's bytes go straight to the file, and reading
-  runs no code.
+* ``numpy``: an exact ``ndarray`` without Python objects inside, in ``.npy`` format: the
+  header, then the array's own memory handed to the sink chunk by chunk (``numpy.save`` would
+  copy each chunk with ``tobytes``, as the sink is not a real file). Read back in one pass
+  into a new array while hashing (`read_numpy`), or with ``numpy.load(allow_pickle=False)``;
+  reading runs no code.
 * ``pandas``: an exact ``DataFrame``/``Series``, pickle protocol 5 (the column buffers stream
   to the file without a copy; every dtype, index and attribute comes back exactly, and it needs
   no pyarrow). Same pickler as ``pickle``, its own kind for the listing and the size estimate.
@@ -17,10 +19,15 @@
 
 from __future__ import annotations
 
+import hashlib
 import importlib
+import io
 import itertools
+import os
+import stat
 import sys
 from collections.abc import Callable, Mapping
+from concurrent.futures import Future
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -29,12 +36,15 @@ import cloudpickle
 
 from jupyter_costguard.kernel.hibernate import pickling
 from jupyter_costguard.kernel.hibernate.records import Entry, Note
-from jupyter_costguard.kernel.hibernate.sink import Sink
+from jupyter_costguard.kernel.hibernate.sink import Sink, hash_beside
 
 KINDS = ("module", "numpy", "pandas", "torch", "pickle")
 SUFFIX = {"numpy": "npy", "pandas": "pkl", "torch": "pt", "pickle": "pkl"}
 #: restore order: what others refer to first (a class before its instances)
 ORDER = {"module": 0, "numpy": 1, "pandas": 1, "torch": 1, "pickle": 2}
+#: an array's bytes are hashed and written (or read and hashed) this many at a time: small
+#: enough to stay in the CPU's cache between the hash and the copy
+CHUNK = 4 << 20
 
 
 def type_name(value: Any) -> str:
@@ -109,8 +119,7 @@ def write(value: Any, kind: str, sink: Sink, namespace: Mapping[str, Any],
           earlier: Mapping[int, str]) -> list[str]:
     """Stream `value` into `sink`; the earlier names it refers to."""
     if kind == "numpy":
-        np = sys.modules["numpy"]
-        np.save(sink, value, allow_pickle=False)
+        _write_numpy(sys.modules["numpy"], value, sink)
         return []
     if kind == "torch":
         torch = sys.modules["torch"]
@@ -120,6 +129,118 @@ def write(value: Any, kind: str, sink: Sink, namespace: Mapping[str, Any],
     pickler = pickling.Pickler(sink, namespace, earlier)  # type: ignore[arg-type]
     pickler.dump(value)
     return sorted(pickler.needs)
+
+
+def _write_numpy(np: Any, value: Any, sink: Sink) -> None:
+    """The `.npy` header, then the array's memory itself: no copy of the data. An array that
+    is not contiguous, or whose header needs format 3.0, goes through `numpy.save`."""
+    fmt = np.lib.format
+    data = _bytes_of(np, value)
+    header = io.BytesIO()
+    try:
+        if data is None:
+            raise ValueError("not contiguous")
+        meta = fmt.header_data_from_array_1_0(value)
+        try:
+            fmt.write_array_header_1_0(header, meta)
+        except ValueError:  # a header over 64 KiB
+            header = io.BytesIO()
+            fmt.write_array_header_2_0(header, meta)
+    except ValueError:  # a strided array, or field names only format 3.0 can hold
+        np.save(sink, value, allow_pickle=False)
+        return
+    sink.write(header.getbuffer())
+    for start in range(0, data.nbytes, CHUNK):
+        sink.write(data[start:start + CHUNK])
+
+
+def _bytes_of(np: Any, array: Any) -> memoryview | None:
+    """The array's memory as bytes, in the order `.npy` stores it (C order, or Fortran order
+    for an array that is only Fortran-contiguous); None if it is neither."""
+    if array.flags.c_contiguous:
+        ordered = array
+    elif array.flags.f_contiguous:
+        ordered = array.T
+    else:
+        return None
+    try:
+        return memoryview(ordered.reshape(-1).view(np.uint8))
+    except (ValueError, TypeError):  # an itemsize-0 dtype and the like
+        return None
+
+
+class _HashingReader:
+    """Reads a file for numpy's header parser, hashing what it hands over."""
+
+    def __init__(self, f: io.RawIOBase, digest: Any) -> None:
+        self.f = f
+        self.digest = digest
+        self.pos = 0
+
+    def read(self, n: int = -1) -> bytes:
+        data = self.f.read(n) or b""
+        self.digest.update(data)
+        self.pos += len(data)
+        return data
+
+
+def read_numpy(path: Path, size: int) -> tuple[Any, str] | None:
+    """The array in the `.npy` file `path` and the sha256 of the whole file, read in one pass:
+    the bytes go into the new array and are hashed there. The caller compares the digest and
+    drops the array if it differs; reading an array runs no code.
+
+    None where this path does not apply (numpy missing, not a regular file of `size` bytes, a
+    header it does not read, object arrays): the caller then checks the file with
+    `file_sha256` and loads it with `read`, which name what is wrong."""
+    try:
+        np = importlib.import_module("numpy")
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    except (ImportError, OSError):
+        return None
+    with os.fdopen(fd, "rb", buffering=0) as f:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size != size:
+            return None
+        digest = hashlib.sha256()
+        reader = _HashingReader(f, digest)
+        fmt = np.lib.format
+        try:
+            version = fmt.read_magic(reader)
+            if version == (1, 0):
+                shape, fortran, dtype = fmt.read_array_header_1_0(reader)
+            elif version == (2, 0):
+                shape, fortran, dtype = fmt.read_array_header_2_0(reader)
+            else:
+                return None
+            count = 1
+            for n in shape:
+                count *= int(n)
+            if dtype.hasobject or reader.pos + count * dtype.itemsize != size:
+                return None
+            array = np.empty(shape, dtype=dtype, order="F" if fortran else "C")
+        except Exception:  # a damaged header, an absurd shape: the usual path says which
+            return None
+        data = _bytes_of(np, array)
+        if data is None or reader.pos + data.nbytes != size:
+            return None
+        hashing: Future[None] | None = None
+        try:
+            for start in range(0, data.nbytes, CHUNK):
+                chunk = data[start:start + CHUNK]
+                done = 0
+                while done < chunk.nbytes:
+                    got = f.readinto(chunk[done:])
+                    if not got:  # the file shrank while being read
+                        return None
+                    done += got
+                if hashing is not None:
+                    hashing.result()
+                # hashed on the hashing thread while the next chunk is read
+                hashing = hash_beside(digest, chunk)
+        finally:
+            if hashing is not None:
+                hashing.result()
+        return array, digest.hexdigest()
 
 
 def read(entry: Entry, path: Path, resolve: Callable[[str], Any]) -> tuple[Any, list[Note]]:

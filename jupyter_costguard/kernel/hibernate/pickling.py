@@ -70,10 +70,9 @@ class Pickler(cloudpickle.Pickler):
         return reduced
 
     def persistent_id(self, obj: Any) -> Any:
-        if not referable(obj):
-            return None
+        # called for every object pickled: the id lookup first, which misses for nearly all
         name = self._earlier.get(id(obj))
-        if name is None:
+        if name is None or not referable(obj):
             return None
         self.needs.add(name)
         return ("name", name)

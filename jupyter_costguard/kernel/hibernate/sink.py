@@ -4,11 +4,34 @@ to the snapshot's size cap, and fsynced, so the manifest can vouch for what is o
 from __future__ import annotations
 
 import hashlib
+import itertools
 import os
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 from jupyter_costguard.common.files import open_private
+
+#: a write at least this large is hashed on another thread while it is written (hashlib and
+#: the write both let go of the GIL): sha256 costs about as much as the write itself
+OVERLAP_MIN = 1 << 20
+
+#: what `file_sha256` reads at a time
+HASH_CHUNK = 1 << 20
+
+_hasher: ThreadPoolExecutor | None = None
+_hasher_lock = threading.Lock()
+
+
+def hash_beside(digest: Any, data: memoryview) -> Future[None]:
+    """Start `digest.update(data)` on the hashing thread; the caller waits on the future
+    before `data` may change (one update at a time per digest)."""
+    global _hasher
+    with _hasher_lock:
+        if _hasher is None:
+            _hasher = ThreadPoolExecutor(1, thread_name_prefix="costguard-hibernate-hash")
+    return _hasher.submit(digest.update, data)
 
 
 class CapReached(Exception):
@@ -48,13 +71,18 @@ class Sink:
             raise CapReached()
         self._budget.left -= n
         self.bytes += n
-        self._hash.update(view)
+        hashing = hash_beside(self._hash, view) if n >= OVERLAP_MIN else None
+        if hashing is None:
+            self._hash.update(view)
         done = 0
         try:
             while done < n:  # an unbuffered write may take less than all of it
                 done += self._file.write(view[done:]) or 0
         except OSError as e:
             raise WriteFailed(e) from e
+        finally:
+            if hashing is not None:
+                hashing.result()
         return n
 
     def flush(self) -> None:
@@ -110,10 +138,24 @@ def file_sha256(path: Path, size: int) -> str | None:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
     except OSError:
         return None
-    with os.fdopen(fd, "rb") as f:
+    with os.fdopen(fd, "rb", buffering=0) as f:
         if os.fstat(fd).st_size != size:
             return None
         h = hashlib.sha256()
-        while chunk := f.read(1 << 20):
-            h.update(chunk)
+        # two buffers: one is hashed on the hashing thread while the next is read
+        buffers = [memoryview(bytearray(HASH_CHUNK)), memoryview(bytearray(HASH_CHUNK))]
+        hashing: Future[None] | None = None
+        try:
+            for i in itertools.count():
+                buf = buffers[i % 2]
+                got = f.readinto(buf) or 0
+                if hashing is not None:
+                    hashing.result()
+                    hashing = None
+                if not got:
+                    break
+                hashing = hash_beside(h, buf[:got])
+        finally:
+            if hashing is not None:
+                hashing.result()
         return h.hexdigest()
