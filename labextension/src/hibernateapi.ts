@@ -12,6 +12,8 @@ import { requestAPI } from './api';
 export interface ISkippedName {
   name: string;
   reason: string;
+  /** The module it needs, when that is why. */
+  module?: string;
 }
 
 /**
@@ -46,10 +48,17 @@ export interface ISnapshotList {
   snapshots: ISnapshot[];
 }
 
+/** Something to know about a value that came back ("on the CPU: its GPU is not here"). */
+export interface IRestoreNote {
+  name: string;
+  note: string;
+}
+
 /** Response of `POST snapshots/{id}/restore`. */
 export interface IRestoreResult {
   restored: string[];
   skipped: ISkippedName[];
+  notes?: IRestoreNote[];
 }
 
 /** `POST kernels/{id}/hibernate` path. */

@@ -60,9 +60,14 @@ export function hibernatedText(result: IHibernateResult): string {
   return parts.join(' · ');
 }
 
-/** "Restored: 42 variables, 1 skipped (model: needs module torch)". */
+/**
+ * "Restored: 42 variables, 1 skipped (model: needs module torch) · w: on the
+ * CPU, its GPU is not here".
+ */
 export function restoredText(result: IRestoreResult): string {
-  return `Restored: ${plural(result.restored.length, 'variable')}${skippedPart(result.skipped)}`;
+  const head = `Restored: ${plural(result.restored.length, 'variable')}${skippedPart(result.skipped)}`;
+  const notes = Array.isArray(result.notes) ? result.notes : [];
+  return [head, ...notes.slice(0, SKIPPED_SHOWN).map(n => `${n.name}: ${n.note}`)].join(' · ');
 }
 
 /** An alert's Hibernate button: "Hibernate: free 4 GPUs, keep your variables". */

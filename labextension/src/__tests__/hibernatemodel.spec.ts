@@ -70,6 +70,10 @@ describe('hibernation words', () => {
     expect(restoredText({ restored: ['a'], skipped: [{ name: 'm', reason: 'needs module torch' }] })).toBe(
       'Restored: 1 variable, 1 skipped (m: needs module torch)'
     );
+    const notes = [{ name: 'w', note: 'on the CPU: cuda:3 is not here' }];
+    expect(restoredText({ restored: ['w'], skipped: [], notes })).toBe(
+      'Restored: 1 variable · w: on the CPU: cuda:3 is not here'
+    );
   });
 
   it("words the alert's button and the banner", () => {
