@@ -30,6 +30,8 @@ from jupyter_costguard.guard.budget import BudgetRule, NotebookBudgets
 from jupyter_costguard.guard.config import GuardTraits
 from jupyter_costguard.guard.engine import Guard
 from jupyter_costguard.guard.rules import default_rules
+from jupyter_costguard.hibernate.service import Held, HibernateService, HibernateSettings
+from jupyter_costguard.hibernate.settings import HibernateTraits
 from jupyter_costguard.metrics import collector as metrics
 from jupyter_costguard.metrics.pushgateway import push_finished_job
 from jupyter_costguard.offload import jobdir
@@ -50,7 +52,7 @@ from jupyter_costguard.web.routes import handlers
 
 
 class CostGuard(ExtensionApp, CostTraits, SamplingTraits, GuardTraits, OffloadTraits,
-                SlurmTraits, KubernetesTraits, SkyPilotTraits, HubReportTraits):
+                SlurmTraits, KubernetesTraits, SkyPilotTraits, HubReportTraits, HibernateTraits):
     """Cost of GPU notebooks: sampling, ledger, guard, batch jobs, REST API and metrics."""
 
     name = "jupyter_costguard"
@@ -58,6 +60,7 @@ class CostGuard(ExtensionApp, CostTraits, SamplingTraits, GuardTraits, OffloadTr
 
     service: CostService | None = None
     jobs: JobService | None = None
+    hibernation: HibernateService | None = None
     guard: Guard | None = None
     hub_reporter: HubReporter | None = None
     catalog_refresher: CatalogRefresher | None = None
@@ -126,7 +129,8 @@ class CostGuard(ExtensionApp, CostTraits, SamplingTraits, GuardTraits, OffloadTr
                                   if owner is not None else None)
 
             jobs.listeners.append(push)
-        metrics.install(lambda: service.published.metrics + (jobs.metrics() if jobs else []),
+        metrics.install(lambda: service.published.metrics + (jobs.metrics() if jobs else [])
+                        + (self.hibernation.metrics() if self.hibernation else []),
                         owner=service.owner)
         self.hub_reporter = reporter_from(
             self, os.environ, service.owner, published=self._published,
@@ -137,6 +141,8 @@ class CostGuard(ExtensionApp, CostTraits, SamplingTraits, GuardTraits, OffloadTr
         self.settings["costguard_service"] = service
         self.settings["costguard_jobs"] = jobs
         self.settings["costguard_guard"] = self.guard
+        self.hibernation = self._hibernate_service()
+        self.settings["costguard_hibernate"] = self.hibernation
         self.log.info("costguard: ledger at %s, %s", self.db_path,
                       service.published.pricing.detail)
         # The server calls _start_jupyter_server_extension once its loop runs; embedders
@@ -214,6 +220,35 @@ class CostGuard(ExtensionApp, CostTraits, SamplingTraits, GuardTraits, OffloadTr
         return JobService(JobStore(jobs_dir / jobdir.JOBS_DB), jobs_dir, backends, Path(root),
                           self.job_settings(), hooks, owner=owner_from_environ(os.environ))
 
+    def _hibernate_service(self) -> HibernateService | None:
+        """Snapshots beside the ledger unless `snapshot_dir` says; the MAC key in the data
+        folder (beside the ledger) even when the snapshots are elsewhere. A failure here turns
+        hibernate off (503) and leaves the rest of costguard running."""
+        data = Path(os.path.dirname(os.path.abspath(self.db_path)))
+        root = Path(self.snapshot_dir) if self.snapshot_dir else data / "snapshots"
+
+        def held(kernel_id: str) -> Held:
+            if self.service is None:
+                return Held()
+            view = next((k for k in self.service.published.views.kernels
+                         if k.kernel_id == kernel_id), None)
+            if view is None:
+                return Held()
+            return Held(gpus=len(view.gpus), rate_per_hour=view.spend_rate_per_hour)
+
+        owner = owner_from_environ(os.environ)
+        try:
+            return HibernateService(
+                root, data / "hibernate.key", self.server.kernel_manager,
+                self.server.session_manager,
+                HibernateSettings(timeout_seconds=self.hibernate_timeout_seconds,
+                                  max_bytes=self.hibernate_max_bytes),
+                held=held, owner=owner.user if owner else None, logger=self.log,
+                currency=lambda: self._published().pricing.currency)
+        except Exception as e:
+            self.log.error("costguard: hibernate is off: cannot use %s: %s", root, e)
+            return None
+
     def _local_capacity(self) -> Any:
         limit = self.offload_max_local_jobs
 
@@ -256,7 +291,32 @@ class CostGuard(ExtensionApp, CostTraits, SamplingTraits, GuardTraits, OffloadTr
             infos += self.jobs.running_kernels()
         return infos
 
+    async def _hibernate_on_stop(self) -> None:
+        """Before anything else stops (and before the server shuts its kernels down, which it
+        does after the extensions): hibernate the kernels that hold GPUs in the latest
+        sample, within `hibernate_on_stop_seconds`."""
+        budget = self.hibernate_on_stop_seconds
+        if self.hibernation is None or self.service is None or budget <= 0:
+            return
+        sample = self.service.published.sample
+        live = set(self.server.kernel_manager.list_kernel_ids())
+        holding = [k.info.kernel_id for k in (sample.kernels if sample else ())
+                   if k.gpu_memory_bytes and k.info.kernel_id in live]
+        if not holding:
+            return
+        self.log.info("costguard: stopping: hibernating %d kernel(s) that hold GPUs (within "
+                      "%g s)", len(holding), budget)
+        outcome = await self.hibernation.hibernate_on_stop(holding, budget)
+        for kernel_id, result in outcome.items():
+            self.log.warning("costguard: stopping: kernel %s: %s", kernel_id,
+                             result if result.startswith("not ") else
+                             f"hibernated as snapshot {result}")
+
     async def stop_extension(self) -> None:
+        try:
+            await self._hibernate_on_stop()
+        except Exception:  # a stop must go on whatever happened here
+            self.log.exception("costguard: hibernating kernels at stop failed")
         info = getattr(self, "_server_info", None)
         if info is not None:
             await asyncio.to_thread(info.unlink, missing_ok=True)
@@ -267,6 +327,8 @@ class CostGuard(ExtensionApp, CostTraits, SamplingTraits, GuardTraits, OffloadTr
         if self.jobs is not None:
             await self.jobs.stop()
             self.jobs.close()
+        if self.hibernation is not None:
+            await asyncio.to_thread(self.hibernation.close)
         if self.service is not None:
             if self.service.metadata is not None:
                 self.service.metadata.stop()

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from jupyter_costguard.alerts import requests as alert_requests
 from jupyter_costguard.alerts.store import ACTION_IDS, SEVERITIES, AlertError
 from jupyter_costguard.common.apischema import DOCUMENT, RequestSchema, SchemaError
+from jupyter_costguard.hibernate import requests as hibernate_requests
 from jupyter_costguard.offload import requests as job_requests
 from jupyter_costguard.offload.errors import JobError
 from jupyter_costguard.offload.spec import (
@@ -38,8 +39,8 @@ def test_every_request_body_the_document_declares_is_checked_by_the_code() -> No
             if body:
                 declared.add(body["content"]["application/json"]["schema"]["$ref"]
                              .rsplit("/", 1)[1])
-    checked = {v.name for m in (alert_requests, job_requests) for v in vars(m).values()
-               if isinstance(v, RequestSchema)}
+    checked = {v.name for m in (alert_requests, job_requests, hibernate_requests)
+               for v in vars(m).values() if isinstance(v, RequestSchema)}
     assert declared == checked
 
 

@@ -9,6 +9,7 @@ from tornado import web
 from jupyter_costguard.web.alerts import AlertActionHandler, AlertsHandler
 from jupyter_costguard.web.base import API_PREFIX, NotFoundHandler
 from jupyter_costguard.web.documents import DOCUMENTS, DocumentHandler, NotebookHandler
+from jupyter_costguard.web.hibernate import routes as hibernate_routes
 from jupyter_costguard.web.history import HistoryHandler
 from jupyter_costguard.web.jobs import routes as job_routes
 from jupyter_costguard.web.openapi import OpenAPIHandler
@@ -30,6 +31,7 @@ def handlers(base: str) -> list[tuple[str, type[web.RequestHandler], dict[str, A
         (url("/openapi.json"), OpenAPIHandler, {}),
     ]
     routes += job_routes(url)
+    routes += hibernate_routes(url)
     routes += [
         (url(r"/?(.*)"), NotFoundHandler, {}),
     ]

@@ -897,6 +897,198 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/kernels/{kernel_id}/hibernate": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Save a notebook kernel's variables, then shut the kernel down (its GPUs freed).
+         * @description The kernel writes its variables to a snapshot (what cannot be saved is named in
+         *     `skipped` with the reason); the server reads the snapshot back, MACs it with a key
+         *     kept in its data folder and records it, and only then shuts the kernel down. If
+         *     saving fails (too large, no space, the kernel busy or not answering within
+         *     `hibernate_timeout_seconds`, costguard missing from the kernel's environment) the
+         *     answer is 409 saying why and the kernel keeps running. 404 for an unknown kernel; 409
+         *     for a kernel with no notebook session. Takes no body.
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    /** @description The kernel's id (as `GET /api/kernels` lists it). */
+                    kernel_id: components["parameters"]["KernelId"];
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The snapshot, and how many GPUs the kernel held. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Hibernated"];
+                    };
+                };
+                400: components["responses"]["Error"];
+                403: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                409: components["responses"]["Error"];
+                500: components["responses"]["Error"];
+                503: components["responses"]["Error"];
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/snapshots": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The hibernated kernels' snapshots, newest first. */
+        get: {
+            parameters: {
+                query?: {
+                    /** @description Only this notebook's snapshots (server-relative path). */
+                    notebook?: string;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The snapshots. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["SnapshotList"];
+                    };
+                };
+                400: components["responses"]["Error"];
+                403: components["responses"]["Error"];
+                503: components["responses"]["Error"];
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/snapshots/{id}/restore": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Load a snapshot's variables into a running kernel of the same notebook.
+         * @description Only a snapshot this server wrote is loaded: its MAC must check (a changed, truncated
+         *     or swapped-in snapshot is refused with 409 and nothing is loaded), it must be the
+         *     server owner's (403 otherwise), and the kernel's session must be the snapshot's
+         *     notebook (409 otherwise). A variable that needs a module missing here is named in
+         *     `skipped` with it; the rest come back. 404 for an unknown snapshot or kernel.
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    /** @description The snapshot's `id`. */
+                    id: components["parameters"]["SnapshotId"];
+                };
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": components["schemas"]["RestoreRequest"];
+                };
+            };
+            responses: {
+                /** @description What came back, and what did not (with why). */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Restored"];
+                    };
+                };
+                400: components["responses"]["Error"];
+                403: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                409: components["responses"]["Error"];
+                503: components["responses"]["Error"];
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/snapshots/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /** Remove a snapshot and its files. */
+        delete: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    /** @description The snapshot's `id`. */
+                    id: components["parameters"]["SnapshotId"];
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Deleted. */
+                204: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                400: components["responses"]["Error"];
+                403: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                503: components["responses"]["Error"];
+            };
+        };
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/openapi.json": {
         parameters: {
             query?: never;
@@ -1260,6 +1452,61 @@ export interface components {
             actions?: components["schemas"]["AlertAction"][] | null;
             details?: Record<string, unknown> | null;
         };
+        /** @description A name that was not saved or not restored, and why. */
+        Skipped: {
+            name: string;
+            reason: string;
+            /** @description The module it needs */
+            module?: string;
+        };
+        Snapshot: {
+            id: string;
+            /** @description The notebook whose kernel it was (server-relative path). */
+            notebook: string;
+            /** @description When it was written (epoch seconds). */
+            created: number;
+            bytes: number;
+            saved: string[];
+            skipped: components["schemas"]["Skipped"][];
+            /**
+             * @description Where it is stored.
+             * @enum {string}
+             */
+            store: "local";
+            kernel_name: string;
+            /** @description GPUs the kernel held when it was hibernated. */
+            gpus_held: number;
+            /** @description The kernel's spend rate when it was hibernated (null when it was not sampled). */
+            rate_per_hour_held: number | null;
+            /** @description When it was first restored; null while hibernated. */
+            restored: number | null;
+            /** @description From `created` to `restored` */
+            hibernated_seconds: number;
+            /** @description rate_per_hour_held times hibernated_seconds, what keeping the kernel alive would have cost. */
+            waste_avoided: components["schemas"]["Money"];
+        };
+        Hibernated: components["schemas"]["Snapshot"] & {
+            /** @description GPUs the kernel held in the latest sample. */
+            gpus_freed: number;
+        };
+        SnapshotList: {
+            snapshots: components["schemas"]["Snapshot"][];
+            currency: string;
+            /** @description The listed snapshots' waste_avoided together. */
+            waste_avoided: components["schemas"]["Money"];
+        };
+        RestoreRequest: {
+            kernel_id: string;
+        };
+        Restored: {
+            restored: string[];
+            skipped: components["schemas"]["Skipped"][];
+            /** @description Something to know about a value that came back (a tensor on the CPU because its GPU is not here). */
+            notes?: {
+                name: string;
+                note: string;
+            }[];
+        };
         /** @description Nothing to say; an empty body or `{}`. */
         DismissRequest: Record<string, unknown>;
         SnoozeRequest: {
@@ -1503,6 +1750,10 @@ export interface components {
         AlertId: string;
         /** @description The job's `id`. */
         JobId: number;
+        /** @description The kernel's id (as `GET /api/kernels` lists it). */
+        KernelId: string;
+        /** @description The snapshot's `id`. */
+        SnapshotId: string;
     };
     requestBodies: never;
     headers: never;

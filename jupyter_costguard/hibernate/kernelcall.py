@@ -1,0 +1,62 @@
+"""One hibernate call run in a live kernel of the server, and its answer.
+
+A client of the server's kernel manager sends the cell with `store_history=False` and
+`silent=True` (no execution count, no `Out`, nothing in the user's history) and reads the
+reply line `kernel/hibernate/entry` prints on stdout. It waits in the kernel's queue like any
+cell, so the service refuses a busy kernel first; past `timeout` the call is given up and says
+so (the kernel is left running).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from jupyter_costguard.hibernate.errors import HibernateError
+from jupyter_costguard.kernel.hibernate import parse_reply
+
+
+async def call(kernel: Any, kernel_id: str, code: str, timeout: float, doing: str
+               ) -> dict[str, Any]:
+    """The answer of `code` (a `save_code`/`restore_code` cell) in `kernel`; HibernateError
+    (409) when the kernel does not answer in time, fails to run it, or prints no answer."""
+    out: list[str] = []
+
+    def hook(msg: dict[str, Any]) -> None:
+        if msg.get("msg_type") == "stream" and msg["content"].get("name") == "stdout":
+            out.append(msg["content"].get("text", ""))
+
+    client = kernel.client()
+
+    async def run() -> dict[str, Any]:
+        await client.wait_for_ready(timeout=timeout)
+        reply: dict[str, Any] = await client.execute_interactive(
+            code, silent=True, store_history=False, allow_stdin=False, output_hook=hook,
+            timeout=timeout)
+        return reply
+
+    client.start_channels()
+    try:  # one deadline for the whole call, waiting for the kernel included
+        reply = await asyncio.wait_for(run(), timeout)
+    except (asyncio.TimeoutError, TimeoutError):
+        raise HibernateError(f"kernel {kernel_id} did not finish {doing} within {timeout:g} s "
+                             "(c.CostGuard.hibernate_timeout_seconds); it keeps running",
+                             409) from None
+    except RuntimeError as e:  # the kernel died while we waited
+        raise HibernateError(f"kernel {kernel_id} stopped answering while {doing}: {e}",
+                             409) from None
+    finally:
+        client.stop_channels()
+    content = reply.get("content", {})
+    if content.get("status") != "ok":
+        raise HibernateError(
+            f"kernel {kernel_id} could not run costguard's {doing}: {content.get('ename')}: "
+            f"{content.get('evalue')} (is jupyter-costguard installed in the kernel's "
+            "environment?)", 409)
+    try:
+        doc = parse_reply("".join(out))
+    except ValueError:
+        doc = None
+    if doc is None:
+        raise HibernateError(f"kernel {kernel_id} gave no answer while {doing}", 409)
+    return doc

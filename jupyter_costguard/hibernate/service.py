@@ -1,0 +1,316 @@
+"""Hibernate a kernel (save its variables, then shut it down so its GPUs are freed), restore a
+snapshot into a new kernel of the same notebook, list and delete snapshots.
+
+Order is the promise: the kernel is shut down only after its snapshot is on disk, its manifest
+read back, MACed and in the index; if anything before that fails the kernel keeps running and
+the error says why. A restore loads only a snapshot whose MAC checks, into a kernel whose
+session is the snapshot's notebook, for the server's owner who made it; the kernel is handed
+the manifest digest the server checked, and checks every file against it before loading.
+
+Disk, hashing and SQLite work runs on the service's one worker thread, never on the IO loop;
+messages to kernels are awaited on the loop. What the service needs of the server (kernel
+manager, session table, the latest views) it is given as plain objects and callables.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+from prometheus_client.core import GaugeMetricFamily, Metric
+
+from jupyter_costguard.cost.money import round_money
+from jupyter_costguard.hibernate import mac, store
+from jupyter_costguard.hibernate.errors import HibernateError
+from jupyter_costguard.hibernate.kernelcall import call
+from jupyter_costguard.hibernate.store import SnapshotRecord, SnapshotStore
+from jupyter_costguard.kernel.hibernate import (
+    CorruptSnapshot,
+    Manifest,
+    manifest_digest,
+    read_manifest,
+    restore_code,
+    save_code,
+)
+from jupyter_costguard.sampling.kernels import session_paths
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Held:
+    """What a kernel held when it was hibernated (from the latest sample's views)."""
+
+    gpus: int = 0
+    rate_per_hour: float | None = None
+
+
+@dataclass(frozen=True)
+class HibernateSettings:
+    timeout_seconds: float = 600.0
+    max_bytes: int = 100 * 10**9
+
+
+class HibernateService:
+    """Snapshots of this server's kernels. `held(kernel_id)` says what a kernel holds now;
+    `owner` is the Hub user whose server this is (None outside a hub): a snapshot records it,
+    and another owner's is refused."""
+
+    def __init__(self, root: Path, key_file: Path, kernel_manager: Any, session_manager: Any,
+                 settings: HibernateSettings, held: Callable[[str], Held] = lambda k: Held(),
+                 owner: str | None = None, logger: Any = None,
+                 currency: Callable[[], str] = lambda: "USD") -> None:
+        self.store = SnapshotStore(root)  # at start, before the loop serves requests
+        self._key = mac.load_key(key_file)
+        self.km = kernel_manager
+        self.sessions = session_manager
+        self.settings = settings
+        self.held = held
+        self.owner = owner
+        self.log = logger
+        self.currency = currency
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="costguard-hibernate")
+        #: kernels being hibernated or restored into now: one operation per kernel at a time
+        self._working: set[str] = set()
+        removed = self.store.clear_leftovers()
+        #: the index as last read on the worker: what a scrape reads, without touching disk
+        self._records: list[SnapshotRecord] = self.store.list()
+        if removed and logger is not None:
+            logger.info("costguard: removed %d unfinished or unindexed snapshot folder(s) in "
+                        "%s", len(removed), root)
+
+    async def _off_loop(self, fn: Callable[..., T], *args: Any) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
+
+    def _kernel(self, kernel_id: str) -> Any:
+        try:
+            return self.km.get_kernel(kernel_id)
+        except KeyError:
+            raise HibernateError(f"no running kernel {kernel_id}", 404) from None
+
+    def notebook_of(self, kernel_id: str) -> str | None:
+        """The notebook path of the kernel's session (the session table; one SELECT)."""
+        return session_paths(self.sessions).get(kernel_id)
+
+    def _idle(self, kernel: Any, kernel_id: str, doing: str) -> None:
+        if getattr(kernel, "execution_state", None) == "busy":
+            raise HibernateError(f"kernel {kernel_id} is busy running a cell; {doing} it once "
+                                 "it is idle (or interrupt it first)", 409)
+
+    # --- hibernate ---------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _one_at_a_time(self, kernel_id: str) -> Iterator[None]:
+        """409 while another hibernate or restore of this kernel is under way (a second
+        hibernate would queue its save behind the first, whose shutdown then cuts it off)."""
+        if kernel_id in self._working:
+            raise HibernateError(f"kernel {kernel_id} is already being hibernated or restored "
+                                 "into; wait for that to finish", 409)
+        self._working.add(kernel_id)
+        try:
+            yield
+        finally:
+            self._working.discard(kernel_id)
+
+    async def hibernate(self, kernel_id: str) -> dict[str, Any]:
+        """Save the kernel's variables, then shut it down; the answer of `POST
+        kernels/{id}/hibernate`."""
+        self._kernel(kernel_id)
+        with self._one_at_a_time(kernel_id):
+            return await self._hibernate(kernel_id)
+
+    async def _hibernate(self, kernel_id: str) -> dict[str, Any]:
+        kernel = self._kernel(kernel_id)
+        notebook = self.notebook_of(kernel_id)
+        if not notebook:
+            raise HibernateError(f"kernel {kernel_id} belongs to no notebook session; only a "
+                                 "notebook's kernel can be hibernated (its snapshot is restored "
+                                 "into that notebook)", 409)
+        self._idle(kernel, kernel_id, "hibernate")
+        held = self.held(kernel_id)
+        kernel_name = getattr(kernel, "kernel_name", "") or ""
+        snapshot_id = store.new_id()
+        dest = self.store.folder(snapshot_id)
+        answer = await call(kernel, kernel_id,
+                            save_code(dest, self.settings.max_bytes),
+                            self.settings.timeout_seconds, "saving its variables")
+        if "error" in answer:
+            await self._off_loop(self.store.discard, snapshot_id)
+            raise HibernateError(f"the variables of kernel {kernel_id} could not be saved, so "
+                                 f"it keeps running: {answer['error']}", 409)
+        try:
+            record = await self._off_loop(self._seal, snapshot_id, notebook, kernel_name, held)
+        except Exception as e:
+            await self._off_loop(self.store.discard, snapshot_id)
+            raise HibernateError(f"the snapshot of kernel {kernel_id} could not be recorded, "
+                                 f"so it keeps running: {e}", 409) from e
+        try:
+            await self.km.shutdown_kernel(kernel_id)
+        except Exception as e:  # saved and recorded: say so, the kernel's fate is the server's
+            if self.log is not None:
+                self.log.warning("costguard: kernel %s hibernated as %s but did not shut "
+                                 "down: %s", kernel_id, snapshot_id, e)
+            raise HibernateError(f"the variables were saved as snapshot {snapshot_id}, but "
+                                 f"kernel {kernel_id} could not be shut down: {e}", 500) from e
+        return {**self._doc(record), "gpus_freed": held.gpus}
+
+    def _seal(self, snapshot_id: str, notebook: str, kernel_name: str, held: Held
+              ) -> SnapshotRecord:
+        """Read back what the kernel wrote (not what it printed), MAC it and index it."""
+        manifest = read_manifest(self.store.folder(snapshot_id))
+        bound = mac.binding(snapshot_id, notebook, self.owner, kernel_name)
+        record = SnapshotRecord(
+            id=snapshot_id, notebook=notebook, created=manifest.created, bytes=manifest.bytes,
+            saved=manifest.saved, skipped=[_skipped(s) for s in manifest.skipped],
+            kernel_name=kernel_name, user=self.owner, gpus_held=held.gpus,
+            rate_per_hour_held=held.rate_per_hour, digest=manifest_digest(manifest),
+            mac=mac.sign(self._key, bound, manifest))
+        self.store.add(record)
+        self._records = self.store.list()
+        return record
+
+    # --- when the server stops ----------------------------------------------------------
+
+    async def hibernate_on_stop(self, kernel_ids: list[str], budget: float
+                                ) -> dict[str, str]:
+        """Hibernate `kernel_ids` (the kernels holding GPUs) side by side within `budget`
+        seconds in all, before the server shuts its kernels down: any stop (a spawner's
+        SIGTERM, a culler, auto-stop) then keeps their work. Returns kernel id -> snapshot id
+        or why not. A kernel busy running a cell is not interrupted (its save would wait
+        behind the cell); one not done within the budget is given up and its partial files
+        are cleared at the next start."""
+        outcome: dict[str, str] = {}
+
+        async def one(kernel_id: str) -> None:
+            try:
+                doc = await self.hibernate(kernel_id)
+            except HibernateError as e:
+                outcome[kernel_id] = f"not hibernated: {e}"
+            else:
+                outcome[kernel_id] = str(doc["id"])
+
+        tasks = [asyncio.ensure_future(one(k)) for k in kernel_ids]
+        if not tasks:
+            return outcome
+        _, pending = await asyncio.wait(tasks, timeout=budget)
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        for kernel_id in kernel_ids:
+            outcome.setdefault(kernel_id, f"not hibernated: not done within {budget:g} s "
+                                          "(c.CostGuard.hibernate_on_stop_seconds)")
+        return outcome
+
+    # --- restore -----------------------------------------------------------------------
+
+    async def restore(self, snapshot_id: str, kernel_id: str) -> dict[str, Any]:
+        """Load the snapshot into `kernel_id`, a kernel of the same notebook; the answer of
+        `POST snapshots/{id}/restore`."""
+        record = await self.get(snapshot_id)
+        kernel = self._kernel(kernel_id)
+        if record.user != self.owner:
+            raise HibernateError(f"snapshot {snapshot_id} is {record.user or 'nobody'}'s, not "
+                                 f"{self.owner or 'this server'}'s; it is not loaded", 403)
+        notebook = self.notebook_of(kernel_id)
+        if notebook != record.notebook:
+            raise HibernateError(
+                f"snapshot {snapshot_id} is of {record.notebook}; kernel {kernel_id} is "
+                f"{'of ' + notebook if notebook else 'of no notebook'}: a snapshot is restored "
+                "only into a kernel of its own notebook", 409)
+        with self._one_at_a_time(kernel_id):
+            digest = await self._off_loop(self._check, record)
+            self._idle(kernel, kernel_id, "restore into")
+            answer = await call(kernel, kernel_id,
+                                restore_code(self.store.folder(snapshot_id), digest),
+                                self.settings.timeout_seconds, "loading the snapshot")
+        if "error" in answer:
+            raise HibernateError(f"snapshot {snapshot_id} was not restored: {answer['error']}",
+                                 409)
+        await self._off_loop(self._restored, snapshot_id, time.time())
+        return {"restored": list(answer.get("restored", [])),
+                "skipped": [_skipped(s) for s in answer.get("skipped", [])],
+                "notes": list(answer.get("notes", []))}
+
+    def _check(self, record: SnapshotRecord) -> str:
+        """The digest of the snapshot's manifest, if its MAC is this server's for this
+        record; else HibernateError (409): nothing is loaded."""
+        try:
+            manifest: Manifest = read_manifest(self.store.folder(record.id))
+        except CorruptSnapshot as e:
+            raise HibernateError(f"snapshot {record.id} cannot be restored: {e}", 409) from None
+        bound = mac.binding(record.id, record.notebook, record.user, record.kernel_name)
+        if not mac.verify(self._key, bound, manifest, record.mac):
+            raise HibernateError(
+                f"snapshot {record.id} was changed after this server wrote it (its MAC does "
+                "not match); it is not loaded", 409)
+        return manifest_digest(manifest)
+
+    # --- list, get, delete -------------------------------------------------------------
+
+    async def get(self, snapshot_id: str) -> SnapshotRecord:
+        if not store.ID_PATTERN.match(snapshot_id):
+            raise HibernateError(f"no snapshot {snapshot_id}", 404)
+        record = await self._off_loop(self.store.get, snapshot_id)
+        if record is None:
+            raise HibernateError(f"no snapshot {snapshot_id}", 404)
+        return record
+
+    async def listing(self, notebook: str | None = None) -> dict[str, Any]:
+        """The answer of `GET snapshots`: the snapshots, newest first, and the waste they
+        avoided together (in `currency`)."""
+        records = await self._off_loop(self.store.list, notebook)
+        now = time.time()
+        return {"snapshots": [r.doc(now) for r in records], "currency": self.currency(),
+                "waste_avoided": round_money(sum(r.waste_avoided(now) for r in records))}
+
+    async def delete(self, snapshot_id: str) -> None:
+        if not store.ID_PATTERN.match(snapshot_id) or \
+                not await self._off_loop(self._remove, snapshot_id):
+            raise HibernateError(f"no snapshot {snapshot_id}", 404)
+
+    def _remove(self, snapshot_id: str) -> bool:
+        gone = self.store.remove(snapshot_id)
+        self._records = self.store.list()
+        return gone
+
+    def _restored(self, snapshot_id: str, when: float) -> None:
+        self.store.mark_restored(snapshot_id, when)
+        self._records = self.store.list()
+
+    def _doc(self, record: SnapshotRecord) -> dict[str, Any]:
+        return record.doc(time.time())
+
+    def metrics(self) -> list[Metric]:
+        """The kept snapshots, their bytes and the waste they avoided, from the index as
+        last read (a scrape reads no disk)."""
+        records, now, currency = self._records, time.time(), self.currency()
+        count = GaugeMetricFamily("costguard_snapshots", "Hibernated kernels' snapshots kept.")
+        count.add_metric([], len(records))
+        size = GaugeMetricFamily("costguard_snapshot_bytes", "Bytes the kept snapshots hold.")
+        size.add_metric([], float(sum(r.bytes for r in records)))
+        waste = GaugeMetricFamily(
+            "costguard_hibernate_waste_avoided",
+            "The rate each hibernated kernel held times the time it stayed hibernated, over "
+            "the kept snapshots, in the labelled currency.", labels=["currency"])
+        waste.add_metric([currency], round_money(sum(r.waste_avoided(now) for r in records)))
+        return [count, size, waste]
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)
+        self.store.close()
+
+
+def _skipped(s: Any) -> dict[str, Any]:
+    """A skipped name as the API shows it: {"name", "reason"} (and "module" when that is it)."""
+    d = s if isinstance(s, dict) else {"name": s.name, "reason": s.reason, "module": s.module}
+    out = {"name": str(d.get("name")), "reason": str(d.get("reason"))}
+    if d.get("module"):
+        out["module"] = str(d["module"])
+    return out
+

@@ -1,0 +1,197 @@
+"""Where snapshots live and what the server knows of each: one folder per snapshot
+(`<root>/<id>/`, written by the kernel) and an index in SQLite (`<root>/index.sqlite`).
+
+The root is 0700 and the index 0600 (`common/sqlite`). The index, not the folders, says which
+snapshots exist: a folder the index does not name is never listed or loaded. Every method
+blocks (disk, SQLite): the service calls them on its own worker thread, never on the IO loop.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import sqlite3
+import threading
+import uuid
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from jupyter_costguard.common.files import PRIVATE_DIR
+from jupyter_costguard.common.sqlite import Schema, open_db
+from jupyter_costguard.cost.money import round_money
+from jupyter_costguard.kernel.hibernate import partial_folders
+
+INDEX = "index.sqlite"
+#: a snapshot id: what `new_id` makes, and the only names a folder of the root may have to
+#: be one (an id from a URL is checked against it before it names a path)
+ID_PATTERN = re.compile(r"\A[0-9a-f]{32}\Z")
+
+SCHEMA = Schema("snapshots", (
+    """
+    CREATE TABLE IF NOT EXISTS snapshots (
+        id TEXT PRIMARY KEY,
+        notebook TEXT NOT NULL,
+        created REAL NOT NULL,
+        bytes INTEGER NOT NULL,
+        saved TEXT NOT NULL,
+        skipped TEXT NOT NULL,
+        kernel_name TEXT NOT NULL,
+        user TEXT,
+        rate_per_hour_held REAL,
+        gpus_held INTEGER NOT NULL,
+        digest TEXT NOT NULL,
+        mac TEXT NOT NULL
+    );
+    CREATE INDEX IF NOT EXISTS snapshots_notebook ON snapshots (notebook, created);
+    """,
+    # when it was first restored: the end of the time its kernel's GPUs were not paid for
+    "ALTER TABLE snapshots ADD COLUMN restored REAL;",
+))
+
+
+@dataclass(frozen=True)
+class SnapshotRecord:
+    """One snapshot as the index holds it. `digest` is the manifest's `manifest_digest` and
+    `mac` the server's MAC over it and the fields that say whose it is (`mac.py`);
+    `rate_per_hour_held` and `gpus_held` are what the kernel held when it was hibernated (the
+    waste a hibernation avoids)."""
+
+    id: str
+    notebook: str
+    created: float
+    bytes: int
+    saved: list[str]
+    skipped: list[dict[str, Any]]
+    kernel_name: str
+    user: str | None
+    gpus_held: int
+    digest: str
+    mac: str
+    rate_per_hour_held: float | None = None
+    restored: float | None = None
+
+    def hibernated_seconds(self, now: float) -> float:
+        """How long its kernel has been (or was, until the first restore) hibernated."""
+        end = self.restored if self.restored is not None else now
+        return max(0.0, end - self.created)
+
+    def waste_avoided(self, now: float) -> float:
+        """The rate its kernel held times the time it stayed hibernated: what keeping it
+        alive would have cost (0 when the kernel held nothing priced)."""
+        return (self.rate_per_hour_held or 0.0) * self.hibernated_seconds(now) / 3600.0
+
+    def doc(self, now: float) -> dict[str, Any]:
+        """What `GET snapshots` lists (the MAC and digest stay with the server)."""
+        return {"id": self.id, "notebook": self.notebook, "created": self.created,
+                "bytes": self.bytes, "saved": self.saved, "skipped": self.skipped,
+                "store": "local", "kernel_name": self.kernel_name,
+                "gpus_held": self.gpus_held, "rate_per_hour_held": self.rate_per_hour_held,
+                "restored": self.restored,
+                "hibernated_seconds": round(self.hibernated_seconds(now), 3),
+                "waste_avoided": round_money(self.waste_avoided(now))}
+
+    def row(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["saved"] = json.dumps(self.saved)
+        d["skipped"] = json.dumps(self.skipped)
+        return d
+
+
+_COLUMNS = ("id", "notebook", "created", "bytes", "saved", "skipped", "kernel_name", "user",
+            "rate_per_hour_held", "gpus_held", "digest", "mac", "restored")
+
+
+def _record(row: tuple[Any, ...]) -> SnapshotRecord:
+    d = dict(zip(_COLUMNS, row))
+    d["saved"] = json.loads(d["saved"])
+    d["skipped"] = json.loads(d["skipped"])
+    return SnapshotRecord(**d)
+
+
+def new_id() -> str:
+    return uuid.uuid4().hex
+
+
+class SnapshotStore:
+    """The snapshot root and its index."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+        if not self.root.exists():
+            self.root.mkdir(mode=PRIVATE_DIR, parents=True, exist_ok=True)
+        os.chmod(self.root, PRIVATE_DIR)  # its snapshots are the user's variables
+        self._db = open_db(self.root / INDEX, SCHEMA)
+        self._lock = threading.Lock()
+
+    def folder(self, snapshot_id: str) -> Path:
+        """The folder of `snapshot_id` (which must be an id: nothing else names a path)."""
+        if not ID_PATTERN.match(snapshot_id):
+            raise ValueError(f"not a snapshot id: {snapshot_id!r}")
+        return self.root / snapshot_id
+
+    def clear_leftovers(self) -> list[Path]:
+        """Remove, at start, what no snapshot owns: folders a kernel killed while saving left
+        (`partial_folders`) and snapshot folders the index does not name (a save that finished
+        after its request gave up, or a server stopped between the save and the index). None
+        of them could be loaded; returns what was removed."""
+        gone = partial_folders(self.root)
+        with self._lock:
+            known = {row[0] for row in self._db.execute("SELECT id FROM snapshots")}
+        gone += [p for p in sorted(self.root.iterdir())
+                 if ID_PATTERN.match(p.name) and p.name not in known and p.is_dir()]
+        for path in gone:
+            shutil.rmtree(path, ignore_errors=True)
+        return gone
+
+    def add(self, record: SnapshotRecord) -> None:
+        row = record.row()
+        with self._lock:
+            self._db.execute(
+                f"INSERT INTO snapshots ({', '.join(_COLUMNS)}) VALUES "
+                f"({', '.join('?' for _ in _COLUMNS)})", [row[c] for c in _COLUMNS])
+
+    def get(self, snapshot_id: str) -> SnapshotRecord | None:
+        with self._lock:
+            row = self._db.execute(f"SELECT {', '.join(_COLUMNS)} FROM snapshots WHERE id = ?",
+                                   (snapshot_id,)).fetchone()
+        return _record(row) if row else None
+
+    def list(self, notebook: str | None = None) -> list[SnapshotRecord]:
+        """Newest first; only `notebook`'s when given."""
+        query = f"SELECT {', '.join(_COLUMNS)} FROM snapshots"
+        args: tuple[Any, ...] = ()
+        if notebook is not None:
+            query += " WHERE notebook = ?"
+            args = (notebook,)
+        with self._lock:
+            rows = self._db.execute(query + " ORDER BY created DESC, id", args).fetchall()
+        return [_record(r) for r in rows]
+
+    def mark_restored(self, snapshot_id: str, when: float) -> None:
+        """Record its first restore (later ones change nothing)."""
+        with self._lock:
+            self._db.execute("UPDATE snapshots SET restored = ? WHERE id = ? AND restored IS "
+                             "NULL", (when, snapshot_id))
+
+    def remove(self, snapshot_id: str) -> bool:
+        """Forget the snapshot, then delete its folder; False when the index has no such one."""
+        with self._lock:
+            cur = self._db.execute("DELETE FROM snapshots WHERE id = ?", (snapshot_id,))
+        if not cur.rowcount:
+            return False
+        shutil.rmtree(self.folder(snapshot_id), ignore_errors=True)
+        return True
+
+    def discard(self, snapshot_id: str) -> None:
+        """Delete a folder the index does not name (a save refused after the kernel wrote)."""
+        shutil.rmtree(self.folder(snapshot_id), ignore_errors=True)
+
+    def close(self) -> None:
+        with self._lock:
+            try:
+                self._db.close()
+            except sqlite3.Error:
+                pass

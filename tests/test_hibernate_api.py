@@ -1,0 +1,326 @@
+"""Hibernate through the REST API of a real server, with real kernels (issue 37 items 2 and 6).
+
+A notebook's kernel is hibernated (its variables saved, then the kernel shut down) and its
+variables come back in a new kernel of the same notebook; what the server did not write, or
+wrote for another notebook or owner, is refused and loads nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tornado.httpclient import HTTPClientError
+
+from jupyter_costguard.hibernate.service import HibernateService, HibernateSettings
+from jupyter_costguard.kernel.hibernate.records import MANIFEST
+from tests.support.notebooks import code, write_notebook
+from tests.support.openapi_check import validate
+from tests.support.rest import start_session, wait_for
+
+NOTEBOOK = "work/model.ipynb"
+
+SETUP = """
+settings = {"lr": 0.1, "layers": [64, 32]}
+def score(x):
+    return x * 3 + len(settings)
+class Model:
+    def __init__(self, w):
+        self.w = w
+    def predict(self, x):
+        return self.w * x
+model = Model(2.5)
+items = list(range(100_000))
+gen = (i for i in range(3))
+"""
+
+CHECK = ("import json as _j; print(_j.dumps({'settings': settings, 'score': score(2), "
+         "'model': [type(model).__name__, model.predict(2)], 'n': len(items), "
+         "'last': items[-1]}))")
+
+
+def service(serverapp: Any) -> HibernateService:
+    svc: HibernateService = serverapp.web_app.settings["costguard_hibernate"]
+    return svc
+
+
+async def run(serverapp: Any, kernel_id: str, source: str) -> str:
+    """`source` run in the server's kernel `kernel_id`; its stdout (errors included)."""
+    out: list[str] = []
+
+    def hook(msg: dict[str, Any]) -> None:
+        if msg["msg_type"] == "stream":
+            out.append(msg["content"]["text"])
+        elif msg["msg_type"] == "error":
+            out.append(f"{msg['content']['ename']}: {msg['content']['evalue']}")
+
+    client = serverapp.kernel_manager.get_kernel(kernel_id).client()
+    client.start_channels()
+    try:
+        await client.wait_for_ready(timeout=60)
+        await client.execute_interactive(source, output_hook=hook, timeout=60)
+    finally:
+        client.stop_channels()
+    return "".join(out)
+
+
+async def new_kernel(jp_fetch: Any, jp_root_dir: Path, path: str = NOTEBOOK) -> str:
+    if not (jp_root_dir / path).exists():
+        write_notebook(jp_root_dir, path, [code("a", "x = 1")])
+    session = await start_session(jp_fetch, path)
+    kernel_id: str = session["kernel"]["id"]
+    return kernel_id
+
+
+async def api(jp_fetch: Any, *parts: str, method: str = "GET", body: Any = None,
+              raw: str | None = None, expect: int = 200, **kw: Any) -> Any:
+    """A costguard API call that must answer `expect`; its JSON (None for 204)."""
+    data = raw if raw is not None else (json.dumps(body) if body is not None else
+                                        ("" if method == "POST" else None))
+    try:
+        resp = await jp_fetch("costguard", "api", *parts, method=method, body=data,
+                              allow_nonstandard_methods=True, **kw)
+    except HTTPClientError as e:
+        assert e.code == expect, e.response.body if e.response else e
+        doc = json.loads(e.response.body)
+        assert doc["message"] and "Traceback" not in doc["message"]
+        return doc
+    assert resp.code == expect, resp.body
+    return json.loads(resp.body) if resp.body else None
+
+
+async def hibernated(jp_fetch: Any, jp_root_dir: Path, serverapp: Any,
+                     path: str = NOTEBOOK, holding_gpu: bool = False) -> dict[str, Any]:
+    kernel_id = await new_kernel(jp_fetch, jp_root_dir, path)
+    assert "Error" not in await run(serverapp, kernel_id, SETUP)
+    if holding_gpu:  # the replayed trace gives the first kernel 4 GiB of GPU 0
+        await wait_for(jp_fetch, lambda d: any(k["kernel_id"] == kernel_id and k["gpus"]
+                                               for k in d["kernels"]), "kernels")
+    doc = await api(jp_fetch, "kernels", kernel_id, "hibernate", method="POST")
+    validate(f"/kernels/{kernel_id}/hibernate", 200, doc, method="post")
+    return {**doc, "kernel_id": kernel_id}
+
+
+def folder(tmp_path: Path, snapshot_id: str) -> Path:
+    return tmp_path / "snapshots" / snapshot_id
+
+
+async def test_variables_come_back_in_a_new_kernel_of_the_same_notebook(
+        jp_fetch, jp_root_dir, jp_serverapp, tmp_path):
+    snap = await hibernated(jp_fetch, jp_root_dir, jp_serverapp, holding_gpu=True)
+    assert snap["notebook"] == NOTEBOOK and snap["store"] == "local"
+    assert {"settings", "score", "Model", "model", "items"} <= set(snap["saved"])
+    assert [s["name"] for s in snap["skipped"]] == ["gen"] and snap["skipped"][0]["reason"]
+    assert snap["bytes"] > 0 and snap["gpus_freed"] == 1
+    # the kernel is gone, and with it its hold on the GPU
+    with pytest.raises(HTTPClientError) as e:
+        await jp_fetch("api", "kernels", snap["kernel_id"])
+    assert e.value.code == 404
+    # private on disk
+    where = folder(tmp_path, snap["id"])
+    assert (where / MANIFEST).is_file() and (where.parent.stat().st_mode & 0o777) == 0o700
+    assert ((tmp_path / "hibernate.key").stat().st_mode & 0o777) == 0o600
+
+    listed = await api(jp_fetch, "snapshots", params={"notebook": NOTEBOOK})
+    validate("/snapshots", 200, listed)
+    assert [s["id"] for s in listed["snapshots"]] == [snap["id"]]
+    assert listed["snapshots"][0]["saved"] == snap["saved"]
+    other = await api(jp_fetch, "snapshots", params={"notebook": "elsewhere.ipynb"})
+    assert other["snapshots"] == [] and other["waste_avoided"] == 0
+
+    kernel_id = await new_kernel(jp_fetch, jp_root_dir)
+    assert kernel_id != snap["kernel_id"]
+    restored = await api(jp_fetch, "snapshots", snap["id"], "restore", method="POST",
+                         body={"kernel_id": kernel_id})
+    validate(f"/snapshots/{snap['id']}/restore", 200, restored, method="post")
+    assert set(restored["restored"]) == set(snap["saved"])
+    assert "gen" in [s["name"] for s in restored["skipped"]]
+    values = json.loads(await run(jp_serverapp, kernel_id, CHECK))
+    assert values == {"settings": {"lr": 0.1, "layers": [64, 32]}, "score": 8,
+                      "model": ["Model", 5.0], "n": 100_000, "last": 99_999}
+
+    # the waste avoided: the rate the kernel held, for the time it stayed hibernated
+    listed = await api(jp_fetch, "snapshots")
+    validate("/snapshots", 200, listed)
+    (doc,) = listed["snapshots"]
+    assert doc["gpus_held"] == 1 and doc["rate_per_hour_held"] > 0
+    assert doc["restored"] >= doc["created"] and doc["hibernated_seconds"] > 0
+    assert doc["waste_avoided"] == pytest.approx(
+        doc["rate_per_hour_held"] * doc["hibernated_seconds"] / 3600, abs=1e-5)
+    assert listed["waste_avoided"] == doc["waste_avoided"] and listed["currency"] == "USD"
+    again = await api(jp_fetch, "snapshots")  # restored: the figure stops growing
+    assert again["snapshots"][0]["hibernated_seconds"] == doc["hibernated_seconds"]
+    metrics = (await jp_fetch("metrics")).body.decode()
+    assert "costguard_snapshots 1.0" in metrics
+    assert f'costguard_hibernate_waste_avoided{{currency="USD"}} {doc["waste_avoided"]}' \
+        in metrics, [m for m in metrics.splitlines() if "hibernate" in m]
+
+    await api(jp_fetch, "snapshots", snap["id"], method="DELETE", expect=204)
+    assert not folder(tmp_path, snap["id"]).exists()
+    assert (await api(jp_fetch, "snapshots"))["snapshots"] == []
+    await api(jp_fetch, "snapshots", snap["id"], method="DELETE", expect=404)
+
+
+async def test_a_failed_save_keeps_the_kernel_running(jp_fetch, jp_root_dir, jp_serverapp,
+                                                      tmp_path):
+    svc = service(jp_serverapp)
+    svc.settings = HibernateSettings(timeout_seconds=60, max_bytes=1000)
+    kernel_id = await new_kernel(jp_fetch, jp_root_dir)
+    await run(jp_serverapp, kernel_id, SETUP)
+    doc = await api(jp_fetch, "kernels", kernel_id, "hibernate", method="POST", expect=409)
+    assert "keeps running" in doc["message"] and "items" in doc["message"], doc
+    validate(f"/kernels/{kernel_id}/hibernate", 409, doc, method="post")
+    assert "100000" in await run(jp_serverapp, kernel_id, "print(len(items))")
+    assert (await api(jp_fetch, "snapshots"))["snapshots"] == []
+    assert [p.name for p in (tmp_path / "snapshots").iterdir()
+            if not p.name.startswith("index.sqlite")] == []
+
+
+def _nothing_loaded(out: str) -> None:
+    assert "NameError" in out, out
+
+
+async def test_a_changed_snapshot_is_refused_and_loads_nothing(jp_fetch, jp_root_dir,
+                                                               jp_serverapp, tmp_path):
+    first = await hibernated(jp_fetch, jp_root_dir, jp_serverapp)
+    second = await hibernated(jp_fetch, jp_root_dir, jp_serverapp)
+    kernel_id = await new_kernel(jp_fetch, jp_root_dir)
+    a, b = folder(tmp_path, first["id"]), folder(tmp_path, second["id"])
+
+    # a value's file altered: the manifest (MACed) no longer matches it; the kernel refuses
+    data = sorted(p for p in a.iterdir() if p.name != MANIFEST)[0]
+    raw = bytearray(data.read_bytes())
+    raw[-1] ^= 0xFF
+    data.write_bytes(bytes(raw))
+    doc = await api(jp_fetch, "snapshots", first["id"], "restore", method="POST",
+                    body={"kernel_id": kernel_id}, expect=409)
+    assert "nothing was loaded" in doc["message"], doc
+    _nothing_loaded(await run(jp_serverapp, kernel_id, "print(settings)"))
+
+    # the manifest edited to match altered files: the MAC does not check
+    manifest = json.loads((a / MANIFEST).read_text())
+    for entry in manifest["entries"]:
+        if entry.get("file") == data.name:
+            import hashlib
+            entry["sha256"] = hashlib.sha256(bytes(raw)).hexdigest()
+    (a / MANIFEST).write_text(json.dumps(manifest))
+    doc = await api(jp_fetch, "snapshots", first["id"], "restore", method="POST",
+                    body={"kernel_id": kernel_id}, expect=409)
+    assert "MAC" in doc["message"], doc
+    _nothing_loaded(await run(jp_serverapp, kernel_id, "print(settings)"))
+
+    # another snapshot's (genuine) files and manifest swapped in: bound to its own id
+    shutil.rmtree(a)
+    shutil.copytree(b, a)
+    doc = await api(jp_fetch, "snapshots", first["id"], "restore", method="POST",
+                    body={"kernel_id": kernel_id}, expect=409)
+    assert "MAC" in doc["message"], doc
+
+    # the files gone altogether
+    shutil.rmtree(b)
+    doc = await api(jp_fetch, "snapshots", second["id"], "restore", method="POST",
+                    body={"kernel_id": kernel_id}, expect=409)
+    assert "cannot be restored" in doc["message"], doc
+    _nothing_loaded(await run(jp_serverapp, kernel_id, "print(settings)"))
+
+
+async def test_another_notebooks_or_owners_kernel_is_refused(jp_fetch, jp_root_dir,
+                                                             jp_serverapp):
+    snap = await hibernated(jp_fetch, jp_root_dir, jp_serverapp)
+    other = await new_kernel(jp_fetch, jp_root_dir, "work/other.ipynb")
+    doc = await api(jp_fetch, "snapshots", snap["id"], "restore", method="POST",
+                    body={"kernel_id": other}, expect=409)
+    assert NOTEBOOK in doc["message"] and "own notebook" in doc["message"], doc
+    _nothing_loaded(await run(jp_serverapp, other, "print(settings)"))
+
+    same = await new_kernel(jp_fetch, jp_root_dir)
+    service(jp_serverapp).owner = "someone-else"  # as if another user's server read the index
+    doc = await api(jp_fetch, "snapshots", snap["id"], "restore", method="POST",
+                    body={"kernel_id": same}, expect=403)
+    assert "not loaded" in doc["message"], doc
+    _nothing_loaded(await run(jp_serverapp, same, "print(settings)"))
+
+
+async def test_requests_without_a_token_are_refused(jp_fetch):
+    sid = "0" * 32
+    for parts, method in ((("kernels", "k", "hibernate"), "POST"), (("snapshots",), "GET"),
+                          (("snapshots", sid, "restore"), "POST"),
+                          (("snapshots", sid), "DELETE")):
+        with pytest.raises(HTTPClientError) as e:
+            await jp_fetch("costguard", "api", *parts, method=method,
+                           body="{}" if method == "POST" else None,
+                           headers={"Authorization": ""})
+        assert e.value.code in (401, 403), parts
+
+
+@pytest.mark.parametrize(("raw", "needle"), [
+    ("", "kernel_id"),
+    ("not json", "JSON"),
+    ("[]", "kernel_id"),
+    ('{"kernel_id": 5}', "kernel_id must be a string"),
+    ('{"kernel_id": ""}', "kernel_id must not be empty"),
+    ('{"kernel_id": "k", "extra": 1}', "unknown field"),
+])
+async def test_a_bad_restore_body_is_a_400(jp_fetch, raw, needle):
+    doc = await api(jp_fetch, "snapshots", "0" * 32, "restore", method="POST", raw=raw,
+                    expect=400)
+    assert needle in doc["message"], doc
+    validate(f"/snapshots/{'0' * 32}/restore", 400, doc, method="post")
+
+
+async def test_unknown_kernels_and_snapshots_are_404(jp_fetch, jp_root_dir):
+    doc = await api(jp_fetch, "kernels", "no-such-kernel", "hibernate", method="POST",
+                    expect=404)
+    assert "no-such-kernel" in doc["message"]
+    kernel_id = await new_kernel(jp_fetch, jp_root_dir)
+    for sid in ("0" * 32, "not-an-id"):
+        await api(jp_fetch, "snapshots", sid, "restore", method="POST",
+                  body={"kernel_id": kernel_id}, expect=404)
+        await api(jp_fetch, "snapshots", sid, method="DELETE", expect=404)
+    await api(jp_fetch, "kernels", kernel_id, "hibernate", method="POST", raw='{"x": 1}',
+              expect=400)
+    await api(jp_fetch, "snapshots", params={"bogus": "1"}, expect=400)
+
+
+async def test_a_kernel_without_a_notebook_is_not_hibernated(jp_fetch):
+    kernel = json.loads((await jp_fetch("api", "kernels", method="POST",
+                                        body=json.dumps({"name": "python3"}))).body)
+    doc = await api(jp_fetch, "kernels", kernel["id"], "hibernate", method="POST",
+                    expect=409)
+    assert "no notebook session" in doc["message"]
+    await jp_fetch("api", "kernels", kernel["id"])  # still running
+
+
+async def test_one_hibernate_at_a_time_per_kernel(jp_fetch, jp_root_dir, jp_serverapp):
+    kernel_id = await new_kernel(jp_fetch, jp_root_dir)
+    await run(jp_serverapp, kernel_id, SETUP)
+
+    async def status() -> tuple[int, str]:
+        try:
+            resp = await jp_fetch("costguard", "api", "kernels", kernel_id, "hibernate",
+                                  method="POST", body="")
+            return resp.code, ""
+        except HTTPClientError as e:
+            return e.code, json.loads(e.response.body)["message"]
+
+    answers = sorted(await asyncio.gather(status(), status()))
+    assert [code for code, _ in answers] == [200, 409], answers
+    assert "already being hibernated" in answers[1][1]
+    assert len((await api(jp_fetch, "snapshots"))["snapshots"]) == 1
+
+
+async def test_a_save_past_the_timeout_is_refused_and_the_kernel_keeps_running(
+        jp_fetch, jp_root_dir, jp_serverapp):
+    service(jp_serverapp).settings = HibernateSettings(timeout_seconds=1, max_bytes=10**9)
+    kernel_id = await new_kernel(jp_fetch, jp_root_dir)
+    await run(jp_serverapp, kernel_id, "class Slow:\n    def __reduce__(self):\n"
+                                       "        import time; time.sleep(4); return (int, ())\n"
+                                       "slow = Slow()\nkept = 42")
+    doc = await api(jp_fetch, "kernels", kernel_id, "hibernate", method="POST", expect=409)
+    assert "did not finish" in doc["message"] and "keeps running" in doc["message"], doc
+    assert "42" in await run(jp_serverapp, kernel_id, "print(kept)")  # after the late save
+    assert (await api(jp_fetch, "snapshots"))["snapshots"] == []

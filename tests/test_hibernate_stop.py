@@ -1,0 +1,79 @@
+"""Stops keep the work (issue 37 item 4): a real server stopped with SIGTERM (as a spawner, a
+culler or auto-stop stops it) hibernates the kernel that holds a (replayed) GPU first, and the
+next start offers the snapshot, which restores into a new kernel of the same notebook."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from tests.support.notebooks import code, write_notebook
+from tests.support.server_proc import ServerProcess
+from tests.support.traces import write_trace
+from tests.support.units import GiB
+
+#: runs argv[2] in the kernel of connection file argv[1]; prints its stdout
+KERNEL_CLIENT = """
+import sys
+from jupyter_client import BlockingKernelClient
+client = BlockingKernelClient(connection_file=sys.argv[1])
+client.load_connection_file()
+client.start_channels()
+client.wait_for_ready(timeout=60)
+out = []
+reply = client.execute_interactive(sys.argv[2], timeout=60, output_hook=lambda m: out.append(
+    m["content"].get("text", "") if m["msg_type"] == "stream" else ""))
+client.stop_channels()
+print("".join(out), reply["content"]["status"])
+"""
+
+
+def in_kernel(server: ServerProcess, kernel_id: str, source: str) -> str:
+    connection = server.workdir / "runtime" / f"kernel-{kernel_id}.json"
+    done = subprocess.run([sys.executable, "-c", KERNEL_CLIENT, str(connection), source],
+                          capture_output=True, text=True, timeout=120, check=True)
+    return done.stdout
+
+
+def config(tmp_path: Path) -> dict[str, Any]:
+    trace = write_trace(tmp_path / "trace.json", [{"t": 0, "gpus": [
+        {"utilization_percent": 0, "power_watts": 60,
+         "processes": [{"kernel": 0, "used_memory_bytes": 4 * GiB}]}]}], gpus=1)
+    return {"db_path": str(tmp_path / "data" / "ledger.sqlite"), "sample_interval": 0.25,
+            "hourly_rate": 10.0, "replay_trace": str(trace), "replay_mode": "always",
+            "offload_warm_kernels": 0, "hibernate_on_stop_seconds": 60}
+
+
+def test_a_stopped_server_hibernates_its_gpu_kernel_and_the_next_start_restores_it(tmp_path):
+    settings = config(tmp_path)
+    server = ServerProcess(tmp_path / "server", settings)
+    write_notebook(tmp_path / "server" / "root", "train.ipynb", [code("a", "x = 1")])
+    server.start()
+    try:
+        kernel_id = server.start_session("train.ipynb")["kernel"]["id"]
+        out = in_kernel(server, kernel_id,
+                        "weights = {'w': [1.5, 2.5]}\nsteps = list(range(1000))\nprint('set')")
+        assert "set" in out and out.strip().endswith("ok"), out
+        server.wait_for("costguard/api/kernels", lambda d: any(
+            k["kernel_id"] == kernel_id and k["gpus"] for k in d["kernels"]))
+    finally:
+        server.stop()
+    log = server.log_path.read_text(errors="replace")
+    assert f"kernel {kernel_id}: hibernated as snapshot" in log, log[-4000:]
+
+    again = ServerProcess(tmp_path / "server", settings).start()
+    try:
+        listed = again.get("costguard/api/snapshots?notebook=train.ipynb")["snapshots"]
+        assert len(listed) == 1 and {"weights", "steps"} <= set(listed[0]["saved"]), listed
+        new_kernel = again.start_session("train.ipynb")["kernel"]["id"]
+        code_, body = again.request(f"costguard/api/snapshots/{listed[0]['id']}/restore",
+                                    "POST", {"kernel_id": new_kernel})
+        assert code_ == 200, body
+        assert {"weights", "steps"} <= set(json.loads(body)["restored"])
+        out = in_kernel(again, new_kernel, "print(weights['w'][1], len(steps))")
+        assert "2.5 1000" in out, out
+    finally:
+        again.stop()
