@@ -1,65 +1,53 @@
 /**
  * Types and request helpers for hibernation (`{baseUrl}costguard/api/kernels/{id}/hibernate`
  * and `.../snapshots...`): save a kernel's variables and shut it down, list the
- * snapshots of a notebook, load one into a kernel, delete one.
- * Pure REST: nothing here talks to a kernel.
+ * snapshots of a notebook, load one into a kernel, delete one. Described by
+ * `jupyter_costguard/web/openapi.yaml`, whose schemas the types here are
+ * derived from. Pure REST: nothing here talks to a kernel.
  */
 import { ServerConnection } from '@jupyterlab/services';
 
-import { requestAPI } from './api';
+import { Accepts, Lenient, requestAPI, Schemas } from './api';
 
-/** A variable that was not saved or not restored, and why ("a generator"). */
-export interface ISkippedName {
-  name: string;
-  reason: string;
-  /** The module it needs, when that is why. */
-  module?: string;
-}
+/** A variable that was not saved or not restored, and why ("a generator"; `module`: the one it needs). */
+export type ISkippedName = Schemas['Skipped'];
+
+/** The fields every snapshot document has had since hibernation shipped. */
+type SnapshotCore = 'id' | 'notebook' | 'created' | 'bytes' | 'saved' | 'skipped';
 
 /**
- * Response of `POST kernels/{id}/hibernate`: the snapshot written (`created`
- * epoch seconds, `bytes` its size), the names saved and skipped, and how many
- * GPUs shutting the kernel down freed.
+ * One snapshot (`Snapshot`): the notebook whose kernel it was, when it was
+ * written (`created`, epoch seconds) and its size, the names saved and those
+ * skipped with why; where it is stored and its kernelspec; the GPUs and rate
+ * the kernel held, when it was first restored (null while hibernated) and
+ * what staying alive would have cost meanwhile (`waste_avoided`).
  */
-export interface IHibernateResult {
-  id: string;
-  notebook: string | null;
-  created: number;
-  bytes: number;
-  saved: string[];
-  skipped: ISkippedName[];
-  gpus_freed: number;
-}
+export interface ISnapshot extends Lenient<Schemas['Snapshot'], SnapshotCore> {}
 
-/** One snapshot of `GET snapshots` (`store`: where it is kept; `kernel_name`: its kernelspec). */
-export interface ISnapshot {
-  id: string;
-  notebook: string | null;
-  created: number;
-  bytes: number;
-  saved: string[];
-  skipped: ISkippedName[];
-  store?: string;
-  kernel_name?: string | null;
-}
+/** Response of `POST kernels/{id}/hibernate` (`Hibernated`): the snapshot and the GPUs freed. */
+export interface IHibernateResult
+  extends Lenient<Schemas['Snapshot'], SnapshotCore>,
+    Pick<Schemas['Hibernated'], 'gpus_freed'> {}
 
-/** Response of `GET snapshots`. */
-export interface ISnapshotList {
+/** Response of `GET snapshots` (`SnapshotList`; `waste_avoided` in `currency`, all listed). */
+export interface ISnapshotList
+  extends Lenient<Omit<Schemas['SnapshotList'], 'snapshots'>, never> {
   snapshots: ISnapshot[];
 }
 
 /** Something to know about a value that came back ("on the CPU: its GPU is not here"). */
-export interface IRestoreNote {
-  name: string;
-  note: string;
-}
+export type IRestoreNote = NonNullable<Schemas['Restored']['notes']>[number];
 
-/** Response of `POST snapshots/{id}/restore`. */
-export interface IRestoreResult {
-  restored: string[];
-  skipped: ISkippedName[];
-  notes?: IRestoreNote[];
-}
+/** Response of `POST snapshots/{id}/restore` (`Restored`). */
+export type IRestoreResult = Schemas['Restored'];
+
+/** The responses this module reads, held to their schemas (see `Accepts` in api.ts). */
+export type HibernateContract = [
+  Accepts<ISnapshot, Schemas['Snapshot']>,
+  Accepts<IHibernateResult, Schemas['Hibernated']>,
+  Accepts<ISnapshotList, Schemas['SnapshotList']>,
+  Accepts<IRestoreResult, Schemas['Restored']>
+];
 
 /** `POST kernels/{id}/hibernate` path. */
 export function hibernateEndpoint(kernelId: string): string {

@@ -62,7 +62,7 @@ export class HibernateBanner extends Widget {
     setAttr(this.node, 'data-snapshot-id', snapshot?.id ?? null);
     setAttr(this.node, 'data-busy', busy);
     setText(this._text, snapshot ? bannerText(snapshot) : '');
-    this._text.title = snapshot ? bannerTitle(snapshot) : '';
+    this._text.title = snapshot ? bannerTitle(snapshot, this.model.currency) : '';
     for (const b of [this._restore, this._discard]) {
       b.disabled = busy !== null;
       b.hidden = !snapshot;

@@ -10,7 +10,7 @@ import type { ServerConnection } from '@jupyterlab/services';
 import { ISignal, Signal } from '@lumino/signaling';
 
 import { isNotFound } from './api';
-import { formatBytes, formatClock, isNumber } from './format';
+import { formatBytes, formatClock, formatMoney, isNumber } from './format';
 import {
   deleteSnapshot,
   IHibernateResult,
@@ -96,16 +96,26 @@ export function bannerText(snapshot: ISnapshot, now: Date = new Date()): string 
   ].join(' · ');
 }
 
-/** The banner's tooltip: the names saved and those skipped with why. */
-export function bannerTitle(snapshot: ISnapshot): string {
+/**
+ * The banner's tooltip: the names saved and those skipped with why, and what
+ * hibernating has not spent so far (`waste_avoided`, in `currency`).
+ */
+export function bannerTitle(snapshot: ISnapshot, currency?: string | null): string {
   const lines = [`Saved: ${snapshot.saved.join(', ') || 'nothing'}`];
   for (const s of snapshot.skipped) {
     lines.push(`Not saved: ${s.name} (${s.reason})`);
   }
+  const avoided = snapshot.waste_avoided;
+  if (isNumber(avoided) && avoided > 0 && currency) {
+    lines.push(`Not spent while hibernated: ${formatMoney(avoided, currency)}`);
+  }
   return lines.join('\n');
 }
 
-/** The newest snapshot of `notebook` among `snapshots`, leaving out `ignore`d ids. */
+/**
+ * The newest snapshot of `notebook` among `snapshots` that is still
+ * hibernated (the server has not seen it restored), leaving out `ignore`d ids.
+ */
 export function newestSnapshot(
   snapshots: ReadonlyArray<ISnapshot>,
   notebook: string,
@@ -113,7 +123,7 @@ export function newestSnapshot(
 ): ISnapshot | null {
   let newest: ISnapshot | null = null;
   for (const s of snapshots) {
-    if (ignore.has(s.id) || !s.notebook || !samePath(s.notebook, notebook)) {
+    if (ignore.has(s.id) || isNumber(s.restored) || !s.notebook || !samePath(s.notebook, notebook)) {
       continue;
     }
     if (!newest || s.created > newest.created) {
@@ -168,6 +178,11 @@ export class SnapshotBannerModel {
     return this._notebook;
   }
 
+  /** The currency of the snapshots' `waste_avoided` (the list's), or null. */
+  get currency(): string | null {
+    return this._currency;
+  }
+
   /** A renamed notebook: forget its snapshot until `refresh()` answers. */
   set notebook(path: string | null) {
     if (path !== this._notebook) {
@@ -199,6 +214,7 @@ export class SnapshotBannerModel {
     try {
       const list = await listSnapshots(notebook, this._serverSettings);
       snapshots = Array.isArray(list?.snapshots) ? list.snapshots : [];
+      this._currency = typeof list?.currency === 'string' ? list.currency : null;
     } catch (error) {
       if (!isNotFound(error)) {
         console.warn('costguard: could not list snapshots', error);
@@ -264,7 +280,7 @@ export class SnapshotBannerModel {
     const same =
       snapshot?.id === this._snapshot?.id &&
       snapshot?.bytes === this._snapshot?.bytes &&
-      snapshot?.created === this._snapshot?.created;
+      snapshot?.waste_avoided === this._snapshot?.waste_avoided;
     this._snapshot = snapshot;
     if (!same || (snapshot === null && this._error)) {
       this._error = snapshot === null ? null : this._error;
@@ -283,6 +299,7 @@ export class SnapshotBannerModel {
   private _snapshot: ISnapshot | null = null;
   private _busy: BannerBusy = null;
   private _error: string | null = null;
+  private _currency: string | null = null;
   private _asked = 0;
   private _done = new Set<string>();
   private _disposed = false;

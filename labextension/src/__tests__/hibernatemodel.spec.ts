@@ -87,6 +87,9 @@ describe('hibernation words', () => {
     expect(bannerTitle(snapshot('s1', { saved: ['a', 'b'] }))).toBe(
       'Saved: a, b\nNot saved: gen (a generator)'
     );
+    expect(bannerTitle(snapshot('s1', { saved: ['a'], skipped: [], waste_avoided: 12.4 }), 'USD')).toBe(
+      'Saved: a\nNot spent while hibernated: USD 12.40'
+    );
   });
 
   it("offers the notebook's newest snapshot that is not left out", () => {
@@ -99,6 +102,9 @@ describe('hibernation words', () => {
     expect(newestSnapshot(list, 'RTC:work/train.ipynb')?.id).toBe('new');
     expect(newestSnapshot(list, 'work/train.ipynb', new Set(['new']))?.id).toBe('old');
     expect(newestSnapshot(list, 'nothing.ipynb')).toBeNull();
+    // One the server has seen restored is not offered again (after a reload too).
+    const restored = [snapshot('new', { restored: AT_1402 + 120 }), snapshot('old', { restored: null })];
+    expect(newestSnapshot(restored, 'work/train.ipynb')?.id).toBe('old');
   });
 
   it('builds the endpoints, encoding ids and paths', () => {
