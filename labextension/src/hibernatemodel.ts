@@ -9,7 +9,7 @@
 import type { ServerConnection } from '@jupyterlab/services';
 import { ISignal, Signal } from '@lumino/signaling';
 
-import { isNotFound } from './api';
+import { errorStatus, isNotFound } from './api';
 import { formatBytes, formatClock, formatMoney, isNumber } from './format';
 import {
   deleteSnapshot,
@@ -31,6 +31,19 @@ export const HIBERNATE_QUESTION =
 /** How many skipped names a toast spells out before "and N more". */
 const SKIPPED_SHOWN = 2;
 
+/**
+ * The longest toast text: JupyterLab cuts a notification's message there
+ * (`JUPYTERLAB_MAX_MESSAGE_LENGTH`), and what is said last (the GPUs freed)
+ * matters most, so the skipped names give way first.
+ */
+const TOAST_MAX = 140;
+
+/** A reason in a few words: its first clause ("a generator"), at most 28 characters. */
+export function shortReason(reason: string): string {
+  const clause = reason.split(/[:;(]/)[0].trim() || reason.trim();
+  return clause.length > 28 ? `${clause.slice(0, 27).replace(/\s+$/, '')}…` : clause;
+}
+
 /** `1 variable`, `42 variables`. */
 export function plural(count: number, word: string): string {
   return `${count} ${word}${count === 1 ? '' : 's'}`;
@@ -38,7 +51,7 @@ export function plural(count: number, word: string): string {
 
 /** "gen: a generator; f: an open file; and 3 more" (empty for none). */
 export function skippedPhrase(skipped: ReadonlyArray<ISkippedName>, shown = SKIPPED_SHOWN): string {
-  const named = skipped.slice(0, shown).map(s => `${s.name}: ${s.reason}`);
+  const named = skipped.slice(0, shown).map(s => `${s.name}: ${shortReason(s.reason)}`);
   if (skipped.length > shown) {
     named.push(`and ${skipped.length - shown} more`);
   }
@@ -46,18 +59,36 @@ export function skippedPhrase(skipped: ReadonlyArray<ISkippedName>, shown = SKIP
 }
 
 /** ", 2 skipped (gen: a generator; …)", or "" when nothing was skipped. */
-function skippedPart(skipped: ReadonlyArray<ISkippedName>): string {
-  return skipped.length ? `, ${skipped.length} skipped (${skippedPhrase(skipped)})` : '';
+function skippedPart(skipped: ReadonlyArray<ISkippedName>, shown: number): string {
+  if (!skipped.length) {
+    return '';
+  }
+  return shown > 0
+    ? `, ${skipped.length} skipped (${skippedPhrase(skipped, shown)})`
+    : `, ${skipped.length} skipped`;
+}
+
+/** `text(shown)` with the most skipped names spelled out that fits a toast. */
+function fitToast(text: (shown: number) => string): string {
+  for (let shown = SKIPPED_SHOWN; shown > 0; shown--) {
+    const candidate = text(shown);
+    if (candidate.length <= TOAST_MAX) {
+      return candidate;
+    }
+  }
+  return text(0);
 }
 
 /** "Hibernated: 42 variables saved, 2 skipped (gen: a generator) · 3.2 GiB · 4 GPUs freed". */
 export function hibernatedText(result: IHibernateResult): string {
   const saved = `${plural(result.saved.length, 'variable')} saved`;
-  const parts = [`Hibernated: ${saved}${skippedPart(result.skipped)}`, formatBytes(result.bytes)];
+  const tail = [formatBytes(result.bytes)];
   if (isNumber(result.gpus_freed) && result.gpus_freed > 0) {
-    parts.push(`${plural(result.gpus_freed, 'GPU')} freed`);
+    tail.push(`${plural(result.gpus_freed, 'GPU')} freed`);
   }
-  return parts.join(' · ');
+  return fitToast(shown =>
+    [`Hibernated: ${saved}${skippedPart(result.skipped, shown)}`, ...tail].join(' · ')
+  );
 }
 
 /**
@@ -65,9 +96,14 @@ export function hibernatedText(result: IHibernateResult): string {
  * CPU, its GPU is not here".
  */
 export function restoredText(result: IRestoreResult): string {
-  const head = `Restored: ${plural(result.restored.length, 'variable')}${skippedPart(result.skipped)}`;
+  const count = plural(result.restored.length, 'variable');
   const notes = Array.isArray(result.notes) ? result.notes : [];
-  return [head, ...notes.slice(0, SKIPPED_SHOWN).map(n => `${n.name}: ${n.note}`)].join(' · ');
+  return fitToast(shown =>
+    [
+      `Restored: ${count}${skippedPart(result.skipped, shown)}`,
+      ...notes.slice(0, shown).map(n => `${n.name}: ${shortReason(n.note)}`)
+    ].join(' · ')
+  );
 }
 
 /** An alert's Hibernate button: "Hibernate: free 4 GPUs, keep your variables". */
@@ -136,11 +172,16 @@ export function newestSnapshot(
 /** What the banner is doing: nothing, restoring or discarding. */
 export type BannerBusy = 'restore' | 'discard' | null;
 
+/** How many times Restore asks while the server says the kernel is busy. */
+export const RESTORE_TRIES = 5;
+
 export namespace SnapshotBannerModel {
   export interface IOptions {
     /** The notebook's server-relative path (null: not known yet). */
     notebook: string | null;
     serverSettings?: ServerConnection.ISettings;
+    /** Wait between tries of a restore into a busy kernel (ms; default 1000). */
+    retryMs?: number;
   }
 }
 
@@ -154,6 +195,7 @@ export class SnapshotBannerModel {
   constructor(options: SnapshotBannerModel.IOptions) {
     this._notebook = options.notebook;
     this._serverSettings = options.serverSettings;
+    this._retryMs = options.retryMs ?? 1000;
   }
 
   get changed(): ISignal<this, void> {
@@ -236,9 +278,28 @@ export class SnapshotBannerModel {
     if (!snapshot || this._busy) {
       return null;
     }
-    return this._step('restore', snapshot, async () =>
-      restoreSnapshot(snapshot.id, await kernel(), this._serverSettings)
-    );
+    return this._step('restore', snapshot, () => this._restoreInto(snapshot, kernel));
+  }
+
+  /**
+   * One restore, tried again while the server says the kernel is busy (a new
+   * kernel answers JupyterLab's first requests before it is idle for good).
+   */
+  private async _restoreInto(
+    snapshot: ISnapshot,
+    kernel: () => Promise<string>
+  ): Promise<IRestoreResult> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await restoreSnapshot(snapshot.id, await kernel(), this._serverSettings);
+      } catch (error) {
+        const busy = errorStatus(error) === 409 && /\bbusy\b/.test(errorMessage(error));
+        if (!busy || attempt >= RESTORE_TRIES) {
+          throw error;
+        }
+      }
+      await new Promise(resolve => setTimeout(resolve, this._retryMs));
+    }
   }
 
   /** Delete the snapshot on the server; the banner goes. */
@@ -296,6 +357,7 @@ export class SnapshotBannerModel {
 
   private _notebook: string | null;
   private _serverSettings?: ServerConnection.ISettings;
+  private _retryMs: number;
   private _snapshot: ISnapshot | null = null;
   private _busy: BannerBusy = null;
   private _error: string | null = null;

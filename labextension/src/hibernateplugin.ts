@@ -19,7 +19,7 @@ import {
 } from '@jupyterlab/application';
 import { Dialog, Notification, showDialog } from '@jupyterlab/apputils';
 import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
-import type { Session } from '@jupyterlab/services';
+import type { Kernel, ServiceManager } from '@jupyterlab/services';
 import { ISettingRegistry } from '@jupyterlab/settingregistry';
 import { Signal } from '@lumino/signaling';
 
@@ -142,21 +142,50 @@ function addHibernateCommand(ctx: IContext): void {
   });
 }
 
+/** How long Restore waits for the notebook's kernel to answer. */
+const KERNEL_READY_MS = 60_000;
+
+/** `promise`, or a rejection saying `why` after `ms`. */
+function within<T>(promise: Promise<T>, ms: number, why: string): Promise<T> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(why)), ms);
+  });
+  return Promise.race([promise, late]).finally(() => clearTimeout(timer));
+}
+
+/** Once the kernel has answered kernel_info and says it is idle. */
+async function untilIdle(kernel: Kernel.IKernelConnection): Promise<void> {
+  await kernel.info;
+  while (kernel.status !== 'idle' && !kernel.isDisposed) {
+    await new Promise<void>(resolve => {
+      const changed = (): void => {
+        kernel.statusChanged.disconnect(changed);
+        resolve();
+      };
+      kernel.statusChanged.connect(changed);
+    });
+  }
+}
+
 /**
  * The notebook's kernel, ready to load a snapshot into: started (the
- * snapshot's kernelspec when the notebook names none) when it has none or it
- * is dead, connected, its kernel_info answered.
+ * notebook's kernelspec, else the snapshot's) when it has none or the server
+ * no longer runs it (a hibernated kernel's connection can linger in the
+ * page), connected, its kernel_info answered, idle.
  */
 async function readyKernel(
   panel: NotebookPanel,
-  sessions: Session.IManager,
+  services: ServiceManager.IManager,
   fallbackName: string | null
 ): Promise<string> {
   const context = panel.sessionContext;
   await context.ready;
-  await sessions.refreshRunning(); // a session whose kernel was shut down goes
+  await Promise.all([services.sessions.refreshRunning(), services.kernels.refreshRunning()]);
   let kernel = context.session?.kernel ?? null;
-  if (!kernel || kernel.isDisposed || kernel.status === 'dead') {
+  const id = kernel?.id;
+  const running = Array.from(services.kernels.running()).some(k => k.id === id);
+  if (!kernel || kernel.isDisposed || kernel.status === 'dead' || !running) {
     const spec = panel.model?.getMetadata('kernelspec') as { name?: unknown } | undefined;
     const name = typeof spec?.name === 'string' && spec.name ? spec.name : fallbackName;
     kernel = await context.changeKernel(name ? { name } : {});
@@ -164,14 +193,15 @@ async function readyKernel(
   if (!kernel) {
     throw new Error('the notebook has no kernel: start one and try again');
   }
-  await kernel.info;
+  const seconds = KERNEL_READY_MS / 1000;
+  await within(untilIdle(kernel), KERNEL_READY_MS, `the notebook's kernel was not idle within ${seconds} s`);
   return kernel.id;
 }
 
 async function restore(ctx: IContext, panel: NotebookPanel, model: SnapshotBannerModel): Promise<void> {
-  const sessions = ctx.app.serviceManager.sessions;
+  const services = ctx.app.serviceManager;
   const fallback = model.snapshot?.kernel_name ?? null;
-  const result = await model.restore(() => readyKernel(panel, sessions, fallback));
+  const result = await model.restore(() => readyKernel(panel, services, fallback));
   if (result) {
     const type = result.skipped.length ? 'warning' : 'success';
     Notification[type](restoredText(result), { autoClose: 10000 });
@@ -235,6 +265,7 @@ function attachBanner(ctx: IContext, panel: NotebookPanel): void {
 function followNotebooks(ctx: IContext): void {
   const changed = (): void => ctx.app.commands.notifyCommandChanged(CommandIDs.hibernateKernel);
   const follow = (panel: NotebookPanel): void => {
+    panel.sessionContext.sessionChanged.connect(changed);
     panel.sessionContext.kernelChanged.connect(changed);
     panel.sessionContext.statusChanged.connect(changed);
     attachBanner(ctx, panel);

@@ -10,6 +10,7 @@ import {
   hibernatedText,
   newestSnapshot,
   restoredText,
+  RESTORE_TRIES,
   skippedPhrase,
   SnapshotBannerModel
 } from '../hibernatemodel';
@@ -58,6 +59,32 @@ describe('hibernation words', () => {
     );
   });
 
+  it('fits a toast (JupyterLab cuts at 140 characters): reasons short, then fewer names', () => {
+    const long = {
+      name: 'gen',
+      reason: 'a generator: its paused frame cannot be saved; recreate it after restoring'
+    };
+    const result = {
+      id: 's1',
+      notebook: 'train.ipynb',
+      created: AT_1402,
+      bytes: 370688,
+      saved: ['a', 'b', 'c', 'd', 'e'],
+      skipped: [long],
+      gpus_freed: 4
+    };
+    expect(hibernatedText(result)).toBe(
+      'Hibernated: 5 variables saved, 1 skipped (gen: a generator) · 362 KiB · 4 GPUs freed'
+    );
+    const many = Array.from({ length: 9 }, (_, i) => ({
+      name: `a_rather_long_variable_name_${i}`,
+      reason: 'an open socket to a database server that went away'
+    }));
+    const text = hibernatedText({ ...result, skipped: many });
+    expect(text.length).toBeLessThanOrEqual(140);
+    expect(text).toMatch(/, 9 skipped .* · 4 GPUs freed$/);
+  });
+
   it('names the first skipped ones and counts the rest', () => {
     expect(skippedPhrase([gen, file, lock, lock])).toBe(
       'gen: a generator; f: an open file; and 2 more'
@@ -70,9 +97,9 @@ describe('hibernation words', () => {
     expect(restoredText({ restored: ['a'], skipped: [{ name: 'm', reason: 'needs module torch' }] })).toBe(
       'Restored: 1 variable, 1 skipped (m: needs module torch)'
     );
-    const notes = [{ name: 'w', note: 'on the CPU: cuda:3 is not here' }];
+    const notes = [{ name: 'w', note: 'on the CPU (cuda:3 is not here)' }];
     expect(restoredText({ restored: ['w'], skipped: [], notes })).toBe(
-      'Restored: 1 variable · w: on the CPU: cuda:3 is not here'
+      'Restored: 1 variable · w: on the CPU'
     );
   });
 
@@ -120,7 +147,8 @@ describe('SnapshotBannerModel', () => {
     server.routes['GET snapshots'] = () => ({ body: { snapshots } });
     const model = new SnapshotBannerModel({
       notebook: 'work/train.ipynb',
-      serverSettings: server.settings()
+      serverSettings: server.settings(),
+      retryMs: 1
     });
     let changes = 0;
     model.changed.connect(() => changes++);
@@ -192,6 +220,34 @@ describe('SnapshotBannerModel', () => {
     expect(await model.restore(() => Promise.reject(new Error('no kernel')))).toBeNull();
     expect(model.error).toBe('no kernel');
     expect(server.requests.length).toBe(sent);
+  });
+
+  it('asks again while the server says the new kernel is busy, then gives up', async () => {
+    const { server, model } = setup([snapshot('s1')]);
+    await model.refresh();
+    let busy = 2;
+    server.routes['POST snapshots/s1/restore'] = () =>
+      busy-- > 0
+        ? { status: 409, body: { message: 'kernel k-new is busy running a cell; restore into it once it is idle' } }
+        : { body: { restored: ['a'], skipped: [] } };
+    const kernels: string[] = [];
+    const result = await model.restore(async () => {
+      kernels.push('asked');
+      return 'k-new';
+    });
+    expect(result).toEqual({ restored: ['a'], skipped: [] });
+    expect(kernels).toHaveLength(3); // the kernel is asked for (ready, idle) before each try
+    expect(server.count('POST', 'snapshots/s1/restore')).toBe(3);
+
+    const again = setup([snapshot('s2')]);
+    await again.model.refresh();
+    again.server.routes['POST snapshots/s2/restore'] = () => ({
+      status: 409,
+      body: { message: 'kernel k-new is busy running a cell' }
+    });
+    expect(await again.model.restore(async () => 'k-new')).toBeNull();
+    expect(again.server.count('POST', 'snapshots/s2/restore')).toBe(RESTORE_TRIES);
+    expect(again.model.error).toBe('kernel k-new is busy running a cell');
   });
 
   it('discards: deletes on the server and offers the next one', async () => {
