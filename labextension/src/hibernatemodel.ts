@@ -9,6 +9,7 @@
 import type { ServerConnection } from '@jupyterlab/services';
 import { ISignal, Signal } from '@lumino/signaling';
 
+import { JUPYTERLAB_MAX_MESSAGE_LENGTH } from './alerttoasttext';
 import { errorStatus, isNotFound } from './api';
 import { formatBytes, formatClock, formatMoney, isNumber } from './format';
 import {
@@ -32,11 +33,11 @@ export const HIBERNATE_QUESTION =
 const SKIPPED_SHOWN = 2;
 
 /**
- * The longest toast text: JupyterLab cuts a notification's message there
- * (`JUPYTERLAB_MAX_MESSAGE_LENGTH`), and what is said last (the GPUs freed)
+ * The longest toast text is where JupyterLab cuts a notification's message
+ * (`JUPYTERLAB_MAX_MESSAGE_LENGTH`); what is said last (the GPUs freed)
  * matters most, so the skipped names give way first.
  */
-const TOAST_MAX = 140;
+const TOAST_MAX = JUPYTERLAB_MAX_MESSAGE_LENGTH;
 
 /** A reason in a few words: its first clause ("a generator"), at most 28 characters. */
 export function shortReason(reason: string): string {

@@ -23,6 +23,7 @@ import type { Kernel, ServiceManager } from '@jupyterlab/services';
 import { ISettingRegistry } from '@jupyterlab/settingregistry';
 import { Signal } from '@lumino/signaling';
 
+import { JUPYTERLAB_MAX_MESSAGE_LENGTH } from './alerttoasttext';
 import { errorStatus } from './api';
 import { CommandIDs } from './commands';
 import { hibernateKernel } from './hibernateapi';
@@ -90,6 +91,20 @@ function targetOf(ctx: IContext, args: { [key: string]: unknown }): ITarget | nu
   return { kernelId: kernel.id, notebook, label: `${kernel.name} (${notebook})` };
 }
 
+/** An error toast; a message JupyterLab would cut gets "Details" with the whole text. */
+function notifyError(message: string): void {
+  const details = {
+    label: 'Details',
+    callback: () => {
+      void showDialog({ title: 'Costguard', body: message, buttons: [Dialog.okButton()] });
+    }
+  };
+  Notification.error(message, {
+    autoClose: 10000,
+    actions: message.length > JUPYTERLAB_MAX_MESSAGE_LENGTH ? [details] : []
+  });
+}
+
 async function confirmHibernate(target: ITarget): Promise<boolean> {
   const result = await showDialog({
     title: 'Hibernate kernel?',
@@ -107,11 +122,10 @@ async function hibernate(ctx: IContext, target: ITarget): Promise<boolean> {
     Notification[type](hibernatedText(result), { autoClose: 10000 });
     ctx.hibernated.emit(result.notebook ?? target.notebook);
   } catch (error) {
-    const keeps = errorStatus(error) === 409 ? ' The kernel keeps running.' : '';
-    Notification.error(
-      `Could not hibernate kernel ${target.label}: ${errorMessage(error)}.${keeps}`,
-      { autoClose: 10000 }
-    );
+    const message = errorMessage(error).replace(/\.$/, '');
+    const keeps =
+      errorStatus(error) === 409 && !/keeps running/.test(message) ? ' The kernel keeps running.' : '';
+    notifyError(`Not hibernated: ${message}.${keeps}`);
     return false;
   }
   void ctx.costguard?.model.pollNow();
@@ -206,7 +220,7 @@ async function restore(ctx: IContext, panel: NotebookPanel, model: SnapshotBanne
     const type = result.skipped.length ? 'warning' : 'success';
     Notification[type](restoredText(result), { autoClose: 10000 });
   } else if (model.error) {
-    Notification.error(`Could not restore the variables: ${model.error}`, { autoClose: 10000 });
+    notifyError(`Not restored: ${model.error}`);
   }
 }
 
@@ -223,7 +237,7 @@ async function discard(panel: NotebookPanel, model: SnapshotBannerModel): Promis
     buttons: [Dialog.cancelButton(), Dialog.warnButton({ label: 'Discard' })]
   });
   if (result.button.accept && !(await model.discard()) && model.error) {
-    Notification.error(`Could not discard the snapshot: ${model.error}`, { autoClose: 8000 });
+    notifyError(`Not discarded: ${model.error}`);
   }
 }
 
