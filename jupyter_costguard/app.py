@@ -298,10 +298,10 @@ class CostGuard(ExtensionApp, CostTraits, SamplingTraits, GuardTraits, OffloadTr
         budget = self.hibernate_on_stop_seconds
         if self.hibernation is None or self.service is None or budget <= 0:
             return
-        sample = self.service.published.sample
+        # the kernels' views say which hold GPUs, as they say it for `held` and the panel
         live = set(self.server.kernel_manager.list_kernel_ids())
-        holding = [k.info.kernel_id for k in (sample.kernels if sample else ())
-                   if k.gpu_memory_bytes and k.info.kernel_id in live]
+        holding = [k.kernel_id for k in self.service.published.views.kernels
+                   if k.gpus and k.kernel_id in live]
         if not holding:
             return
         self.log.info("costguard: stopping: hibernating %d kernel(s) that hold GPUs (within "

@@ -21,7 +21,7 @@ from jupyter_costguard.offload import record
 from tests.support.jobs import post, submit, wait_job
 from tests.support.notebooks import code, write_notebook
 from tests.support.openapi_check import spec, validate
-from tests.support.rest import Fetch, get_json
+from tests.support.rest import Fetch, get_json, start_session
 from tests.support.server_proc import ServerProcess
 from tests.support.traces import write_trace
 
@@ -87,6 +87,17 @@ class TestWithoutExecuteOnKernels:
         listed = await get_json(jp_fetch, "costguard", "api", "jobs")
         assert listed["jobs"] == []
 
+    async def test_hibernate_and_restore_need_execute_on_kernels(self, jp_fetch, jp_root_dir):
+        session = await start_session(jp_fetch, "n.ipynb")
+        kernel_id = session["kernel"]["id"]
+        for parts, body in ((("kernels", kernel_id, "hibernate"), None),
+                            (("snapshots", "0" * 32, "restore"), {"kernel_id": kernel_id})):
+            status, doc = await refused(jp_fetch, *parts, method="POST", body=body)
+            assert status == 403 and "execute" in doc["message"], doc
+            validate("/" + "/".join(parts), 403, doc, method="post")
+        await jp_fetch("api", "kernels", kernel_id)  # not hibernated: still running
+        assert (await get_json(jp_fetch, "costguard", "api", "snapshots"))["snapshots"] == []
+
     async def test_reading_and_previewing_still_work(self, jp_fetch, jp_root_dir):
         write_notebook(jp_root_dir, "n.ipynb", CELLS)
         for endpoint in ("jobs", "alerts", "status", "openapi.json"):
@@ -114,7 +125,8 @@ def test_the_openapi_document_states_each_routes_permissions():
             assert perms, f"{method.upper()} {template} states no permissions"
             assert {"action": "read" if method == "get" else "write",
                     "resource": "costguard"} in perms
-    runs = {("post", "/jobs"), ("post", "/jobs/{id}/rerun"), ("post", "/jobs/{id}/cancel")}
+    runs = {("post", "/jobs"), ("post", "/jobs/{id}/rerun"), ("post", "/jobs/{id}/cancel"),
+            ("post", "/kernels/{kernel_id}/hibernate"), ("post", "/snapshots/{id}/restore")}
     for method, template in runs:
         assert {"action": "execute", "resource": "kernels"} in \
             spec()["paths"][template][method]["x-costguard-permissions"]

@@ -58,13 +58,20 @@ async def run(serverapp: Any, kernel_id: str, source: str) -> str:
         elif msg["msg_type"] == "error":
             out.append(f"{msg['content']['ename']}: {msg['content']['evalue']}")
 
-    client = serverapp.kernel_manager.get_kernel(kernel_id).client()
+    kernel = serverapp.kernel_manager.get_kernel(kernel_id)
+    client = kernel.client()
     client.start_channels()
     try:
         await client.wait_for_ready(timeout=60)
         await client.execute_interactive(source, output_hook=hook, timeout=60)
     finally:
         client.stop_channels()
+    # the server hears the kernel's "idle" on its own channel, a moment after we do; until
+    # then it counts the kernel busy (and hibernate refuses a busy kernel)
+    for _ in range(600):
+        if kernel.execution_state != "busy":
+            break
+        await asyncio.sleep(0.05)
     return "".join(out)
 
 
@@ -264,6 +271,8 @@ async def test_requests_without_a_token_are_refused(jp_fetch):
     ('{"kernel_id": 5}', "kernel_id must be a string"),
     ('{"kernel_id": ""}', "kernel_id must not be empty"),
     ('{"kernel_id": "k", "extra": 1}', "unknown field"),
+    ('{"kernel_id": ' + "[" * 100 + "]" * 100 + "}", "32 levels"),
+    ('{"kernel_id": "k\\u0000"}', "NUL"),
 ])
 async def test_a_bad_restore_body_is_a_400(jp_fetch, raw, needle):
     doc = await api(jp_fetch, "snapshots", "0" * 32, "restore", method="POST", raw=raw,
@@ -324,3 +333,63 @@ async def test_a_save_past_the_timeout_is_refused_and_the_kernel_keeps_running(
     assert "did not finish" in doc["message"] and "keeps running" in doc["message"], doc
     assert "42" in await run(jp_serverapp, kernel_id, "print(kept)")  # after the late save
     assert (await api(jp_fetch, "snapshots"))["snapshots"] == []
+
+
+async def test_the_stop_budget_is_held_and_what_is_not_done_keeps_running(
+        jp_fetch, jp_root_dir, jp_serverapp):
+    """`hibernate_on_stop` gives up on a kernel not saved within its budget (the server then
+    shuts it down as before) and says so; one that is done is hibernated."""
+    quick = await new_kernel(jp_fetch, jp_root_dir)
+    slow = await new_kernel(jp_fetch, jp_root_dir, "work/slow.ipynb")
+    await run(jp_serverapp, quick, "kept = 1")
+    await run(jp_serverapp, slow, "class Slow:\n    def __reduce__(self):\n"
+                                  "        import time; time.sleep(120); return (int, ())\n"
+                                  "slow = Slow()")
+    outcome = await service(jp_serverapp).hibernate_on_stop([quick, slow], 15.0)
+    assert outcome[slow].startswith("not hibernated: not done within 15 s"), outcome
+    listed = (await api(jp_fetch, "snapshots"))["snapshots"]
+    assert [s["id"] for s in listed] == [outcome[quick]]
+    await jp_fetch("api", "kernels", slow)  # still running; the server's own stop ends it
+
+
+async def test_a_busy_kernel_is_not_hibernated(jp_fetch, jp_root_dir, jp_serverapp):
+    kernel_id = await new_kernel(jp_fetch, jp_root_dir)
+    client = jp_serverapp.kernel_manager.get_kernel(kernel_id).client()
+    client.start_channels()
+    try:
+        await client.wait_for_ready(timeout=60)
+        client.execute("import time; time.sleep(60)")
+        for _ in range(200):
+            state = json.loads((await jp_fetch("api", "kernels", kernel_id)).body)
+            if state["execution_state"] == "busy":
+                break
+            await asyncio.sleep(0.05)
+        doc = await api(jp_fetch, "kernels", kernel_id, "hibernate", method="POST",
+                        expect=409)
+        assert "busy running a cell" in doc["message"], doc
+    finally:
+        client.stop_channels()
+        await jp_fetch("api", "kernels", kernel_id, "interrupt", method="POST", body="")
+    assert (await api(jp_fetch, "snapshots"))["snapshots"] == []
+
+
+async def test_a_missing_module_is_named_with_the_variables_that_need_it(
+        jp_fetch, jp_root_dir, jp_serverapp):
+    helper = jp_root_dir / "work" / "helpers.py"
+    helper.parent.mkdir(parents=True, exist_ok=True)
+    helper.write_text("class Thing:\n    def __init__(self, n):\n        self.n = n\n")
+    kernel_id = await new_kernel(jp_fetch, jp_root_dir)
+    out = await run(jp_serverapp, kernel_id, "from helpers import Thing\nthing = Thing(3)\n"
+                                             "plain = [1, 2]\nprint('ok')")
+    assert "ok" in out, out
+    snap = await api(jp_fetch, "kernels", kernel_id, "hibernate", method="POST")
+    helper.unlink()
+    fresh = await new_kernel(jp_fetch, jp_root_dir)
+    restored = await api(jp_fetch, "snapshots", snap["id"], "restore", method="POST",
+                         body={"kernel_id": fresh})
+    assert "plain" in restored["restored"] and "thing" not in restored["restored"]
+    skipped = {s["name"]: s for s in restored["skipped"]}
+    assert skipped["Thing"]["module"] == "helpers", skipped  # the class, imported from it
+    assert "not installed" in skipped["Thing"]["reason"]
+    assert "Thing" in skipped["thing"]["reason"], skipped  # and the instance of it
+    assert "[1, 2]" in await run(jp_serverapp, fresh, "print(plain)")

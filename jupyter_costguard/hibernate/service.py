@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -78,7 +79,7 @@ class HibernateService:
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="costguard-hibernate")
         #: kernels being hibernated or restored into now: one operation per kernel at a time
         self._working: set[str] = set()
-        removed = self.store.clear_leftovers()
+        removed = self.store.clear_leftovers(older_than=settings.timeout_seconds)
         #: the index as last read on the worker: what a scrape reads, without touching disk
         self._records: list[SnapshotRecord] = self.store.list()
         if removed and logger is not None:
@@ -151,7 +152,9 @@ class HibernateService:
             raise HibernateError(f"the snapshot of kernel {kernel_id} could not be recorded, "
                                  f"so it keeps running: {e}", 409) from e
         try:
-            await self.km.shutdown_kernel(kernel_id)
+            done = self.km.shutdown_kernel(kernel_id)
+            if inspect.isawaitable(done):  # the async manager (jupyter_server's default)
+                await done
         except Exception as e:  # saved and recorded: say so, the kernel's fate is the server's
             if self.log is not None:
                 self.log.warning("costguard: kernel %s hibernated as %s but did not shut "

@@ -14,6 +14,7 @@ import re
 import shutil
 import sqlite3
 import threading
+import time
 import uuid
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -132,18 +133,28 @@ class SnapshotStore:
             raise ValueError(f"not a snapshot id: {snapshot_id!r}")
         return self.root / snapshot_id
 
-    def clear_leftovers(self) -> list[Path]:
+    def clear_leftovers(self, older_than: float, now: float | None = None) -> list[Path]:
         """Remove, at start, what no snapshot owns: folders a kernel killed while saving left
         (`partial_folders`) and snapshot folders the index does not name (a save that finished
         after its request gave up, or a server stopped between the save and the index). None
-        of them could be loaded; returns what was removed."""
-        gone = partial_folders(self.root)
+        of them could be loaded. Only those untouched for `older_than` seconds (the save
+        timeout): a `snapshot_dir` shared by several servers may hold another's save under
+        way. Returns what was removed."""
         with self._lock:
             known = {row[0] for row in self._db.execute("SELECT id FROM snapshots")}
-        gone += [p for p in sorted(self.root.iterdir())
-                 if ID_PATTERN.match(p.name) and p.name not in known and p.is_dir()]
-        for path in gone:
+        found = partial_folders(self.root) + [
+            p for p in sorted(self.root.iterdir())
+            if ID_PATTERN.match(p.name) and p.name not in known and p.is_dir()]
+        limit = (time.time() if now is None else now) - older_than
+        gone = []
+        for path in found:
+            try:
+                if path.stat().st_mtime > limit:
+                    continue
+            except OSError:
+                continue
             shutil.rmtree(path, ignore_errors=True)
+            gone.append(path)
         return gone
 
     def add(self, record: SnapshotRecord) -> None:
