@@ -15,10 +15,18 @@ import type { ReadonlyJSONObject, ReadonlyPartialJSONObject } from '@lumino/core
 
 import type { IAlert, IAlertAction } from './api';
 import { CommandIDs } from './commands';
+import { hibernateActionLabel } from './hibernatemodel';
 
 /** Shown when an alert offers offload and no offload command is installed. */
 export const OFFLOAD_UNAVAILABLE_TEXT =
   'Costguard: offloading cells to a batch job is not available yet.';
+
+/** Shown when an alert offers hibernate and the hibernate plugin is off. */
+export const HIBERNATE_UNAVAILABLE_TEXT =
+  'Costguard: hibernating a kernel is not available (the jupyter-costguard:hibernate plugin is off).';
+
+/** The guard rule whose alerts offer Hibernate even when the server's actions do not. */
+export const IDLE_GPU_KIND = 'idle-gpu-kernel';
 
 /** Every button's tooltip starts with this. */
 export const CAPTION_PREFIX = 'Costguard: ';
@@ -92,6 +100,7 @@ export function isActionOffered(alert: IAlert, action: IAlertAction): boolean {
     case 'shutdown-kernel':
     case 'restart-kernel':
     case 'interrupt-kernel':
+    case 'hibernate':
       return kernelIdOf(alert, action) !== null;
     case 'open-url':
       return safeUrl(action.args?.url) !== null;
@@ -100,10 +109,39 @@ export function isActionOffered(alert: IAlert, action: IAlertAction): boolean {
   }
 }
 
-/** The actions of an alert a UI offers, in the server's order. */
+/** How many GPUs an alert's kernel holds (`details.gpus`), or null when it does not say. */
+function alertGpuCount(alert: IAlert): number | null {
+  const gpus = (alert.details as { gpus?: unknown } | null | undefined)?.gpus;
+  return Array.isArray(gpus) ? gpus.length : null;
+}
+
+/**
+ * An idle-GPU alert's Hibernate ("Hibernate: free 4 GPUs, keep your
+ * variables"), first: the server's own when it sends one, else this.
+ */
+export function hibernateAction(alert: IAlert): IAlertAction | null {
+  if (alert.kind !== IDLE_GPU_KIND || !alert.kernel_id) {
+    return null;
+  }
+  return {
+    id: 'hibernate',
+    label: hibernateActionLabel(alertGpuCount(alert)),
+    args: { kernel_id: alert.kernel_id }
+  };
+}
+
+/**
+ * The actions of an alert a UI offers, in the server's order; an idle-GPU
+ * alert whose actions lack Hibernate gets it first.
+ */
 export function offeredActions(alert: IAlert): IAlertAction[] {
   const actions = Array.isArray(alert.actions) ? alert.actions : [];
-  return actions.filter(action => isActionOffered(alert, action));
+  const offered = actions.filter(action => isActionOffered(alert, action));
+  const hibernate = hibernateAction(alert);
+  if (hibernate && !offered.some(action => action.id === 'hibernate')) {
+    offered.unshift(hibernate);
+  }
+  return offered;
 }
 
 /** A snooze duration, short: `15 min`, `1 h`, `1 h 30 min`, `2 d`. */
@@ -140,6 +178,11 @@ export function actionCaption(action: IAlertAction, snoozeSeconds: number): stri
       return `${CAPTION_PREFIX}hide this alert for ${formatSnooze(snoozeSeconds)}`;
     case 'dismiss':
       return `${CAPTION_PREFIX}dismiss this alert while its condition lasts`;
+    case 'hibernate':
+      return (
+        `${CAPTION_PREFIX}save the kernel's variables, shut it down and free its GPUs; ` +
+        'restore them from the notebook\'s banner (asks first)'
+      );
     default:
       return `${CAPTION_PREFIX}${actionLabel(action, snoozeSeconds)}`;
   }
@@ -152,6 +195,7 @@ export function actionDisplayType(action: IAlertAction): ActionDisplayType {
     case 'restart-kernel':
       return 'warn';
     case 'offload':
+    case 'hibernate':
       return 'accent';
     case 'open-panel':
     case 'open-url':
@@ -172,10 +216,55 @@ function execute(
   return commands.execute(id, args);
 }
 
+/** The command of each kernel action; those that ask first are done only once confirmed. */
+const KERNEL_ACTIONS: { [id: string]: { command: string; confirmed: boolean } } = {
+  'shutdown-kernel': { command: CommandIDs.shutdownKernel, confirmed: true },
+  'restart-kernel': { command: CommandIDs.restartKernel, confirmed: true },
+  'interrupt-kernel': { command: CommandIDs.interruptKernel, confirmed: false },
+  hibernate: { command: CommandIDs.hibernateKernel, confirmed: true }
+};
+
+/**
+ * Shut down, restart, interrupt or hibernate the alert's kernel through its
+ * command; whether the notification stays open (see `runAlertAction`).
+ */
+function runKernelAction(
+  alert: IAlert,
+  action: IAlertAction,
+  context: IAlertActionContext,
+  report: (what: string) => (reason: unknown) => void
+): boolean {
+  const kernelId = kernelIdOf(alert, action);
+  const { command, confirmed } = KERNEL_ACTIONS[action.id];
+  if (!kernelId) {
+    return true;
+  }
+  if (action.id === 'hibernate' && !context.commands.hasCommand(command)) {
+    context.notify(HIBERNATE_UNAVAILABLE_TEXT, 'info');
+    return true;
+  }
+  const notebook = alert.notebook ?? null;
+  const args: ReadonlyJSONObject = notebook ? { kernelId, notebook } : { kernelId };
+  execute(context.commands, command, args)
+    .then(done => {
+      // Shut down, restart and hibernate ask first: done only once confirmed.
+      if (confirmed && done) {
+        context.onConfirmedDone?.(alert);
+      }
+    })
+    .catch(
+      report(
+        (typeof action.label === 'string' && action.label.toLowerCase()) ||
+          'run the kernel action'
+      )
+    );
+  return confirmed;
+}
+
 /**
  * Run one of an alert's actions. Returns whether the alert's notification
  * should stay open (true for actions that leave the alert as it is, and for
- * shut down / restart, which ask first: `onConfirmedDone` says when done).
+ * shut down / restart / hibernate, which ask first: `onConfirmedDone` says when done).
  */
 export function runAlertAction(
   alert: IAlert,
@@ -205,36 +294,9 @@ export function runAlertAction(
       return true;
     case 'shutdown-kernel':
     case 'restart-kernel':
-    case 'interrupt-kernel': {
-      const kernelId = kernelIdOf(alert, action);
-      if (!kernelId) {
-        return true;
-      }
-      const command =
-        action.id === 'shutdown-kernel'
-          ? CommandIDs.shutdownKernel
-          : action.id === 'restart-kernel'
-            ? CommandIDs.restartKernel
-            : CommandIDs.interruptKernel;
-      const args: ReadonlyJSONObject = notebook
-        ? { kernelId, notebook }
-        : { kernelId };
-      const confirmed = action.id !== 'interrupt-kernel';
-      execute(context.commands, command, args)
-        .then(done => {
-          // Shut down / restart ask first: done only once confirmed.
-          if (confirmed && done) {
-            context.onConfirmedDone?.(alert);
-          }
-        })
-        .catch(
-          report(
-            (typeof action.label === 'string' && action.label.toLowerCase()) ||
-              'run the kernel action'
-          )
-        );
-      return confirmed;
-    }
+    case 'interrupt-kernel':
+    case 'hibernate':
+      return runKernelAction(alert, action, context, report);
     case 'offload': {
       if (!context.commands.hasCommand(CommandIDs.offloadCells)) {
         context.notify(OFFLOAD_UNAVAILABLE_TEXT, 'info');

@@ -14,6 +14,12 @@ export namespace CommandIDs {
   export const interruptKernel = 'costguard:interrupt-kernel';
   /** Restart a kernel after confirmation; args `{kernelId, name?, notebook?, confirm?}`. */
   export const restartKernel = 'costguard:restart-kernel';
+  /**
+   * Hibernate a kernel after confirmation: save its variables, shut it down,
+   * free its GPUs; args `{kernelId?, name?, notebook?, confirm?}` (no
+   * `kernelId`: the current notebook's kernel).
+   */
+  export const hibernateKernel = 'costguard:hibernate-kernel';
   /** Refresh every costguard figure now. */
   export const refresh = 'costguard:refresh';
   /**

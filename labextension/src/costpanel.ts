@@ -32,7 +32,7 @@ export const PANEL_ID = 'jp-costguard-panel';
 export const PANEL_SIMULATED_ID = 'jp-costguard-panel-simulated';
 
 /** Kernel actions the panel offers. */
-export type KernelAction = 'shutdown' | 'interrupt';
+export type KernelAction = 'shutdown' | 'interrupt' | 'hibernate';
 
 export namespace CostPanel {
   export interface IOptions {
@@ -114,7 +114,7 @@ export class CostPanel extends SidePanel<CostPanelModel> {
     const button = target.closest<HTMLElement>('[data-action]');
     if (button && this.node.contains(button)) {
       const action = button.dataset.action;
-      if (action === 'shutdown' || action === 'interrupt') {
+      if (action === 'shutdown' || action === 'interrupt' || action === 'hibernate') {
         const row = button.closest<HTMLElement>('.jp-costguard-kernel-row');
         const id = row?.dataset.kernelId;
         const kernel = this.model.kernels.find(k => k.kernel_id === id);

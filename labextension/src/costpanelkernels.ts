@@ -1,13 +1,15 @@
 /**
  * The cost panel's "Kernels" section: every running kernel with its
- * resources and spend, sortable, with Interrupt and Shut down buttons (the
- * panel routes their clicks, `data-action`).
+ * resources and spend, sortable, with Interrupt and Shut down buttons, and
+ * Hibernate on the kernels that hold GPUs (the panel routes their clicks,
+ * `data-action`).
  *
  * Stable DOM hooks: `.jp-costguard-kernels` (table) with
  * `.jp-costguard-sort[data-table][data-key]` headers (`aria-sort`),
  * `.jp-costguard-kernel-row[data-kernel-id]` (`data-execution-state`),
  * cells `td[data-key]`, `.jp-costguard-kernel-interrupt`,
- * `.jp-costguard-kernel-shutdown`.
+ * `.jp-costguard-kernel-shutdown`, `.jp-costguard-kernel-hibernate` (`hidden`
+ * unless the kernel holds GPUs).
  */
 import type { IKernelDoc } from './api';
 import { CostPanelModel, KERNEL_COLUMNS } from './costpanelmodel';
@@ -24,6 +26,7 @@ import {
   tableWrap
 } from './costpanelsection';
 import { el, setAttr, setText, syncRows } from './dom';
+import { hibernateActionLabel } from './hibernatemodel';
 import {
   formatBytes,
   formatDuration,
@@ -36,10 +39,13 @@ function shortId(id: string): string {
   return id.length > 8 ? id.slice(0, 8) : id;
 }
 
-/** The actions cell: Interrupt and Shut down. */
+/** The actions cell: Interrupt, Shut down and Hibernate. */
 function actionsCell(): HTMLTableCellElement {
   const td = el('td', 'jp-costguard-actions');
   td.dataset.key = 'actions';
+  const hibernate = button('jp-costguard-button jp-costguard-kernel-hibernate', 'Hibernate', '☾');
+  hibernate.type = 'button';
+  hibernate.dataset.action = 'hibernate';
   const interrupt = button('jp-costguard-button jp-costguard-kernel-interrupt', 'Interrupt', '■');
   interrupt.type = 'button';
   interrupt.dataset.action = 'interrupt';
@@ -52,6 +58,7 @@ function actionsCell(): HTMLTableCellElement {
   shutdown.dataset.action = 'shutdown';
   td.appendChild(interrupt);
   td.appendChild(shutdown);
+  td.appendChild(hibernate);
   return td;
 }
 
@@ -89,6 +96,17 @@ function updateKernelRow(tr: HTMLTableRowElement, k: IKernelDoc, currency: strin
     (b as HTMLElement).title = `${verb} kernel ${label}`;
     setAttr(b, 'aria-label', `${verb} kernel ${label}`);
   }
+  const hibernate = buttons[2] as HTMLElement;
+  const gpus = holdsGpus(k);
+  hibernate.hidden = gpus === 0;
+  hibernate.title = `${hibernateActionLabel(gpus || null)} (kernel ${label})`;
+  setAttr(hibernate, 'aria-label', `Hibernate kernel ${label}`);
+}
+
+/** How many GPUs a kernel holds (its `gpus`; 1 when it only has GPU memory), 0 for none. */
+export function holdsGpus(k: IKernelDoc): number {
+  const listed = Array.isArray(k.gpus) ? k.gpus.length : 0;
+  return listed || ((k.gpu_memory_bytes ?? 0) > 0 ? 1 : 0);
 }
 
 /** The "Kernels" section (see the file's header). */

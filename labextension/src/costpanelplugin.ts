@@ -2,7 +2,7 @@
  * `jupyter-costguard:panel`: the cost side panel (right sidebar) and
  * `costguard:open-panel`. While it is visible the shared poll fetches
  * `kernels` + `gpus` too (one poll, one sample, for every table); its row
- * buttons run the kernel commands.
+ * buttons run the kernel commands (Hibernate: the hibernate plugin's).
  */
 import {
   ILayoutRestorer,
@@ -11,9 +11,10 @@ import {
 } from '@jupyterlab/application';
 import { ICommandPalette, Notification } from '@jupyterlab/apputils';
 
+import { HIBERNATE_UNAVAILABLE_TEXT } from './alertactions';
 import { AlertsSection } from './alertssection';
 import { CommandIDs, PALETTE_CATEGORY } from './commands';
-import { CostPanel } from './costpanel';
+import { CostPanel, KernelAction } from './costpanel';
 import { CostPanelModel } from './costpanelmodel';
 import { costguardIcon } from './icons';
 import { SpendChartModel } from './spendchartmodel';
@@ -21,6 +22,13 @@ import { SpendChartSection } from './spendchartsection';
 import { ICostguard } from './tokens';
 
 export const PANEL_PLUGIN_ID = 'jupyter-costguard:panel';
+
+/** The command each kernel row button runs (hibernate: `jupyter-costguard:hibernate`'s). */
+const KERNEL_ACTION_COMMANDS: { [action in KernelAction]: string } = {
+  shutdown: CommandIDs.shutdownKernel,
+  interrupt: CommandIDs.interruptKernel,
+  hibernate: CommandIDs.hibernateKernel
+};
 
 export const costPanelPlugin: JupyterFrontEndPlugin<void> = {
   id: PANEL_PLUGIN_ID,
@@ -55,10 +63,11 @@ export const costPanelPlugin: JupyterFrontEndPlugin<void> = {
       // Alerts first, then the other sections.
       sections: [alertsSection, spendChart],
       onKernelAction: (action, kernel) => {
-        const command =
-          action === 'shutdown'
-            ? CommandIDs.shutdownKernel
-            : CommandIDs.interruptKernel;
+        const command = KERNEL_ACTION_COMMANDS[action];
+        if (action === 'hibernate' && !app.commands.hasCommand(command)) {
+          Notification.info(HIBERNATE_UNAVAILABLE_TEXT, { autoClose: 5000 });
+          return;
+        }
         void app.commands.execute(command, {
           kernelId: kernel.kernel_id,
           name: kernel.name,

@@ -1,6 +1,7 @@
 /**
  * Costguard icons: the extension's (cost panel tab, settings editor), the
- * Jobs panel's tab, and "Run as batch job" (notebook and cell toolbars, context menu).
+ * Jobs panel's tab, "Run as batch job" (notebook and cell toolbars, context menu) and
+ * Hibernate (notebook toolbar).
  */
 import { LabIcon } from '@jupyterlab/ui-components';
 
@@ -43,4 +44,17 @@ const runAsJobSvg = `<svg xmlns="http://www.w3.org/2000/svg" width="16" height="
 export const runAsJobIcon = new LabIcon({
   name: 'jupyter-costguard:run-as-job',
   svgstr: runAsJobSvg
+});
+
+/** A crescent moon with a small "z": a kernel put to sleep, its work kept (Hibernate). */
+const hibernateSvg = `<svg xmlns="http://www.w3.org/2000/svg" width="16" height="16" viewBox="0 0 24 24">
+  <g class="jp-icon3" fill="#616161">
+    <path d="M10.5 3.2A8.9 8.9 0 0 0 12 21a9 9 0 0 0 8.6-6.3 7.3 7.3 0 0 1-10.1-11.5z"/>
+    <path d="M15 2h6v1.6l-3.7 4h3.7V9h-6V7.4l3.7-4H15z"/>
+  </g>
+</svg>`;
+
+export const hibernateIcon = new LabIcon({
+  name: 'jupyter-costguard:hibernate',
+  svgstr: hibernateSvg
 });

@@ -19,12 +19,16 @@
  *   notification when a watched job ends.
  * - `jupyter-costguard:offload` (offloadplugin.ts): "Run as batch job"
  *   (settings schema/offload.json).
+ * - `jupyter-costguard:hibernate` (hibernateplugin.ts): Hibernate a kernel
+ *   (save its variables, free its GPUs) and the restore banner (settings
+ *   schema/hibernate.json).
  */
 import type { JupyterFrontEndPlugin } from '@jupyterlab/application';
 
 import { costguardPlugin } from './costguardplugin';
 import { costPanelPlugin } from './costpanelplugin';
 import { costWidgetPlugin } from './costwidgetplugin';
+import { hibernatePlugin } from './hibernateplugin';
 import { jobNotificationsPlugin } from './jobnotificationsplugin';
 import { jobsPlugin } from './jobsplugin';
 import { kernelCommandsPlugin } from './kernelcommandsplugin';
@@ -46,7 +50,8 @@ const plugins: JupyterFrontEndPlugin<any>[] = [
   costWidgetPlugin,
   jobsPlugin,
   jobNotificationsPlugin,
-  offloadPlugin
+  offloadPlugin,
+  hibernatePlugin
 ];
 
 export default plugins;

@@ -4,3 +4,4 @@ import './costwidget.css';
 import './chart.css';
 import './jobs.css';
 import './alerts.css';
+import './hibernate.css';

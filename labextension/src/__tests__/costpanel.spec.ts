@@ -326,6 +326,30 @@ describe('CostPanel', () => {
     model.dispose();
   });
 
+  it('offers Hibernate only on the kernels that hold GPUs', async () => {
+    kernels = [
+      kernel('k-train', 'train.ipynb', 4, { gpus: ['GPU-0', 'GPU-1'], gpu_memory_bytes: 30 * 1024 ** 3 }),
+      kernel('k-explore', 'explore.ipynb', 1, { gpu_utilization_percent: 2 })
+    ];
+    const { panel, model, actions } = setup();
+    Widget.attach(panel, document.body);
+    await wait();
+    const hibernate = (id: string) =>
+      panel.node.querySelector<HTMLButtonElement>(
+        `.jp-costguard-kernel-row[data-kernel-id="${id}"] .jp-costguard-kernel-hibernate`
+      )!;
+    expect(hibernate('k-explore').hidden).toBe(true);
+    expect(hibernate('k-train').hidden).toBe(false);
+    expect(hibernate('k-train').title).toBe(
+      'Hibernate: free 2 GPUs, keep your variables (kernel python3 k-train (train.ipynb))'
+    );
+    hibernate('k-train').click();
+    expect(actions).toEqual([['hibernate', 'k-train']]);
+    Widget.detach(panel);
+    panel.dispose();
+    model.dispose();
+  });
+
   it('shows "unknown" for a GPU, kernel and notebook whose activity is unknown (MIG)', async () => {
     const { panel, model, data } = setup();
     kernels = [

@@ -48,8 +48,9 @@ export class FakeServer {
         if (result === 'network-error') {
           throw new TypeError('Failed to fetch');
         }
+        // No body at all (not ''): a 204 may not have one.
         return new Response(
-          result.body === undefined ? '' : JSON.stringify(result.body),
+          result.body === undefined ? null : JSON.stringify(result.body),
           {
             status: result.status ?? 200,
             headers: { 'Content-Type': 'application/json' }

@@ -69,6 +69,7 @@ describe('plugins', () => {
   it('are one per concern', () => {
     expect([...byId.keys()].sort()).toEqual([
       'jupyter-costguard:cost-widget',
+      'jupyter-costguard:hibernate',
       'jupyter-costguard:job-notifications',
       'jupyter-costguard:jobs',
       'jupyter-costguard:kernel-commands',

@@ -1,0 +1,279 @@
+/**
+ * Hibernation's words and the banner's model, against a stand-in server
+ * (`fakeserver.ts`): which snapshot a notebook's banner offers, Restore
+ * (into the kernel the plugin gives), Discard, and what failures leave.
+ */
+import {
+  bannerText,
+  bannerTitle,
+  hibernateActionLabel,
+  hibernatedText,
+  newestSnapshot,
+  restoredText,
+  RESTORE_TRIES,
+  skippedPhrase,
+  SnapshotBannerModel
+} from '../hibernatemodel';
+import type { ISnapshot } from '../hibernateapi';
+import { hibernateEndpoint, snapshotsEndpoint } from '../hibernateapi';
+import { FakeServer } from './fakeserver';
+
+/** 2026-12-06 14:02 local time, in epoch seconds. */
+const AT_1402 = new Date(2026, 11, 6, 14, 2, 0).getTime() / 1000;
+
+function snapshot(id: string, extra: Partial<ISnapshot> = {}): ISnapshot {
+  return {
+    id,
+    notebook: 'work/train.ipynb',
+    created: AT_1402,
+    bytes: 3.2 * 1024 ** 3,
+    saved: Array.from({ length: 42 }, (_, i) => `v${i}`),
+    skipped: [{ name: 'gen', reason: 'a generator' }],
+    store: 'local',
+    kernel_name: 'python3',
+    ...extra
+  };
+}
+
+const gen = { name: 'gen', reason: 'a generator' };
+const file = { name: 'f', reason: 'an open file' };
+const lock = { name: 'lock', reason: 'a lock' };
+
+describe('hibernation words', () => {
+  it('says what was saved, skipped, its size and the GPUs freed', () => {
+    const saved = Array.from({ length: 42 }, (_, i) => `v${i}`);
+    const result = {
+      id: 's1',
+      notebook: 'train.ipynb',
+      created: AT_1402,
+      bytes: 3.2 * 1024 ** 3,
+      saved,
+      skipped: [gen, file],
+      gpus_freed: 4
+    };
+    expect(hibernatedText(result)).toBe(
+      'Hibernated: 42 variables saved, 2 skipped (gen: a generator; f: an open file) · 3.2 GiB · 4 GPUs freed'
+    );
+    expect(hibernatedText({ ...result, saved: ['x'], skipped: [], gpus_freed: 0, bytes: 512 })).toBe(
+      'Hibernated: 1 variable saved · 512 B'
+    );
+  });
+
+  it('fits a toast (JupyterLab cuts at 140 characters): reasons short, then fewer names', () => {
+    const long = {
+      name: 'gen',
+      reason: 'a generator: its paused frame cannot be saved; recreate it after restoring'
+    };
+    const result = {
+      id: 's1',
+      notebook: 'train.ipynb',
+      created: AT_1402,
+      bytes: 370688,
+      saved: ['a', 'b', 'c', 'd', 'e'],
+      skipped: [long],
+      gpus_freed: 4
+    };
+    expect(hibernatedText(result)).toBe(
+      'Hibernated: 5 variables saved, 1 skipped (gen: a generator) · 362 KiB · 4 GPUs freed'
+    );
+    const many = Array.from({ length: 9 }, (_, i) => ({
+      name: `a_rather_long_variable_name_${i}`,
+      reason: 'an open socket to a database server that went away'
+    }));
+    const text = hibernatedText({ ...result, skipped: many });
+    expect(text.length).toBeLessThanOrEqual(140);
+    expect(text).toMatch(/, 9 skipped .* · 4 GPUs freed$/);
+  });
+
+  it('names the first skipped ones and counts the rest', () => {
+    expect(skippedPhrase([gen, file, lock, lock])).toBe(
+      'gen: a generator; f: an open file; and 2 more'
+    );
+    expect(skippedPhrase([])).toBe('');
+  });
+
+  it('says what a restore brought back', () => {
+    expect(restoredText({ restored: ['a', 'b'], skipped: [] })).toBe('Restored: 2 variables');
+    expect(restoredText({ restored: ['a'], skipped: [{ name: 'm', reason: 'needs module torch' }] })).toBe(
+      'Restored: 1 variable, 1 skipped (m: needs module torch)'
+    );
+    const notes = [{ name: 'w', note: 'on the CPU (cuda:3 is not here)' }];
+    expect(restoredText({ restored: ['w'], skipped: [], notes })).toBe(
+      'Restored: 1 variable · w: on the CPU'
+    );
+  });
+
+  it("words the alert's button and the banner", () => {
+    expect(hibernateActionLabel(4)).toBe('Hibernate: free 4 GPUs, keep your variables');
+    expect(hibernateActionLabel(1)).toBe('Hibernate: free 1 GPU, keep your variables');
+    expect(hibernateActionLabel(null)).toBe('Hibernate: free its GPUs, keep your variables');
+    const today = new Date(2026, 11, 6, 18, 0, 0);
+    expect(bannerText(snapshot('s1'), today)).toBe('Hibernated at 14:02 · 3.2 GiB · 42 variables');
+    const later = new Date(2026, 11, 9, 9, 0, 0);
+    expect(bannerText(snapshot('s1'), later)).toMatch(/^Hibernated on .*6.* 14:02 · /);
+    expect(bannerTitle(snapshot('s1', { saved: ['a', 'b'] }))).toBe(
+      'Saved: a, b\nNot saved: gen (a generator)'
+    );
+    expect(bannerTitle(snapshot('s1', { saved: ['a'], skipped: [], waste_avoided: 12.4 }), 'USD')).toBe(
+      'Saved: a\nNot spent while hibernated: USD 12.40'
+    );
+  });
+
+  it("offers the notebook's newest snapshot that is not left out", () => {
+    const list = [
+      snapshot('old', { created: AT_1402 - 60 }),
+      snapshot('new'),
+      snapshot('other', { notebook: 'other.ipynb', created: AT_1402 + 60 })
+    ];
+    expect(newestSnapshot(list, 'work/train.ipynb')?.id).toBe('new');
+    expect(newestSnapshot(list, 'RTC:work/train.ipynb')?.id).toBe('new');
+    expect(newestSnapshot(list, 'work/train.ipynb', new Set(['new']))?.id).toBe('old');
+    expect(newestSnapshot(list, 'nothing.ipynb')).toBeNull();
+    // One the server has seen restored is not offered again (after a reload too).
+    const restored = [snapshot('new', { restored: AT_1402 + 120 }), snapshot('old', { restored: null })];
+    expect(newestSnapshot(restored, 'work/train.ipynb')?.id).toBe('old');
+  });
+
+  it('builds the endpoints, encoding ids and paths', () => {
+    expect(hibernateEndpoint('k 1')).toBe('kernels/k%201/hibernate');
+    expect(snapshotsEndpoint('work/a b.ipynb')).toBe('snapshots?notebook=work%2Fa%20b.ipynb');
+    expect(snapshotsEndpoint(null)).toBe('snapshots');
+  });
+});
+
+describe('SnapshotBannerModel', () => {
+  function setup(snapshots: ISnapshot[]) {
+    const server = new FakeServer();
+    server.routes['GET snapshots'] = () => ({ body: { snapshots } });
+    const model = new SnapshotBannerModel({
+      notebook: 'work/train.ipynb',
+      serverSettings: server.settings(),
+      retryMs: 1
+    });
+    let changes = 0;
+    model.changed.connect(() => changes++);
+    return { server, model, changes: () => changes };
+  }
+
+  it("asks for the notebook's snapshots and offers the newest", async () => {
+    const { server, model, changes } = setup([snapshot('s1'), snapshot('s2', { created: AT_1402 + 1 })]);
+    await model.refresh();
+    expect(server.requests.map(r => `${r.method} ${r.path}`)).toEqual([
+      'GET snapshots?notebook=work%2Ftrain.ipynb'
+    ]);
+    expect(model.snapshot?.id).toBe('s2');
+    expect(changes()).toBe(1);
+    await model.refresh();
+    expect(changes()).toBe(1); // the same answer changes nothing
+  });
+
+  it('stays hidden on a server without snapshots (404) and after an error', async () => {
+    const { server, model } = setup([]);
+    delete server.routes['GET snapshots'];
+    await model.refresh();
+    expect(model.snapshot).toBeNull();
+    server.routes['GET snapshots'] = () => ({ body: { snapshots: [snapshot('s1')] } });
+    await model.refresh();
+    expect(model.snapshot?.id).toBe('s1');
+    server.routes['GET snapshots'] = () => 'network-error';
+    const warn = jest.spyOn(console, 'warn').mockImplementation(() => undefined);
+    await model.refresh();
+    warn.mockRestore();
+    expect(model.snapshot?.id).toBe('s1'); // an error is not an answer
+  });
+
+  it('restores into the kernel it is given, then the banner goes for good', async () => {
+    const { server, model } = setup([snapshot('s1')]);
+    server.routes['POST snapshots/s1/restore'] = () => ({
+      body: { restored: ['a', 'b'], skipped: [gen] }
+    });
+    await model.refresh();
+    const busy: (string | null)[] = [];
+    model.changed.connect(() => busy.push(model.busy));
+    const result = await model.restore(async () => 'k-new');
+    expect(result).toEqual({ restored: ['a', 'b'], skipped: [gen] });
+    expect(server.requests.find(r => r.method === 'POST')).toEqual({
+      method: 'POST',
+      path: 'snapshots/s1/restore',
+      body: JSON.stringify({ kernel_id: 'k-new' })
+    });
+    expect(busy).toEqual(['restore', null]);
+    expect(model.snapshot).toBeNull();
+    // The snapshot stays on the server; this page does not offer it again.
+    await model.refresh();
+    expect(model.snapshot).toBeNull();
+  });
+
+  it('keeps the banner with the reason when a restore fails', async () => {
+    const { server, model } = setup([snapshot('s1')]);
+    server.routes['POST snapshots/s1/restore'] = () => ({
+      status: 409,
+      body: { message: 'snapshot s1 is truncated' }
+    });
+    await model.refresh();
+    expect(await model.restore(async () => 'k-new')).toBeNull();
+    expect(model.snapshot?.id).toBe('s1');
+    expect(model.error).toBe('snapshot s1 is truncated');
+    expect(model.busy).toBeNull();
+    // No kernel to restore into: said, nothing sent.
+    const sent = server.requests.length;
+    expect(await model.restore(() => Promise.reject(new Error('no kernel')))).toBeNull();
+    expect(model.error).toBe('no kernel');
+    expect(server.requests.length).toBe(sent);
+  });
+
+  it('asks again while the server says the new kernel is busy, then gives up', async () => {
+    const { server, model } = setup([snapshot('s1')]);
+    await model.refresh();
+    let busy = 2;
+    server.routes['POST snapshots/s1/restore'] = () =>
+      busy-- > 0
+        ? { status: 409, body: { message: 'kernel k-new is busy running a cell; restore into it once it is idle' } }
+        : { body: { restored: ['a'], skipped: [] } };
+    const kernels: string[] = [];
+    const result = await model.restore(async () => {
+      kernels.push('asked');
+      return 'k-new';
+    });
+    expect(result).toEqual({ restored: ['a'], skipped: [] });
+    expect(kernels).toHaveLength(3); // the kernel is asked for (ready, idle) before each try
+    expect(server.count('POST', 'snapshots/s1/restore')).toBe(3);
+
+    const again = setup([snapshot('s2')]);
+    await again.model.refresh();
+    again.server.routes['POST snapshots/s2/restore'] = () => ({
+      status: 409,
+      body: { message: 'kernel k-new is busy running a cell' }
+    });
+    expect(await again.model.restore(async () => 'k-new')).toBeNull();
+    expect(again.server.count('POST', 'snapshots/s2/restore')).toBe(RESTORE_TRIES);
+    expect(again.model.error).toBe('kernel k-new is busy running a cell');
+  });
+
+  it('discards: deletes on the server and offers the next one', async () => {
+    const snapshots = [snapshot('s1', { created: AT_1402 - 60 }), snapshot('s2')];
+    const { server, model } = setup(snapshots);
+    server.routes['DELETE snapshots/s2'] = () => {
+      snapshots.pop();
+      return { status: 204 };
+    };
+    await model.refresh();
+    expect(await model.discard()).toBe(true);
+    expect(server.count('DELETE', 'snapshots/s2')).toBe(1);
+    expect(model.snapshot).toBeNull();
+    await model.refresh();
+    expect(model.snapshot?.id).toBe('s1');
+  });
+
+  it('ignores an answer asked before a rename, and forgets the old snapshot at once', async () => {
+    const { server, model } = setup([snapshot('s1')]);
+    await model.refresh();
+    expect(model.snapshot?.id).toBe('s1');
+    const pending = model.refresh(); // answered after the rename below
+    model.notebook = 'work/renamed.ipynb';
+    expect(model.snapshot).toBeNull();
+    await pending;
+    expect(model.snapshot).toBeNull();
+    expect(server.requests).toHaveLength(2);
+  });
+});

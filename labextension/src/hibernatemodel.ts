@@ -1,0 +1,370 @@
+/**
+ * Hibernation without the DOM: the words of the hibernate and restore toasts,
+ * the alert's button and the banner, and `SnapshotBannerModel`, the snapshot
+ * a notebook's banner offers to restore (`GET snapshots?notebook=`), with its
+ * Restore and Discard. The banner widget (`hibernatebanner.ts`) renders it;
+ * the plugin (`hibernateplugin.ts`) says when to look again and supplies the
+ * kernel to restore into.
+ */
+import type { ServerConnection } from '@jupyterlab/services';
+import { ISignal, Signal } from '@lumino/signaling';
+
+import { JUPYTERLAB_MAX_MESSAGE_LENGTH } from './alerttoasttext';
+import { errorStatus, isNotFound } from './api';
+import { formatBytes, formatClock, formatMoney, isNumber } from './format';
+import {
+  deleteSnapshot,
+  IHibernateResult,
+  IRestoreResult,
+  ISkippedName,
+  ISnapshot,
+  listSnapshots,
+  restoreSnapshot
+} from './hibernateapi';
+import { errorMessage } from './jobsapi';
+import { samePath } from './notebooks';
+
+/** The question asked before hibernating. */
+export const HIBERNATE_QUESTION =
+  'Hibernate this kernel? Its variables are saved, the kernel shuts down and its GPUs ' +
+  'are freed; restore them in one click.';
+
+/** How many skipped names a toast spells out before "and N more". */
+const SKIPPED_SHOWN = 2;
+
+/**
+ * The longest toast text is where JupyterLab cuts a notification's message
+ * (`JUPYTERLAB_MAX_MESSAGE_LENGTH`); what is said last (the GPUs freed)
+ * matters most, so the skipped names give way first.
+ */
+const TOAST_MAX = JUPYTERLAB_MAX_MESSAGE_LENGTH;
+
+/** A reason in a few words: its first clause ("a generator"), at most 28 characters. */
+export function shortReason(reason: string): string {
+  const clause = reason.split(/[:;(]/)[0].trim() || reason.trim();
+  return clause.length > 28 ? `${clause.slice(0, 27).replace(/\s+$/, '')}…` : clause;
+}
+
+/** `1 variable`, `42 variables`. */
+export function plural(count: number, word: string): string {
+  return `${count} ${word}${count === 1 ? '' : 's'}`;
+}
+
+/** "gen: a generator; f: an open file; and 3 more" (empty for none). */
+export function skippedPhrase(skipped: ReadonlyArray<ISkippedName>, shown = SKIPPED_SHOWN): string {
+  const named = skipped.slice(0, shown).map(s => `${s.name}: ${shortReason(s.reason)}`);
+  if (skipped.length > shown) {
+    named.push(`and ${skipped.length - shown} more`);
+  }
+  return named.join('; ');
+}
+
+/** ", 2 skipped (gen: a generator; …)", or "" when nothing was skipped. */
+function skippedPart(skipped: ReadonlyArray<ISkippedName>, shown: number): string {
+  if (!skipped.length) {
+    return '';
+  }
+  return shown > 0
+    ? `, ${skipped.length} skipped (${skippedPhrase(skipped, shown)})`
+    : `, ${skipped.length} skipped`;
+}
+
+/** `text(shown)` with the most skipped names spelled out that fits a toast. */
+function fitToast(text: (shown: number) => string): string {
+  for (let shown = SKIPPED_SHOWN; shown > 0; shown--) {
+    const candidate = text(shown);
+    if (candidate.length <= TOAST_MAX) {
+      return candidate;
+    }
+  }
+  return text(0);
+}
+
+/** "Hibernated: 42 variables saved, 2 skipped (gen: a generator) · 3.2 GiB · 4 GPUs freed". */
+export function hibernatedText(result: IHibernateResult): string {
+  const saved = `${plural(result.saved.length, 'variable')} saved`;
+  const tail = [formatBytes(result.bytes)];
+  if (isNumber(result.gpus_freed) && result.gpus_freed > 0) {
+    tail.push(`${plural(result.gpus_freed, 'GPU')} freed`);
+  }
+  return fitToast(shown =>
+    [`Hibernated: ${saved}${skippedPart(result.skipped, shown)}`, ...tail].join(' · ')
+  );
+}
+
+/**
+ * "Restored: 42 variables, 1 skipped (model: needs module torch) · w: on the
+ * CPU, its GPU is not here".
+ */
+export function restoredText(result: IRestoreResult): string {
+  const count = plural(result.restored.length, 'variable');
+  const notes = Array.isArray(result.notes) ? result.notes : [];
+  return fitToast(shown =>
+    [
+      `Restored: ${count}${skippedPart(result.skipped, shown)}`,
+      ...notes.slice(0, shown).map(n => `${n.name}: ${shortReason(n.note)}`)
+    ].join(' · ')
+  );
+}
+
+/** An alert's Hibernate button: "Hibernate: free 4 GPUs, keep your variables". */
+export function hibernateActionLabel(gpus: number | null): string {
+  const what = isNumber(gpus) && gpus > 0 ? plural(gpus, 'GPU') : 'its GPUs';
+  return `Hibernate: free ${what}, keep your variables`;
+}
+
+/** "14:02", or "5 Dec 14:02" when it was not today. */
+function whenText(created: number, now: Date): string {
+  const at = new Date(created * 1000);
+  const clock = formatClock(created);
+  if (at.toDateString() === now.toDateString()) {
+    return `at ${clock}`;
+  }
+  const day = at.toLocaleDateString(undefined, { day: 'numeric', month: 'short' });
+  return `on ${day} ${clock}`;
+}
+
+/** The banner's line: "Hibernated at 14:02 · 3.2 GiB · 42 variables". */
+export function bannerText(snapshot: ISnapshot, now: Date = new Date()): string {
+  return [
+    `Hibernated ${whenText(snapshot.created, now)}`,
+    formatBytes(snapshot.bytes),
+    plural(snapshot.saved.length, 'variable')
+  ].join(' · ');
+}
+
+/**
+ * The banner's tooltip: the names saved and those skipped with why, and what
+ * hibernating has not spent so far (`waste_avoided`, in `currency`).
+ */
+export function bannerTitle(snapshot: ISnapshot, currency?: string | null): string {
+  const lines = [`Saved: ${snapshot.saved.join(', ') || 'nothing'}`];
+  for (const s of snapshot.skipped) {
+    lines.push(`Not saved: ${s.name} (${s.reason})`);
+  }
+  const avoided = snapshot.waste_avoided;
+  if (isNumber(avoided) && avoided > 0 && currency) {
+    lines.push(`Not spent while hibernated: ${formatMoney(avoided, currency)}`);
+  }
+  return lines.join('\n');
+}
+
+/**
+ * The newest snapshot of `notebook` among `snapshots` that is still
+ * hibernated (the server has not seen it restored), leaving out `ignore`d ids.
+ */
+export function newestSnapshot(
+  snapshots: ReadonlyArray<ISnapshot>,
+  notebook: string,
+  ignore: ReadonlySet<string> = new Set()
+): ISnapshot | null {
+  let newest: ISnapshot | null = null;
+  for (const s of snapshots) {
+    if (ignore.has(s.id) || isNumber(s.restored) || !s.notebook || !samePath(s.notebook, notebook)) {
+      continue;
+    }
+    if (!newest || s.created > newest.created) {
+      newest = s;
+    }
+  }
+  return newest;
+}
+
+/** What the banner is doing: nothing, restoring or discarding. */
+export type BannerBusy = 'restore' | 'discard' | null;
+
+/** How many times Restore asks while the server says the kernel is busy. */
+export const RESTORE_TRIES = 5;
+
+export namespace SnapshotBannerModel {
+  export interface IOptions {
+    /** The notebook's server-relative path (null: not known yet). */
+    notebook: string | null;
+    serverSettings?: ServerConnection.ISettings;
+    /** Wait between tries of a restore into a busy kernel (ms; default 1000). */
+    retryMs?: number;
+  }
+}
+
+/**
+ * The snapshot a notebook's banner offers: the newest of the notebook's that
+ * this page has not restored or discarded (a restored snapshot stays on the
+ * server, so the kernel's variables can be brought back again after a
+ * reload). `changed` after each answer and each step of a restore or discard.
+ */
+export class SnapshotBannerModel {
+  constructor(options: SnapshotBannerModel.IOptions) {
+    this._notebook = options.notebook;
+    this._serverSettings = options.serverSettings;
+    this._retryMs = options.retryMs ?? 1000;
+  }
+
+  get changed(): ISignal<this, void> {
+    return this._changed;
+  }
+
+  /** The snapshot offered, or null (the banner is hidden). */
+  get snapshot(): ISnapshot | null {
+    return this._snapshot;
+  }
+
+  get busy(): BannerBusy {
+    return this._busy;
+  }
+
+  /** Why the last restore or discard failed, or null. */
+  get error(): string | null {
+    return this._error;
+  }
+
+  get notebook(): string | null {
+    return this._notebook;
+  }
+
+  /** The currency of the snapshots' `waste_avoided` (the list's), or null. */
+  get currency(): string | null {
+    return this._currency;
+  }
+
+  /** A renamed notebook: forget its snapshot until `refresh()` answers. */
+  set notebook(path: string | null) {
+    if (path !== this._notebook) {
+      this._notebook = path;
+      this._set(null);
+    }
+  }
+
+  get isDisposed(): boolean {
+    return this._disposed;
+  }
+
+  dispose(): void {
+    this._disposed = true;
+    Signal.clearData(this);
+  }
+
+  /**
+   * Ask the server for the notebook's snapshots. A server without the route
+   * (404) or an error leaves the banner as it was: it is an offer, not a figure.
+   */
+  async refresh(): Promise<void> {
+    const notebook = this._notebook;
+    if (!notebook || this._busy) {
+      return;
+    }
+    const asked = ++this._asked;
+    let snapshots: ISnapshot[];
+    try {
+      const list = await listSnapshots(notebook, this._serverSettings);
+      snapshots = Array.isArray(list?.snapshots) ? list.snapshots : [];
+      this._currency = typeof list?.currency === 'string' ? list.currency : null;
+    } catch (error) {
+      if (!isNotFound(error)) {
+        console.warn('costguard: could not list snapshots', error);
+      }
+      return;
+    }
+    if (asked === this._asked && notebook === this._notebook && !this._disposed) {
+      this._set(newestSnapshot(snapshots, notebook, this._done));
+    }
+  }
+
+  /**
+   * Load the snapshot into the kernel `kernel()` gives (the notebook's, ready);
+   * the banner goes once it is loaded. Null when there is nothing to restore
+   * or it failed (`error` says why).
+   */
+  async restore(kernel: () => Promise<string>): Promise<IRestoreResult | null> {
+    const snapshot = this._snapshot;
+    if (!snapshot || this._busy) {
+      return null;
+    }
+    return this._step('restore', snapshot, () => this._restoreInto(snapshot, kernel));
+  }
+
+  /**
+   * One restore, tried again while the server says the kernel is busy (a new
+   * kernel answers JupyterLab's first requests before it is idle for good).
+   */
+  private async _restoreInto(
+    snapshot: ISnapshot,
+    kernel: () => Promise<string>
+  ): Promise<IRestoreResult> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await restoreSnapshot(snapshot.id, await kernel(), this._serverSettings);
+      } catch (error) {
+        const busy = errorStatus(error) === 409 && /\bbusy\b/.test(errorMessage(error));
+        if (!busy || attempt >= RESTORE_TRIES) {
+          throw error;
+        }
+      }
+      await new Promise(resolve => setTimeout(resolve, this._retryMs));
+    }
+  }
+
+  /** Delete the snapshot on the server; the banner goes. */
+  async discard(): Promise<boolean> {
+    const snapshot = this._snapshot;
+    if (!snapshot || this._busy) {
+      return false;
+    }
+    const done = await this._step('discard', snapshot, () =>
+      deleteSnapshot(snapshot.id, this._serverSettings)
+    );
+    return done !== null;
+  }
+
+  private async _step<T>(
+    busy: Exclude<BannerBusy, null>,
+    snapshot: ISnapshot,
+    run: () => Promise<T>
+  ): Promise<T | null> {
+    this._busy = busy;
+    this._error = null;
+    this._asked++; // an answer asked before this step is stale
+    this._emit();
+    try {
+      const result = await run();
+      this._done.add(snapshot.id);
+      this._busy = null;
+      this._set(null);
+      return result;
+    } catch (error) {
+      this._busy = null;
+      this._error = errorMessage(error);
+      this._emit();
+      return null;
+    }
+  }
+
+  private _set(snapshot: ISnapshot | null): void {
+    const same =
+      snapshot?.id === this._snapshot?.id &&
+      snapshot?.bytes === this._snapshot?.bytes &&
+      snapshot?.waste_avoided === this._snapshot?.waste_avoided;
+    this._snapshot = snapshot;
+    if (!same || (snapshot === null && this._error)) {
+      this._error = snapshot === null ? null : this._error;
+      this._emit();
+    }
+  }
+
+  private _emit(): void {
+    if (!this._disposed) {
+      this._changed.emit();
+    }
+  }
+
+  private _notebook: string | null;
+  private _serverSettings?: ServerConnection.ISettings;
+  private _retryMs: number;
+  private _snapshot: ISnapshot | null = null;
+  private _busy: BannerBusy = null;
+  private _error: string | null = null;
+  private _currency: string | null = null;
+  private _asked = 0;
+  private _done = new Set<string>();
+  private _disposed = false;
+  private _changed = new Signal<this, void>(this);
+}
