@@ -144,12 +144,21 @@ def _build_venv(cache: Path, log: Path) -> None:
     shutil.rmtree(venv, ignore_errors=True)
     _run([sys.executable, "-m", "venv", str(venv)], log)
     _run([str(venv / "bin" / "pip"), "install", "-q", f"skypilot[slurm]=={VERSION}"], log)
+
+
+def _link_checkout(cache: Path) -> None:
+    """Append this checkout and the test venv's packages to the client venv's path, after its
+    own packages (SkyPilot's pins win, the rest comes from the test venv). Written on every
+    run, not with the cached venv: a cache built from another checkout would otherwise run
+    that checkout's venv (missing what this one added, and pointing at a deleted one)."""
+    venv = cache / "venv"
     purelib = subprocess.run([str(venv / "bin" / "python"), "-c",
                               "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                              capture_output=True, text=True, check=True).stdout.strip()
-    # after its own packages: SkyPilot's pins win, the rest comes from the test venv
-    Path(purelib, "zz_costguard_tests.pth").write_text(
-        f"{REPO}\n{sysconfig.get_paths()['purelib']}\n")
+    pth = Path(purelib, "zz_costguard_tests.pth")
+    text = f"{REPO}\n{sysconfig.get_paths()['purelib']}\n"
+    if not pth.exists() or pth.read_text() != text:
+        pth.write_text(text)
 
 
 def _build_wheelhouse(cache: Path, log: Path) -> None:
@@ -180,6 +189,7 @@ def ensure_environments(cache: Path | None = None) -> Path:
         if not (cache / "venv.done").exists():
             _build_venv(cache, log)
             (cache / "venv.done").touch()
+        _link_checkout(cache)
         if not (cache / "wheelhouse.done").exists():
             _build_wheelhouse(cache, log)
             (cache / "wheelhouse.done").touch()
