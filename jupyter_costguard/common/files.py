@@ -23,6 +23,21 @@ def data_dir() -> Path:
     return Path(jupyter_data_dir()) / "costguard"
 
 
+def fsync_dir(path: Path | str) -> None:
+    """Make a rename in `path` durable: best effort, where the platform allows a directory
+    fsync (not on Windows)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
 def open_private(path: Path | str, flags: int = os.O_WRONLY | os.O_CREAT | os.O_APPEND) -> int:
     """A file descriptor of `path`, created 0600 (umask or not; an existing file is made
     0600 too). A link in its place is not followed: a job cannot point costguard's writes

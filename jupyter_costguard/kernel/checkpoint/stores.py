@@ -11,6 +11,7 @@ from typing import Any
 from urllib.parse import urlsplit
 from urllib.request import url2pathname
 
+from jupyter_costguard.common.files import fsync_dir
 from jupyter_costguard.kernel.checkpoint.records import CheckpointError
 
 #: fsspec protocols without a network behind them: written synchronously, like local paths
@@ -116,21 +117,7 @@ class LocalStore(Store):
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
             raise
-        self._fsync_dir()
-
-    def _fsync_dir(self) -> None:
-        # Makes the rename itself durable; not possible on every platform (Windows), hence best
-        # effort.
-        try:
-            fd = os.open(self.root, os.O_RDONLY)
-        except OSError:
-            return
-        try:
-            os.fsync(fd)
-        except OSError:
-            pass
-        finally:
-            os.close(fd)
+        fsync_dir(self.root)
 
     def remove(self, name: str) -> None:
         with contextlib.suppress(FileNotFoundError):

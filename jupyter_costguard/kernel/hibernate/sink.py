@@ -117,20 +117,6 @@ def write_private(path: Path, data: bytes) -> None:
         os.fsync(fd)
 
 
-def fsync_dir(path: Path) -> None:
-    """Make a rename in `path` durable (where the platform allows a directory fsync)."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
 def file_sha256(path: Path, size: int) -> str | None:
     """sha256 of the regular file `path` if it has exactly `size` bytes, else None (missing,
     a link, truncated or grown)."""

@@ -25,7 +25,7 @@ from pathlib import Path
 from types import FunctionType
 from typing import Any
 
-from jupyter_costguard.common.files import PRIVATE_DIR
+from jupyter_costguard.common.files import PRIVATE_DIR, fsync_dir
 from jupyter_costguard.kernel.hibernate import formats, names, pickling
 from jupyter_costguard.kernel.hibernate.records import (
     MANIFEST,
@@ -46,7 +46,6 @@ from jupyter_costguard.kernel.hibernate.sink import (
     Sink,
     WriteFailed,
     file_sha256,
-    fsync_dir,
     write_private,
 )
 from jupyter_costguard.kernel.hibernate.unsaveable import why_not
