@@ -10,25 +10,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from tests.support.attach import KERNEL_CLIENT
 from tests.support.notebooks import code, write_notebook
 from tests.support.server_proc import ServerProcess
 from tests.support.traces import write_trace
 from tests.support.units import GiB
-
-#: runs argv[2] in the kernel of connection file argv[1]; prints its stdout
-KERNEL_CLIENT = """
-import sys
-from jupyter_client import BlockingKernelClient
-client = BlockingKernelClient(connection_file=sys.argv[1])
-client.load_connection_file()
-client.start_channels()
-client.wait_for_ready(timeout=60)
-out = []
-reply = client.execute_interactive(sys.argv[2], timeout=60, output_hook=lambda m: out.append(
-    m["content"].get("text", "") if m["msg_type"] == "stream" else ""))
-client.stop_channels()
-print("".join(out), reply["content"]["status"])
-"""
 
 
 def in_kernel(server: ServerProcess, kernel_id: str, source: str) -> str:

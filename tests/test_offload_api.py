@@ -19,6 +19,7 @@ from tornado.httpclient import HTTPClientError
 
 from jupyter_costguard import checkpoint
 from jupyter_costguard.offload.backends.base import Backend
+from tests.support.attach import KERNEL_CLIENT
 from tests.support.jobs import full_log, job, post, submit, wait_job
 from tests.support.notebooks import code, markdown, write_notebook
 from tests.support.openapi_check import validate
@@ -43,21 +44,6 @@ def costguard_config(costguard_config: dict[str, Any], tmp_path: Path) -> dict[s
             "offload_poll_interval": 0.1, "offload_retry_backoff_seconds": 0.2}
 
 
-#: a client in a process of its own (jupyter_client's blocking client wants a thread with no
-#: event loop of the test's): runs argv[2] in the kernel of connection file argv[1]
-KERNEL_CLIENT = """
-import sys
-from jupyter_client import BlockingKernelClient
-client = BlockingKernelClient(connection_file=sys.argv[1])
-client.load_connection_file()
-client.start_channels()
-client.wait_for_ready(timeout=60)
-out = []
-reply = client.execute_interactive(sys.argv[2], timeout=60, output_hook=lambda m: out.append(
-    m["content"].get("text", "") if m["msg_type"] == "stream" else ""))
-client.stop_channels()
-print("".join(out), reply["content"]["status"])
-"""
 
 
 async def in_new_kernel(jp_fetch: Any, serverapp: Any, source: str) -> str:

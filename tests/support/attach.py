@@ -51,3 +51,21 @@ def attach(connection_file: Path, server_state: Callable[[], str],
     except BaseException:
         client.stop_channels()
         raise
+
+
+#: a client in a process of its own (jupyter_client's blocking client wants a thread with no
+#: event loop of the caller's): runs argv[2] in the kernel of connection file argv[1] and
+#: prints its stream output, then the reply's status
+KERNEL_CLIENT = """
+import sys
+from jupyter_client import BlockingKernelClient
+client = BlockingKernelClient(connection_file=sys.argv[1])
+client.load_connection_file()
+client.start_channels()
+client.wait_for_ready(timeout=60)
+out = []
+reply = client.execute_interactive(sys.argv[2], timeout=60, output_hook=lambda m: out.append(
+    m["content"].get("text", "") if m["msg_type"] == "stream" else ""))
+client.stop_channels()
+print("".join(out), reply["content"]["status"])
+"""
