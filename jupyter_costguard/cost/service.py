@@ -206,11 +206,10 @@ class CostService:
         """One full sample. Runs on the worker thread (tests may call it directly)."""
         sample = self.telemetry.sample(kernels)
         pricing = self._resolve(sample)
-        gpu_count = pricing.gpu_count if pricing.instance else None
         rates = pricing.machine_rates(sample.host.cpu_count,
                                       len(physical_gpus(sample.gpu.gpus)))
-        cost = split_interval(sample, pricing.rate_per_hour, pricing.gpu_share, gpu_count,
-                              self.idle_threshold_percent, cpu_capacity=rates.cpu_capacity)
+        cost = split_interval(sample, pricing.rate_per_hour, pricing.gpu_share,
+                              idle_threshold_percent=self.idle_threshold_percent, rates=rates)
         self.ledger.record_by_minute(
             sample.time, sample.interval, cost,
             paths={k.info.kernel_id: k.info.path for k in sample.kernels},

@@ -91,16 +91,19 @@ def split_interval(
     gpu_count: int | None = None,
     idle_threshold_percent: float = GPU_BUSY_PERCENT,
     cpu_capacity: float | None = None,
+    rates: MachineRates | None = None,
 ) -> IntervalCost:
     """Split one interval's instance cost among the kernels of the sample.
 
     ``cpu_capacity``: the CPUs the host part pays for (`allocation.cpu_capacity`); default
-    the host's own."""
+    the host's own. ``rates``: the price's rates already decided (`Pricing.machine_rates`,
+    as the service passes them); then they are used as they are, not decided again."""
     total = (rate_per_hour or 0.0) * sample.interval / 3600.0
     shares: dict[str, Share] = {k.info.kernel_id: Share() for k in sample.kernels}
     if total <= 0.0:
         return IntervalCost(total=0.0, unattributed=0.0, unattributed_gpu=0.0, shares=shares)
-    rates = machine_rates(sample, rate_per_hour, gpu_share, gpu_count, cpu_capacity)
+    if rates is None:
+        rates = machine_rates(sample, rate_per_hour, gpu_share, gpu_count, cpu_capacity)
     # the interval's parts as MachineRates splits an hour (total × share: exactly total)
     gpu_pool = total * rates.gpu_share
     host_pool = total - gpu_pool
