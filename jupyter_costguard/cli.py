@@ -204,7 +204,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     cat_sub = cat.add_subparsers(dest="catalog_command")
     upd = cat_sub.add_parser(
         "update", help="refresh prices from dstack's gpuhunt catalog into the user catalog "
-        "(pip install 'jupyter-costguard[prices]'; honours GPUHUNT_CATALOG_URL)")
+        "(needs the prices extra, gpuhunt: pip install '.[prices]' in a clone; honours "
+        "GPUHUNT_CATALOG_URL)")
     upd.add_argument("--provider", action="append",
                      help="only this provider (repeatable; aws, gcp, azure, lambda, …)")
     upd.add_argument("--output", help="file to write (default: the user catalog under "

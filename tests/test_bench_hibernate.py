@@ -1,5 +1,5 @@
 """bench/hibernate.py (issue 37 item 7) still runs: its quick mode measures every approach in
-real subprocesses and prints the table README quotes."""
+real subprocesses and prints the table docs/user/hibernate.md quotes."""
 
 from __future__ import annotations
 

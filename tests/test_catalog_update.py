@@ -274,7 +274,8 @@ def test_without_gpuhunt_a_clear_error(monkeypatch: pytest.MonkeyPatch, tmp_path
     with pytest.raises(RefreshError) as e:
         update_catalog(tmp_path / "catalog.csv", now=NOW)
     assert str(e.value) == (
-        "the price refresh needs gpuhunt: pip install 'jupyter-costguard[prices]'")
+        "the price refresh needs gpuhunt, the prices extra: pip install '.[prices]' in a clone of "
+        "jupyter-costguard (or pip install gpuhunt)")
     assert e.value.__cause__ is None
 
 

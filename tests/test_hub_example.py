@@ -1,5 +1,5 @@
 """examples/jupyterhub/jupyterhub_config.py runs: a real hub from it (ports and the state
-folder moved for the test), the logins README gives, a user's GPU server with the example
+folder moved for the test), the logins the docs give, a user's GPU server with the example
 notebooks in their own home and their own jobs, and the costguard service adding it up."""
 
 from __future__ import annotations

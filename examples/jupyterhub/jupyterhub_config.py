@@ -3,7 +3,7 @@
 # where no NVIDIA driver is found), the costguard service, budgets at spawn, GPU culling in
 # dry run.
 #
-#   pip install "jupyter-costguard[hub]" jupyterlab && npm install -g configurable-http-proxy
+#   pip install ".[hub]" jupyterlab && npm install -g configurable-http-proxy   # in a clone
 #   jupyterhub -f examples/jupyterhub/jupyterhub_config.py
 #
 # then open http://127.0.0.1:8000 and log in as alice, bob or carol with the password
@@ -54,9 +54,11 @@ c.Spawner.cmd = [str(Path(sys.executable).with_name("jupyterhub-singleuser"))]
 c.Spawner.default_url = "/lab"
 if os.geteuid() == 0:
     c.Spawner.args = ["--allow-root"]
+# `form-select`, not `form-control`: JupyterHub 5's pages use Bootstrap 5, where a select
+# styled as a text field loses its drop-down arrow and the choice does not look like one
 c.Spawner.options_form = """
 <label for="profile">Profile</label>
-<select class="form-control" name="profile" id="profile">
+<select class="form-select" name="profile" id="profile">
   <option value="gpu">GPU: p4d.24xlarge, 8 x A100 (simulated)</option>
   <option value="cpu">CPU only</option>
 </select>

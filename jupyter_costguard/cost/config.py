@@ -56,9 +56,9 @@ class CostTraits(CatalogTraits):
         24.0, config=True,
         help="Hours between background refreshes of the user catalog from gpuhunt's "
         "published prices (what `jupyter costguard catalog update` does; needs "
-        "pip install 'jupyter-costguard[prices]'), in a child process, off the IO loop; the "
-        "new prices are used without a restart, and a failed refresh keeps the last good "
-        "file. 0 turns it off.")
+        "the prices extra, pip install '.[prices]' in a clone), in a child process, off the "
+        "IO loop; the new prices are used without a restart, and a failed refresh keeps the "
+        "last good file. 0 turns it off.")
     catalog_refresh_timeout = Float(
         300.0, config=True,
         help="Seconds one background catalog refresh may take before it is stopped.")

@@ -421,7 +421,7 @@ def spot_fallback_note(row: InstanceType) -> str:
     return (f"spot machine, but the catalog has no spot price for {row.name}{where}: priced "
             f"at the on-demand rate, so the cost shown is too high (spot is often 60-90% "
             f"cheaper); add spot_per_hour for it in an extra catalog file "
-            f"(c.CostGuard.catalog_files), or install 'jupyter-costguard[prices]' and run "
+            f"(c.CostGuard.catalog_files), or install the prices extra (gpuhunt) and run "
             f"`jupyter costguard catalog update` (the server then refreshes it every "
             f"c.CostGuard.catalog_refresh_hours)")
 

@@ -5,7 +5,7 @@ dstack publishes, hourly, the offers gpuhunt collects from the providers' price 
 module turns them into a costguard catalog file (same header as ``data/catalog.csv``) that the
 user passes as an extra catalog file, so the prices are current and cover every region.
 
-gpuhunt is an optional dependency (``pip install 'jupyter-costguard[prices]'``), imported only
+gpuhunt is an optional dependency (the ``prices`` extra: ``pip install '.[prices]'``), imported only
 when a refresh runs.
 
 Where the data comes from (gpuhunt 0.1.34, ``gpuhunt/_internal/catalog.py``): each "offline"
@@ -103,7 +103,8 @@ _VERSION_DATE = re.compile(r"^(\d{4})(\d{2})(\d{2})")
 _FETCHED = "# fetched:"
 _AWS_SPOT_NOTE = ("spot_per_hour: AWS market price when gpuhunt collected it (indicative: "
                   "spot prices move with supply and demand)")
-_MISSING = "the price refresh needs gpuhunt: pip install 'jupyter-costguard[prices]'"
+_MISSING = ("the price refresh needs gpuhunt, the prices extra: pip install '.[prices]' in a "
+            "clone of jupyter-costguard (or pip install gpuhunt)")
 
 
 class RefreshError(RuntimeError):
@@ -410,7 +411,7 @@ def background_refresh_off(hours: float) -> str | None:
     if not hours > 0:
         return "c.CostGuard.catalog_refresh_hours is 0"
     if importlib.util.find_spec("gpuhunt") is None:
-        return "gpuhunt is not installed (pip install 'jupyter-costguard[prices]')"
+        return "gpuhunt is not installed (the prices extra: pip install '.[prices]' in a clone)"
     return None
 
 

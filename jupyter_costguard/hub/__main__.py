@@ -5,7 +5,8 @@ it, say in one line what to install (exit 2) rather than show a traceback."""
 
 import sys
 
-INSTALL_HINT = ('costguard-hub needs JupyterHub\'s library: pip install "jupyter-costguard[hub]"')
+INSTALL_HINT = ("costguard-hub needs JupyterHub's library: install jupyter-costguard with its "
+                'hub extra (pip install ".[hub]" in a clone, or the wheel with [hub])')
 
 
 def run() -> None:

@@ -1,8 +1,8 @@
 """The JupyterHub example as shipped (examples/jupyterhub/jupyterhub_config.py), as a newcomer
-meets it in a real Chromium: each demo login of README through the Hub's own login form,
-alice with her GPU server and the example notebooks in her home, carol with no server yet,
-and the admin. Nobody's page waits forever, every amount says its currency, and what no
-kernel spent is its own band of the chart, never "active"."""
+meets it in a real Chromium: each demo login of docs/getting-started/hub.md through the Hub's
+own login form, alice with her GPU server and the example notebooks in her home, carol with
+no server yet, and the admin. Nobody's page waits forever, every amount says its currency,
+and what no kernel spent is its own band of the chart, never "active"."""
 
 from __future__ import annotations
 
@@ -46,7 +46,7 @@ def browser(hub: ExampleHub) -> Iterator[Any]:
 
 @contextlib.contextmanager
 def logged_in(browser: Any, hub: ExampleHub, user: str) -> Iterator[Any]:
-    """`user` logs in with README's password through the Hub's form on the way to the
+    """`user` logs in with the documented password through the Hub's form on the way to the
     service's page; an uncaught error on the page fails the test."""
     context = browser.new_context(viewport={"width": 1400, "height": 900})
     pg = context.new_page()
@@ -124,3 +124,20 @@ def test_the_admin_logs_in_with_the_admin_password_and_sees_everyone(
         options = pg.locator("#cg-key option").all_inner_texts()
         assert options[0] == "the whole hub" and "alice" in options
         assert bare_amounts(pg) == []
+
+
+def test_the_spawn_form_shows_its_profile_choice_as_a_drop_down(
+        hub: ExampleHub, browser: Any) -> None:
+    """The example's spawn form offers GPU or CPU in a select that looks like one: with
+    Bootstrap 5 (JupyterHub 5's pages) a select styled as a text field (`form-control`) has no
+    arrow, and a newcomer does not see that there is a choice."""
+    with logged_in(browser, hub, "carol") as pg:
+        pg.goto(hub.url + "/hub/spawn")
+        select = pg.locator("select#profile")
+        select.wait_for(timeout=30_000)
+        assert select.locator("option").all_inner_texts() == [
+            "GPU: p4d.24xlarge, 8 x A100 (simulated)", "CPU only"]
+        style = select.evaluate("e => { const s = getComputedStyle(e); "
+                                "return {appearance: s.appearance, image: s.backgroundImage}; }")
+        assert style["appearance"] != "none" or "url(" in style["image"], style
+        assert not (hub.api("GET", "/users/carol").get("servers") or {})  # nothing started

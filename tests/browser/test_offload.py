@@ -179,8 +179,8 @@ def assert_brings_back_only_weights(dialog: Any) -> None:
 def test_the_dialog_says_the_demo_training_cell_brings_back_only_weights(
         demo: ServerProcess, page: Any):
     cells = open_notebook(demo, page, "offload.ipynb")
-    train = cells.nth(5)  # `train`: "# the heavy cell: gradient descent..."
-    assert "# the heavy cell" in train.inner_text()
+    train = cells.nth(5)  # `train`: "# train: the heavy cell, gradient descent..."
+    assert "# train: the heavy cell" in train.inner_text()
     train.locator(".jp-InputArea-prompt").click()
     train.locator(BUTTON).click(modifiers=["Shift"])
     dialog = page.locator(".jp-costguard-offload-dialog")

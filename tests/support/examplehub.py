@@ -13,7 +13,8 @@ from tests.support.hub import ROOT, Hub
 from tests.support.server_proc import free_port
 
 EXAMPLE = ROOT / "examples" / "jupyterhub" / "jupyterhub_config.py"
-#: the logins README and the config's comment give (a change there must change these)
+#: the logins docs/getting-started/hub.md and the config's comment give (a change there must
+#: change these)
 USER_PASSWORD = "costguard-demo"
 ADMIN_PASSWORD = "costguard-demo-admin-password-loopback"
 NOTEBOOKS = ("explore.ipynb", "train.ipynb", "offload.ipynb")

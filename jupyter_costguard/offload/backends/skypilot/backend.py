@@ -56,7 +56,7 @@ WARN_EVERY_SECONDS = 60.0
 
 
 def _sky() -> Any:
-    import sky  # optional dependency: pip install jupyter-costguard[skypilot]
+    import sky  # optional dependency: the skypilot extra
 
     return sky
 

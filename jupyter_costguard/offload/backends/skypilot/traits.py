@@ -16,8 +16,9 @@ class SkyPilotTraits(HasTraits):
     skypilot_enabled = Bool(
         False, config=True,
         help="Offer the SkyPilot backend (jobs with backend 'skypilot'): managed jobs on the "
-        "cheapest (spot) GPU SkyPilot finds. Needs pip install jupyter-costguard[skypilot] and "
-        "a cloud enabled in SkyPilot (sky check).")
+        "cheapest (spot) GPU SkyPilot finds. Needs the skypilot extra (pip install "
+        "'.[skypilot]' in a clone of jupyter-costguard) and a cloud enabled in SkyPilot "
+        "(sky check).")
     skypilot_api_server_url = Unicode(
         None, allow_none=True, config=True,
         help="A team's SkyPilot API server (None: the local one, started when needed).")
@@ -43,7 +44,9 @@ class SkyPilotTraits(HasTraits):
                               "installed.")
     skypilot_setup = Unicode(
         None, allow_none=True, config=True,
-        help="The task's setup commands (e.g. 'pip install jupyter-costguard[s3] torch').")
+        help="The task's setup commands, e.g. installing jupyter-costguard with its s3 "
+        "extra and torch on the remote machine (the package is on no index: from your "
+        "clone's git URL or a wheel).")
     skypilot_resources = Dict(config=True,
                               help="More of SkyPilot's resources YAML (disk_size, image_id).")
     skypilot_env = Dict(config=True, help="More environment of the task.")
