@@ -249,3 +249,38 @@ def test_what_a_cut_off_save_left_in_the_store_is_removed_later(
         [f"{kept}/0000.pkl", f"{theirs}/0000.pkl"])
     assert store.remove(kept) and objects(s3, bucket, f"p/{kept}/") == {}
     store.close()
+
+
+async def test_a_slow_store_holds_up_no_listing(jp_fetch: Any, jp_root_dir: Path,
+                                                jp_serverapp: Any,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """Removing a snapshot's files waits on the store (an object store may take long); the
+    index answers meanwhile, and a scrape too."""
+    import asyncio
+    import threading
+
+    from jupyter_costguard.hibernate.store import SnapshotStore
+
+    kernel_id = await new_kernel(jp_fetch, jp_root_dir)
+    assert "Error" not in await run(jp_serverapp, kernel_id, "x = 1")
+    snap = await api(jp_fetch, "kernels", kernel_id, "hibernate", method="POST")
+    entered, release = threading.Event(), threading.Event()
+    delete_files = SnapshotStore._delete
+
+    def slow(self: SnapshotStore, snapshot_id: str, location: str) -> None:
+        entered.set()
+        release.wait(60)
+        delete_files(self, snapshot_id, location)
+
+    monkeypatch.setattr(SnapshotStore, "_delete", slow)
+    deleting = asyncio.ensure_future(api(jp_fetch, "snapshots", snap["id"], method="DELETE",
+                                         expect=204))
+    try:
+        while not entered.is_set():
+            await asyncio.sleep(0.02)
+        listed = await asyncio.wait_for(api(jp_fetch, "snapshots"), 30)  # a hang guard
+        assert listed["snapshots"] == []  # already forgotten; its files are going
+        await asyncio.wait_for(jp_fetch("metrics"), 30)
+    finally:
+        release.set()
+        await deleting

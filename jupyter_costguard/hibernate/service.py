@@ -7,7 +7,8 @@ the error says why. A restore loads only a snapshot whose MAC checks, into a ker
 session is the snapshot's notebook, for the server's owner who made it; the kernel is handed
 the manifest digest the server checked, and checks every file against it before loading.
 
-Disk, hashing and SQLite work runs on the service's one worker thread, never on the IO loop;
+Disk, hashing and SQLite work runs on the service's one worker thread, and what may wait on
+the snapshot store (an object store) on store threads of its own, never on the IO loop;
 messages to kernels are awaited on the loop. What the service needs of the server (kernel
 manager, session table, the latest views) it is given as plain objects and callables.
 """
@@ -83,6 +84,10 @@ class HibernateService:
         self.log = logger
         self.currency = currency
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="costguard-hibernate")
+        #: what may wait on the snapshot store (an object store across the network): its own
+        #: threads, so a slow store holds up neither listings and scrapes nor a server stop
+        self._io = ThreadPoolExecutor(max_workers=4,
+                                      thread_name_prefix="costguard-hibernate-store")
         #: kernels being hibernated or restored into now: one operation per kernel at a time
         self._working: set[str] = set()
         removed = self.store.clear_leftovers(older_than=settings.timeout_seconds)
@@ -92,7 +97,7 @@ class HibernateService:
             logger.info("costguard: removed %d unfinished or unindexed snapshot folder(s) in "
                         "%s", len(removed), root)
         # an object store is not reached from the loop, nor made to hold up the start
-        self._pool.submit(self._clear_remote, settings.timeout_seconds)
+        self._io.submit(self._clear_remote, settings.timeout_seconds)
 
     def _clear_remote(self, older_than: float) -> None:
         removed = self.store.clear_remote_leftovers(older_than)
@@ -102,6 +107,11 @@ class HibernateService:
 
     async def _off_loop(self, fn: Callable[..., T], *args: Any) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
+
+    async def _in_store(self, fn: Callable[..., T], *args: Any) -> T:
+        """`fn` on a store thread: it reads or writes the snapshot store (and the index,
+        whose calls are locked)."""
+        return await asyncio.get_running_loop().run_in_executor(self._io, fn, *args)
 
     def _kernel(self, kernel_id: str) -> Any:
         try:
@@ -158,15 +168,15 @@ class HibernateService:
                             save_code(dest, self.settings.max_bytes),
                             self.settings.timeout_seconds, "saving its variables")
         if "error" in answer:
-            await self._off_loop(self._discard, snapshot_id, dest)
+            await self._in_store(self._discard, snapshot_id, dest)
             raise HibernateError(f"the variables of kernel {kernel_id} could not be saved, so "
                                  f"it keeps running: {where.scrub(str(answer['error']), dest)}",
                                  409)
         try:
-            record = await self._off_loop(self._seal, snapshot_id, dest, notebook, kernel_name,
+            record = await self._in_store(self._seal, snapshot_id, dest, notebook, kernel_name,
                                           held)
         except Exception as e:
-            await self._off_loop(self._discard, snapshot_id, dest)
+            await self._in_store(self._discard, snapshot_id, dest)
             raise HibernateError(f"the snapshot of kernel {kernel_id} could not be recorded, "
                                  f"so it keeps running: {where.scrub(str(e), dest)}", 409) from e
         try:
@@ -256,7 +266,7 @@ class HibernateService:
                 f"{'of ' + notebook if notebook else 'of no notebook'}: a snapshot is restored "
                 "only into a kernel of its own notebook", 409)
         with self._one_at_a_time(kernel_id):
-            digest = await self._off_loop(self._check, record)
+            digest = await self._in_store(self._check, record)
             self._idle(kernel, kernel_id, "restore into")
             src = self.store.location(record)
             staging = self.store.root if where.is_remote(src) else None
@@ -314,7 +324,7 @@ class HibernateService:
 
     async def delete(self, snapshot_id: str) -> None:
         if not store.ID_PATTERN.match(snapshot_id) or \
-                not await self._off_loop(self._remove, snapshot_id):
+                not await self._in_store(self._remove, snapshot_id):
             raise HibernateError(f"no snapshot {snapshot_id}", 404)
 
     def _remove(self, snapshot_id: str) -> bool:
@@ -378,6 +388,8 @@ class HibernateService:
         return [so_far, monthly]
 
     def close(self) -> None:
+        # a store call still under way (a slow object store) is not waited for
+        self._io.shutdown(wait=False, cancel_futures=True)
         self._pool.shutdown(wait=True)
         self.store.close()
 
