@@ -243,8 +243,8 @@ def test_what_a_cut_off_save_left_in_the_store_is_removed_later(
     store.add(SnapshotRecord(id=kept, notebook="n.ipynb", created=1.0, bytes=1, saved=["x"],
                              skipped=[], kernel_name="python3", user=None, gpus_held=0,
                              digest="d", mac="m", location=store.new_location(kept)))
-    assert store.clear_remote_leftovers(older_than=60, now=1030.0) == []
-    assert store.clear_remote_leftovers(older_than=60, now=1061.0) == [f"s3://{bucket}/p/{cut}"]
+    assert store.clear_store_leftovers(older_than=60, now=1030.0) == []
+    assert store.clear_store_leftovers(older_than=60, now=1061.0) == [f"s3://{bucket}/p/{cut}"]
     assert sorted(objects(s3, bucket, "p/")) == sorted(
         [f"{kept}/0000.pkl", f"{theirs}/0000.pkl"])
     assert store.remove(kept) and objects(s3, bucket, f"p/{kept}/") == {}
@@ -284,3 +284,27 @@ async def test_a_slow_store_holds_up_no_listing(jp_fetch: Any, jp_root_dir: Path
     finally:
         release.set()
         await deleting
+
+
+class TestFileStore:
+    """A file:// store: a folder other than snapshot_dir, the index staying there."""
+
+    @pytest.fixture
+    def costguard_config(self, costguard_config: dict[str, Any], tmp_path: Path
+                         ) -> dict[str, Any]:
+        return {**costguard_config, "snapshot_store_url": (tmp_path / "elsewhere").as_uri()}
+
+    async def test_hibernate_restore_and_delete_through_a_file_url(
+            self, jp_fetch: Any, jp_root_dir: Path, jp_serverapp: Any, tmp_path: Path) -> None:
+        kernel_id = await new_kernel(jp_fetch, jp_root_dir)
+        assert "Error" not in await run(jp_serverapp, kernel_id, SETUP)
+        snap = await api(jp_fetch, "kernels", kernel_id, "hibernate", method="POST")
+        folder = tmp_path / "elsewhere" / snap["id"]
+        assert (folder / MANIFEST).is_file() and snap["store"] == str(folder)
+        assert not (tmp_path / "snapshots" / snap["id"]).exists()
+        new = await new_kernel(jp_fetch, jp_root_dir)
+        restored = await api(jp_fetch, "snapshots", snap["id"], "restore", method="POST",
+                             body={"kernel_id": new})
+        assert set(restored["restored"]) == set(snap["saved"])
+        await api(jp_fetch, "snapshots", snap["id"], method="DELETE", expect=204)
+        assert not folder.exists()

@@ -97,10 +97,10 @@ class HibernateService:
             logger.info("costguard: removed %d unfinished or unindexed snapshot folder(s) in "
                         "%s", len(removed), root)
         # an object store is not reached from the loop, nor made to hold up the start
-        self._io.submit(self._clear_remote, settings.timeout_seconds)
+        self._io.submit(self._clear_store, settings.timeout_seconds)
 
-    def _clear_remote(self, older_than: float) -> None:
-        removed = self.store.clear_remote_leftovers(older_than)
+    def _clear_store(self, older_than: float) -> None:
+        removed = self.store.clear_store_leftovers(older_than)
         if removed and self.log is not None:
             self.log.info("costguard: removed %d unfinished snapshot(s) from the snapshot "
                           "store: %s", len(removed), ", ".join(removed))
@@ -162,7 +162,7 @@ class HibernateService:
         kernel_name = getattr(kernel, "kernel_name", "") or ""
         snapshot_id = store.new_id()
         dest = self.store.new_location(snapshot_id)
-        if where.is_remote(dest):  # noted first: a save cut off here is removed later
+        if self.store.elsewhere(snapshot_id, dest):  # noted: a save cut off is removed later
             await self._off_loop(self.store.begin, snapshot_id, dest)
         answer = await call(kernel, kernel_id,
                             save_code(dest, self.settings.max_bytes),
@@ -212,7 +212,7 @@ class HibernateService:
             kernel_name=kernel_name, user=self.owner, gpus_held=held.gpus,
             rate_per_hour_held=held.rate_per_hour, digest=manifest_digest(manifest),
             mac=mac.sign(self._key, bound, manifest),
-            location=dest if where.is_remote(dest) else None)
+            location=self.store.elsewhere(snapshot_id, dest))
         self.store.add(record)
         self._records = self.store.list()
         return record

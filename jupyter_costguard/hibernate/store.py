@@ -167,6 +167,11 @@ class SnapshotStore:
         """Where `record`'s snapshot is (a folder or a URL)."""
         return record.location or str(self.folder(record.id))
 
+    def elsewhere(self, snapshot_id: str, location: str) -> str | None:
+        """`location` as the index records it: None for the snapshot's folder in the root
+        (which `location` finds from the id), else the folder or URL itself."""
+        return None if location == str(self.folder(snapshot_id)) else location
+
     def in_store(self, record: SnapshotRecord) -> bool:
         """Whether `record` is in the store new snapshots go to now (the one a configured
         price is for)."""
@@ -180,26 +185,23 @@ class SnapshotStore:
             self._db.execute("INSERT INTO pending (id, location, started) VALUES (?, ?, ?)",
                              (snapshot_id, location, time.time() if now is None else now))
 
-    def clear_remote_leftovers(self, older_than: float, now: float | None = None
-                               ) -> list[str]:
-        """Remove what saves to an object store left unindexed (one that failed, or was cut
-        off by a stop or a timeout: `pending` names it), begun `older_than` seconds ago or
-        more. Only what this server began: a store shared with other servers keeps theirs.
-        Returns what was removed, as logs may show it (no credentials)."""
+    def clear_store_leftovers(self, older_than: float, now: float | None = None
+                              ) -> list[str]:
+        """Remove what saves to the snapshot store left unindexed (one that failed, or was
+        cut off by a stop or a timeout: `pending` names it), begun `older_than` seconds ago
+        or more. Only what this server began: a store shared with other servers keeps
+        theirs. Returns what was removed, as logs may show it (no credentials)."""
         limit = (time.time() if now is None else now) - older_than
         gone: list[str] = []
         with self._lock:
             rows = self._db.execute("SELECT id, location FROM pending WHERE started <= ?",
                                     (limit,)).fetchall()
         for snapshot_id, location in rows:
-            if where.is_remote(location):
-                try:
-                    where.remove(location)
-                except Exception:  # the store is away: try again at the next start
-                    continue
-                gone.append(where.shown(location))
-            with self._lock:
-                self._db.execute("DELETE FROM pending WHERE id = ?", (snapshot_id,))
+            try:
+                self._delete(snapshot_id, location)
+            except Exception:  # the store is away: try again at the next start
+                continue
+            gone.append(where.shown(location))
         return gone
 
     def clear_leftovers(self, older_than: float, now: float | None = None) -> list[Path]:
@@ -266,7 +268,7 @@ class SnapshotStore:
             return False
         with self._lock:
             cur = self._db.execute("DELETE FROM snapshots WHERE id = ?", (snapshot_id,))
-            if cur.rowcount and record.location is not None:
+            if cur.rowcount and record.location is not None:  # in case removing fails
                 self._db.execute("INSERT OR REPLACE INTO pending (id, location, started) "
                                  "VALUES (?, ?, 0)", (snapshot_id, record.location))
         if not cur.rowcount:
@@ -280,10 +282,18 @@ class SnapshotStore:
         self._delete(snapshot_id, location or str(self.folder(snapshot_id)))
 
     def _delete(self, snapshot_id: str, location: str) -> None:
+        """Remove the snapshot at `location` (and, in a folder of the store, what a kernel
+        killed while writing it left beside it), then its note in `pending`."""
+        self.folder(snapshot_id)  # an id, nothing else
         if where.is_remote(location):
             where.remove(location)
         else:
-            shutil.rmtree(self.folder(snapshot_id), ignore_errors=True)
+            path = where.local_path(location)
+            shutil.rmtree(path, ignore_errors=True)
+            if path.parent != self.root:  # the root's are `clear_leftovers`'
+                for partial in partial_folders(path.parent):
+                    if partial.name.startswith(f".{snapshot_id}."):
+                        shutil.rmtree(partial, ignore_errors=True)
         with self._lock:
             self._db.execute("DELETE FROM pending WHERE id = ?", (snapshot_id,))
 
