@@ -308,3 +308,66 @@ class TestFileStore:
         assert set(restored["restored"]) == set(snap["saved"])
         await api(jp_fetch, "snapshots", snap["id"], method="DELETE", expect=204)
         assert not folder.exists()
+
+
+def test_a_stopped_server_hibernates_into_the_bucket_within_its_budget(
+        tmp_path: Path, bucket: str, s3: Any) -> None:  # noqa: F811
+    """SIGTERM with an object store: the GPU kernel is hibernated into the bucket and the next
+    start restores it; with the store not answering (a listener that never replies), the
+    budget ends the wait, the log says the kernel was not hibernated, and the server stops."""
+    import socket
+    import subprocess
+
+    from tests.support.notebooks import code, write_notebook
+    from tests.support.server_proc import ServerProcess
+    from tests.test_hibernate_stop import config, in_kernel
+
+    def stop_and_log(server: ServerProcess) -> str:
+        server.stop()
+        return server.log_path.read_text(errors="replace")
+
+    settings = {**config(tmp_path), "snapshot_store_url": f"s3://{bucket}/ann"}
+    server = ServerProcess(tmp_path / "server", settings)
+    write_notebook(tmp_path / "server" / "root", "train.ipynb", [code("a", "x = 1")])
+    server.start()
+    try:
+        kernel_id = server.start_session("train.ipynb")["kernel"]["id"]
+        assert in_kernel(server, kernel_id, "steps = list(range(1000))").strip().endswith("ok")
+        server.wait_for("costguard/api/kernels", lambda d: any(
+            k["kernel_id"] == kernel_id and k["gpus"] for k in d["kernels"]))
+    finally:
+        log = stop_and_log(server)
+    assert f"kernel {kernel_id}: hibernated as snapshot" in log, log[-4000:]
+    assert any(k.endswith(MANIFEST) for k in objects(s3, bucket, "ann/"))
+
+    again = ServerProcess(tmp_path / "server", settings).start()
+    try:
+        (listed,) = again.get("costguard/api/snapshots")["snapshots"]
+        new = again.start_session("train.ipynb")["kernel"]["id"]
+        status, body = again.request(f"costguard/api/snapshots/{listed['id']}/restore",
+                                     "POST", {"kernel_id": new})
+        assert status == 200 and "steps" in json.loads(body)["restored"], body
+    finally:
+        again.stop()
+
+    with socket.socket() as silent:  # accepts, never answers
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(16)
+        away = ServerProcess(tmp_path / "away", {**settings, "hibernate_on_stop_seconds": 2},
+                             env={"AWS_ENDPOINT_URL":
+                                  f"http://127.0.0.1:{silent.getsockname()[1]}"})
+        write_notebook(tmp_path / "away" / "root", "train.ipynb", [code("a", "x = 1")])
+        away.start()
+        kernel_id = away.start_session("train.ipynb")["kernel"]["id"]
+        try:
+            assert in_kernel(away, kernel_id, "steps = [1]").strip().endswith("ok")
+            away.wait_for("costguard/api/kernels", lambda d: any(
+                k["kernel_id"] == kernel_id and k["gpus"] for k in d["kernels"]))
+            assert away.proc is not None
+            away.proc.terminate()
+            away.proc.wait(120)  # a hang guard: the budget is 2 s
+        except subprocess.TimeoutExpired:
+            pytest.fail("the server did not stop")
+        finally:
+            log = stop_and_log(away)
+    assert f"kernel {kernel_id}: not hibernated: not done within 2 s" in log, log[-4000:]
