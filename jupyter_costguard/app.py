@@ -242,7 +242,9 @@ class CostGuard(ExtensionApp, CostTraits, SamplingTraits, GuardTraits, OffloadTr
                 root, data / "hibernate.key", self.server.kernel_manager,
                 self.server.session_manager,
                 HibernateSettings(timeout_seconds=self.hibernate_timeout_seconds,
-                                  max_bytes=self.hibernate_max_bytes),
+                                  max_bytes=self.hibernate_max_bytes,
+                                  store_url=self.snapshot_store_url or None,
+                                  price=self.snapshot_store_price(self.price_stale_after_days)),
                 held=held, owner=owner.user if owner else None, logger=self.log,
                 currency=lambda: self._published().pricing.currency)
         except Exception as e:

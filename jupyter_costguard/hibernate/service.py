@@ -7,7 +7,8 @@ the error says why. A restore loads only a snapshot whose MAC checks, into a ker
 session is the snapshot's notebook, for the server's owner who made it; the kernel is handed
 the manifest digest the server checked, and checks every file against it before loading.
 
-Disk, hashing and SQLite work runs on the service's one worker thread, never on the IO loop;
+Disk, hashing and SQLite work runs on the service's one worker thread, and what may wait on
+the snapshot store (an object store) on store threads of its own, never on the IO loop;
 messages to kernels are awaited on the loop. What the service needs of the server (kernel
 manager, session table, the latest views) it is given as plain objects and callables.
 """
@@ -30,6 +31,7 @@ from jupyter_costguard.cost.money import round_money
 from jupyter_costguard.hibernate import mac, store
 from jupyter_costguard.hibernate.errors import HibernateError
 from jupyter_costguard.hibernate.kernelcall import call
+from jupyter_costguard.hibernate.storagecost import StoragePrice, cost_doc
 from jupyter_costguard.hibernate.store import SnapshotRecord, SnapshotStore
 from jupyter_costguard.kernel.hibernate import (
     CorruptSnapshot,
@@ -38,6 +40,7 @@ from jupyter_costguard.kernel.hibernate import (
     read_manifest,
     restore_code,
     save_code,
+    where,
 )
 from jupyter_costguard.sampling.kernels import session_paths
 
@@ -56,6 +59,10 @@ class Held:
 class HibernateSettings:
     timeout_seconds: float = 600.0
     max_bytes: int = 100 * 10**9
+    #: an fsspec URL new snapshots are written under (None: folders in the root)
+    store_url: str | None = None
+    #: what the store new snapshots go to costs (None: no price)
+    price: StoragePrice | None = None
 
 
 class HibernateService:
@@ -67,7 +74,7 @@ class HibernateService:
                  settings: HibernateSettings, held: Callable[[str], Held] = lambda k: Held(),
                  owner: str | None = None, logger: Any = None,
                  currency: Callable[[], str] = lambda: "USD") -> None:
-        self.store = SnapshotStore(root)  # at start, before the loop serves requests
+        self.store = SnapshotStore(root, settings.store_url)  # at start, before the loop serves
         self._key = mac.load_key(key_file)
         self.km = kernel_manager
         self.sessions = session_manager
@@ -77,6 +84,10 @@ class HibernateService:
         self.log = logger
         self.currency = currency
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="costguard-hibernate")
+        #: what may wait on the snapshot store (an object store across the network): its own
+        #: threads, so a slow store holds up neither listings and scrapes nor a server stop
+        self._io = ThreadPoolExecutor(max_workers=4,
+                                      thread_name_prefix="costguard-hibernate-store")
         #: kernels being hibernated or restored into now: one operation per kernel at a time
         self._working: set[str] = set()
         removed = self.store.clear_leftovers(older_than=settings.timeout_seconds)
@@ -85,9 +96,22 @@ class HibernateService:
         if removed and logger is not None:
             logger.info("costguard: removed %d unfinished or unindexed snapshot folder(s) in "
                         "%s", len(removed), root)
+        # an object store is not reached from the loop, nor made to hold up the start
+        self._io.submit(self._clear_store, settings.timeout_seconds)
+
+    def _clear_store(self, older_than: float) -> None:
+        removed = self.store.clear_store_leftovers(older_than)
+        if removed and self.log is not None:
+            self.log.info("costguard: removed %d unfinished snapshot(s) from the snapshot "
+                          "store: %s", len(removed), ", ".join(removed))
 
     async def _off_loop(self, fn: Callable[..., T], *args: Any) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
+
+    async def _in_store(self, fn: Callable[..., T], *args: Any) -> T:
+        """`fn` on a store thread: it reads or writes the snapshot store (and the index,
+        whose calls are locked)."""
+        return await asyncio.get_running_loop().run_in_executor(self._io, fn, *args)
 
     def _kernel(self, kernel_id: str) -> Any:
         try:
@@ -137,20 +161,24 @@ class HibernateService:
         held = self.held(kernel_id)
         kernel_name = getattr(kernel, "kernel_name", "") or ""
         snapshot_id = store.new_id()
-        dest = self.store.folder(snapshot_id)
+        dest = self.store.new_location(snapshot_id)
+        if self.store.elsewhere(snapshot_id, dest):  # noted: a save cut off is removed later
+            await self._off_loop(self.store.begin, snapshot_id, dest)
         answer = await call(kernel, kernel_id,
                             save_code(dest, self.settings.max_bytes),
                             self.settings.timeout_seconds, "saving its variables")
         if "error" in answer:
-            await self._off_loop(self.store.discard, snapshot_id)
+            await self._in_store(self._discard, snapshot_id, dest)
             raise HibernateError(f"the variables of kernel {kernel_id} could not be saved, so "
-                                 f"it keeps running: {answer['error']}", 409)
+                                 f"it keeps running: {where.scrub(str(answer['error']), dest)}",
+                                 409)
         try:
-            record = await self._off_loop(self._seal, snapshot_id, notebook, kernel_name, held)
+            record = await self._in_store(self._seal, snapshot_id, dest, notebook, kernel_name,
+                                          held)
         except Exception as e:
-            await self._off_loop(self.store.discard, snapshot_id)
+            await self._in_store(self._discard, snapshot_id, dest)
             raise HibernateError(f"the snapshot of kernel {kernel_id} could not be recorded, "
-                                 f"so it keeps running: {e}", 409) from e
+                                 f"so it keeps running: {where.scrub(str(e), dest)}", 409) from e
         try:
             done = self.km.shutdown_kernel(kernel_id)
             if inspect.isawaitable(done):  # the async manager (jupyter_server's default)
@@ -163,17 +191,28 @@ class HibernateService:
                                  f"kernel {kernel_id} could not be shut down: {e}", 500) from e
         return {**self._doc(record), "gpus_freed": held.gpus}
 
-    def _seal(self, snapshot_id: str, notebook: str, kernel_name: str, held: Held
+    def _discard(self, snapshot_id: str, dest: str) -> None:
+        """Remove what a save that is not indexed wrote; a store that refuses now is tried
+        again at the next start (the save is still noted pending)."""
+        try:
+            self.store.discard(snapshot_id, dest)
+        except Exception as e:
+            if self.log is not None:
+                self.log.warning("costguard: could not remove the unfinished snapshot %s: %s",
+                                 where.shown(dest), where.scrub(str(e), dest))
+
+    def _seal(self, snapshot_id: str, dest: str, notebook: str, kernel_name: str, held: Held
               ) -> SnapshotRecord:
         """Read back what the kernel wrote (not what it printed), MAC it and index it."""
-        manifest = read_manifest(self.store.folder(snapshot_id))
+        manifest = read_manifest(dest)
         bound = mac.binding(snapshot_id, notebook, self.owner, kernel_name)
         record = SnapshotRecord(
             id=snapshot_id, notebook=notebook, created=manifest.created, bytes=manifest.bytes,
             saved=manifest.saved, skipped=[_skipped(s) for s in manifest.skipped],
             kernel_name=kernel_name, user=self.owner, gpus_held=held.gpus,
             rate_per_hour_held=held.rate_per_hour, digest=manifest_digest(manifest),
-            mac=mac.sign(self._key, bound, manifest))
+            mac=mac.sign(self._key, bound, manifest),
+            location=self.store.elsewhere(snapshot_id, dest))
         self.store.add(record)
         self._records = self.store.list()
         return record
@@ -227,14 +266,15 @@ class HibernateService:
                 f"{'of ' + notebook if notebook else 'of no notebook'}: a snapshot is restored "
                 "only into a kernel of its own notebook", 409)
         with self._one_at_a_time(kernel_id):
-            digest = await self._off_loop(self._check, record)
+            digest = await self._in_store(self._check, record)
             self._idle(kernel, kernel_id, "restore into")
-            answer = await call(kernel, kernel_id,
-                                restore_code(self.store.folder(snapshot_id), digest),
+            src = self.store.location(record)
+            staging = self.store.root if where.is_remote(src) else None
+            answer = await call(kernel, kernel_id, restore_code(src, digest, staging),
                                 self.settings.timeout_seconds, "loading the snapshot")
         if "error" in answer:
-            raise HibernateError(f"snapshot {snapshot_id} was not restored: {answer['error']}",
-                                 409)
+            raise HibernateError(f"snapshot {snapshot_id} was not restored: "
+                                 f"{where.scrub(str(answer['error']), src)}", 409)
         await self._off_loop(self._restored, snapshot_id, time.time())
         return {"restored": list(answer.get("restored", [])),
                 "skipped": [_skipped(s) for s in answer.get("skipped", [])],
@@ -244,9 +284,11 @@ class HibernateService:
         """The digest of the snapshot's manifest, if its MAC is this server's for this
         record; else HibernateError (409): nothing is loaded."""
         try:
-            manifest: Manifest = read_manifest(self.store.folder(record.id))
+            manifest: Manifest = read_manifest(self.store.location(record))
         except CorruptSnapshot as e:
-            raise HibernateError(f"snapshot {record.id} cannot be restored: {e}", 409) from None
+            raise HibernateError(f"snapshot {record.id} cannot be restored: "
+                                 f"{where.scrub(str(e), self.store.location(record))}",
+                                 409) from None
         bound = mac.binding(record.id, record.notebook, record.user, record.kernel_name)
         if not mac.verify(self._key, bound, manifest, record.mac):
             raise HibernateError(
@@ -269,16 +311,30 @@ class HibernateService:
         avoided together (in `currency`)."""
         records = await self._off_loop(self.store.list, notebook)
         now = time.time()
-        return {"snapshots": [r.doc(now) for r in records], "currency": self.currency(),
-                "waste_avoided": round_money(sum(r.waste_avoided(now) for r in records))}
+        docs = [self._doc(r, now) for r in records]
+        priced = [d for d in docs if d["storage_cost"] is not None]
+        price = self.settings.price
+        return {"snapshots": docs, "currency": self.currency(),
+                "waste_avoided": round_money(sum(r.waste_avoided(now) for r in records)),
+                "storage_price": None if price is None else price.doc(now, self.currency()),
+                "storage_cost": round_money(sum(d["storage_cost"] for d in priced))
+                if priced else None,
+                "storage_cost_per_month": round_money(
+                    sum(d["storage_cost_per_month"] for d in priced)) if priced else None}
 
     async def delete(self, snapshot_id: str) -> None:
         if not store.ID_PATTERN.match(snapshot_id) or \
-                not await self._off_loop(self._remove, snapshot_id):
+                not await self._in_store(self._remove, snapshot_id):
             raise HibernateError(f"no snapshot {snapshot_id}", 404)
 
     def _remove(self, snapshot_id: str) -> bool:
-        gone = self.store.remove(snapshot_id)
+        try:
+            gone = self.store.remove(snapshot_id)
+        except Exception as e:  # forgotten, its objects noted for removal at a later start
+            self._records = self.store.list()
+            raise HibernateError(f"snapshot {snapshot_id} is forgotten, but its files could not "
+                                 f"be removed now (they will be at the next start): "
+                                 f"{type(e).__name__}", 502) from None
         self._records = self.store.list()
         return gone
 
@@ -286,8 +342,14 @@ class HibernateService:
         self.store.mark_restored(snapshot_id, when)
         self._records = self.store.list()
 
-    def _doc(self, record: SnapshotRecord) -> dict[str, Any]:
-        return record.doc(time.time())
+    def _price_of(self, record: SnapshotRecord) -> StoragePrice | None:
+        """The price of the store the snapshot is in: the configured one's, or none."""
+        return self.settings.price if self.store.in_store(record) else None
+
+    def _doc(self, record: SnapshotRecord, now: float | None = None) -> dict[str, Any]:
+        now = time.time() if now is None else now
+        return {**record.doc(now),
+                **cost_doc(self._price_of(record), record.bytes, now - record.created)}
 
     def metrics(self) -> list[Metric]:
         """The kept snapshots, their bytes and the waste they avoided, from the index as
@@ -302,9 +364,32 @@ class HibernateService:
             "The rate each hibernated kernel held times the time it stayed hibernated, over "
             "the kept snapshots, in the labelled currency.", labels=["currency"])
         waste.add_metric([currency], round_money(sum(r.waste_avoided(now) for r in records)))
-        return [count, size, waste]
+        return [count, size, waste, *self._storage_metrics(records, now, currency)]
+
+    def _storage_metrics(self, records: list[SnapshotRecord], now: float, currency: str
+                         ) -> list[Metric]:
+        """What keeping the snapshots costs, so far and per month, where the store has a
+        price; without a price the families have no sample ("no price", not 0)."""
+        so_far = GaugeMetricFamily(
+            "costguard_snapshot_storage_cost",
+            "What keeping the kept snapshots has cost so far, at the snapshot store's price "
+            "per GiB-month, in the labelled currency (no sample: no price).",
+            labels=["currency"])
+        monthly = GaugeMetricFamily(
+            "costguard_snapshot_storage_cost_per_month",
+            "What keeping the kept snapshots costs per month at the snapshot store's price, "
+            "in the labelled currency (no sample: no price).", labels=["currency"])
+        priced = [(r, p) for r in records if (p := self._price_of(r)) is not None]
+        if priced:
+            so_far.add_metric([currency], round_money(
+                sum(p.so_far(r.bytes, now - r.created) for r, p in priced)))
+            monthly.add_metric([currency], round_money(
+                sum(p.per_month(r.bytes) for r, p in priced)))
+        return [so_far, monthly]
 
     def close(self) -> None:
+        # a store call still under way (a slow object store) is not waited for
+        self._io.shutdown(wait=False, cancel_futures=True)
         self._pool.shutdown(wait=True)
         self.store.close()
 

@@ -1,9 +1,15 @@
-"""The hibernate options (`c.CostGuard.snapshot_dir`, `hibernate_*`), declared beside the part
-they configure and mixed into the server extension."""
+"""The hibernate options (`c.CostGuard.snapshot_dir`, `snapshot_store_*`, `hibernate_*`),
+declared beside the part they configure and mixed into the server extension."""
 
 from __future__ import annotations
 
-from traitlets import Float, HasTraits, Int, Unicode
+import datetime as dt
+from typing import Any
+
+from traitlets import Float, HasTraits, Int, TraitError, Unicode, validate
+
+from jupyter_costguard.hibernate.storagecost import StoragePrice
+from jupyter_costguard.kernel.hibernate import where
 
 
 class HibernateTraits(HasTraits):
@@ -11,6 +17,28 @@ class HibernateTraits(HasTraits):
         "", config=True,
         help="Folder of the hibernated kernels' snapshots and their index (made 0700). Empty: "
              "'snapshots' beside the ledger (the costguard data folder).")
+    snapshot_store_url = Unicode(
+        "", config=True,
+        help="Where new snapshots are written: an fsspec URL such as s3://bucket/prefix or "
+             "gs://bucket/prefix (needs fsspec, and s3fs or gcsfs), or a folder or file:// "
+             "URL. Empty: the snapshot_dir folder. Each snapshot is a prefix <url>/<id>/ whose "
+             "manifest is written last; the index stays in snapshot_dir. Credentials come "
+             "from the environment the server and its kernels share (AWS_* variables, "
+             "fsspec's configuration), never from this URL: put none in it. Use one prefix "
+             "per server.")
+    snapshot_store_price_per_gib_month = Float(
+        None, allow_none=True, config=True,
+        help="What the snapshot store charges per GiB-month, in the server's currency "
+             "(c.CostGuard.currency); the panel and /metrics then show each snapshot's "
+             "storage cost. None: no price (shown as such, never as 0).")
+    snapshot_store_price_source = Unicode(
+        "", config=True,
+        help="Where snapshot_store_price_per_gib_month comes from (a price page's URL, or "
+             "'our contract'), shown with the price.")
+    snapshot_store_price_as_of = Unicode(
+        "", config=True,
+        help="The date snapshot_store_price_per_gib_month was read (YYYY-MM-DD); its age is "
+             "shown, and it is called stale after price_stale_after_days.")
     hibernate_timeout_seconds = Float(
         600.0, config=True,
         help="How long a kernel may take to save (or load) its variables. Past it the request "
@@ -23,3 +51,39 @@ class HibernateTraits(HasTraits):
         30.0, config=True,
         help="When the server stops, hibernate the kernels that hold GPUs first, within this "
              "many seconds in all (0: off).")
+
+    @validate("snapshot_store_url")
+    def _check_store_url(self, proposal: Any) -> str:
+        url = str(proposal["value"]).strip()
+        if where.is_remote(url) and where.shown(url) != url:
+            raise TraitError("snapshot_store_url must not carry credentials, a query or a "
+                             "fragment (they would reach the kernels' code): give "
+                             "credentials through the environment or fsspec's configuration")
+        return url
+
+    @validate("snapshot_store_price_per_gib_month")
+    def _check_price(self, proposal: Any) -> float | None:
+        value = proposal["value"]
+        if value is not None and not value >= 0:
+            raise TraitError("snapshot_store_price_per_gib_month must be 0 or more")
+        return None if value is None else float(value)
+
+    @validate("snapshot_store_price_as_of")
+    def _check_as_of(self, proposal: Any) -> str:
+        value = str(proposal["value"]).strip()
+        if value:
+            try:
+                dt.date.fromisoformat(value)
+            except ValueError:
+                raise TraitError(f"snapshot_store_price_as_of must be a date (YYYY-MM-DD), not "
+                                 f"{value!r}") from None
+        return value
+
+    def snapshot_store_price(self, stale_after_days: int) -> StoragePrice | None:
+        """The snapshot store's price as configured, or None (no price)."""
+        if self.snapshot_store_price_per_gib_month is None:
+            return None
+        return StoragePrice(per_gib_month=float(self.snapshot_store_price_per_gib_month),
+                            source=self.snapshot_store_price_source or "config",
+                            as_of=self.snapshot_store_price_as_of or None,
+                            stale_after_days=stale_after_days)

@@ -1,5 +1,6 @@
 """Where snapshots live and what the server knows of each: one folder per snapshot
-(`<root>/<id>/`, written by the kernel) and an index in SQLite (`<root>/index.sqlite`).
+(`<root>/<id>/`, written by the kernel) or one prefix in an object store (`<url>/<id>/`, when
+`snapshot_store_url` says), and an index in SQLite (`<root>/index.sqlite`).
 
 The root is 0700 and the index 0600 (`common/sqlite`). The index, not the folders, says which
 snapshots exist: a folder the index does not name is never listed or loaded. Every method
@@ -23,7 +24,7 @@ from typing import Any
 from jupyter_costguard.common.files import PRIVATE_DIR
 from jupyter_costguard.common.sqlite import Schema, open_db
 from jupyter_costguard.cost.money import round_money
-from jupyter_costguard.kernel.hibernate import partial_folders
+from jupyter_costguard.kernel.hibernate import partial_folders, where
 
 INDEX = "index.sqlite"
 #: a snapshot id: what `new_id` makes, and the only names a folder of the root may have to
@@ -50,6 +51,16 @@ SCHEMA = Schema("snapshots", (
     """,
     # when it was first restored: the end of the time its kernel's GPUs were not paid for
     "ALTER TABLE snapshots ADD COLUMN restored REAL;",
+    # where a snapshot in an object store is (NULL: its folder in the root); and the saves
+    # under way, so that what a failed or cut-off save left in a store is found and removed
+    """
+    ALTER TABLE snapshots ADD COLUMN location TEXT;
+    CREATE TABLE IF NOT EXISTS pending (
+        id TEXT PRIMARY KEY,
+        location TEXT NOT NULL,
+        started REAL NOT NULL
+    );
+    """,
 ))
 
 
@@ -73,6 +84,9 @@ class SnapshotRecord:
     mac: str
     rate_per_hour_held: float | None = None
     restored: float | None = None
+    #: the fsspec URL of a snapshot in an object store (credentials and all, as configured);
+    #: None for a folder in the root
+    location: str | None = None
 
     def hibernated_seconds(self, now: float) -> float:
         """How long its kernel has been (or was, until the first restore) hibernated."""
@@ -84,11 +98,18 @@ class SnapshotRecord:
         alive would have cost (0 when the kernel held nothing priced)."""
         return (self.rate_per_hour_held or 0.0) * self.hibernated_seconds(now) / 3600.0
 
+    @property
+    def store(self) -> str:
+        """Where it is, as answers and logs show it: "local", or its URL without
+        credentials."""
+        return "local" if self.location is None else where.shown(self.location)
+
     def doc(self, now: float) -> dict[str, Any]:
-        """What `GET snapshots` lists (the MAC and digest stay with the server)."""
+        """What `GET snapshots` lists (the MAC, the digest and the raw location stay with the
+        server)."""
         return {"id": self.id, "notebook": self.notebook, "created": self.created,
                 "bytes": self.bytes, "saved": self.saved, "skipped": self.skipped,
-                "store": "local", "kernel_name": self.kernel_name,
+                "store": self.store, "kernel_name": self.kernel_name,
                 "gpus_held": self.gpus_held, "rate_per_hour_held": self.rate_per_hour_held,
                 "restored": self.restored,
                 "hibernated_seconds": round(self.hibernated_seconds(now), 3),
@@ -102,7 +123,7 @@ class SnapshotRecord:
 
 
 _COLUMNS = ("id", "notebook", "created", "bytes", "saved", "skipped", "kernel_name", "user",
-            "rate_per_hour_held", "gpus_held", "digest", "mac", "restored")
+            "rate_per_hour_held", "gpus_held", "digest", "mac", "restored", "location")
 
 
 def _record(row: tuple[Any, ...]) -> SnapshotRecord:
@@ -117,9 +138,11 @@ def new_id() -> str:
 
 
 class SnapshotStore:
-    """The snapshot root and its index."""
+    """The snapshot root and its index; new snapshots go to `url` (an fsspec URL of an object
+    store) when it is given, else to folders in the root."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, url: str | None = None) -> None:
+        self.url = url or None
         self.root = Path(root)
         if not self.root.exists():
             self.root.mkdir(mode=PRIVATE_DIR, parents=True, exist_ok=True)
@@ -132,6 +155,54 @@ class SnapshotStore:
         if not ID_PATTERN.match(snapshot_id):
             raise ValueError(f"not a snapshot id: {snapshot_id!r}")
         return self.root / snapshot_id
+
+    def new_location(self, snapshot_id: str) -> str:
+        """Where a new snapshot `snapshot_id` is to be written (a folder or a URL)."""
+        if self.url is None:
+            return str(self.folder(snapshot_id))
+        self.folder(snapshot_id)  # an id, nothing else
+        return where.child(self.url, snapshot_id)
+
+    def location(self, record: SnapshotRecord) -> str:
+        """Where `record`'s snapshot is (a folder or a URL)."""
+        return record.location or str(self.folder(record.id))
+
+    def elsewhere(self, snapshot_id: str, location: str) -> str | None:
+        """`location` as the index records it: None for the snapshot's folder in the root
+        (which `location` finds from the id), else the folder or URL itself."""
+        return None if location == str(self.folder(snapshot_id)) else location
+
+    def in_store(self, record: SnapshotRecord) -> bool:
+        """Whether `record` is in the store new snapshots go to now (the one a configured
+        price is for)."""
+        if record.location is None:
+            return self.url is None
+        return self.url is not None and record.location == where.child(self.url, record.id)
+
+    def begin(self, snapshot_id: str, location: str, now: float | None = None) -> None:
+        """Note a save under way: if it never reaches the index, what it left is removed."""
+        with self._lock:
+            self._db.execute("INSERT INTO pending (id, location, started) VALUES (?, ?, ?)",
+                             (snapshot_id, location, time.time() if now is None else now))
+
+    def clear_store_leftovers(self, older_than: float, now: float | None = None
+                              ) -> list[str]:
+        """Remove what saves to the snapshot store left unindexed (one that failed, or was
+        cut off by a stop or a timeout: `pending` names it), begun `older_than` seconds ago
+        or more. Only what this server began: a store shared with other servers keeps
+        theirs. Returns what was removed, as logs may show it (no credentials)."""
+        limit = (time.time() if now is None else now) - older_than
+        gone: list[str] = []
+        with self._lock:
+            rows = self._db.execute("SELECT id, location FROM pending WHERE started <= ?",
+                                    (limit,)).fetchall()
+        for snapshot_id, location in rows:
+            try:
+                self._delete(snapshot_id, location)
+            except Exception:  # the store is away: try again at the next start
+                continue
+            gone.append(where.shown(location))
+        return gone
 
     def clear_leftovers(self, older_than: float, now: float | None = None) -> list[Path]:
         """Remove, at start, what no snapshot owns: folders a kernel killed while saving left
@@ -160,6 +231,7 @@ class SnapshotStore:
     def add(self, record: SnapshotRecord) -> None:
         row = record.row()
         with self._lock:
+            self._db.execute("DELETE FROM pending WHERE id = ?", (record.id,))
             self._db.execute(
                 f"INSERT INTO snapshots ({', '.join(_COLUMNS)}) VALUES "
                 f"({', '.join('?' for _ in _COLUMNS)})", [row[c] for c in _COLUMNS])
@@ -188,17 +260,42 @@ class SnapshotStore:
                              "NULL", (when, snapshot_id))
 
     def remove(self, snapshot_id: str) -> bool:
-        """Forget the snapshot, then delete its folder; False when the index has no such one."""
+        """Forget the snapshot, then delete its folder or its objects; False when the index
+        has no such one. An object store that refuses is an error (the snapshot is then
+        forgotten but noted pending, so its objects are removed at a later start)."""
+        record = self.get(snapshot_id)
+        if record is None:
+            return False
         with self._lock:
             cur = self._db.execute("DELETE FROM snapshots WHERE id = ?", (snapshot_id,))
+            if cur.rowcount and record.location is not None:  # in case removing fails
+                self._db.execute("INSERT OR REPLACE INTO pending (id, location, started) "
+                                 "VALUES (?, ?, 0)", (snapshot_id, record.location))
         if not cur.rowcount:
             return False
-        shutil.rmtree(self.folder(snapshot_id), ignore_errors=True)
+        self._delete(snapshot_id, self.location(record))
         return True
 
-    def discard(self, snapshot_id: str) -> None:
-        """Delete a folder the index does not name (a save refused after the kernel wrote)."""
-        shutil.rmtree(self.folder(snapshot_id), ignore_errors=True)
+    def discard(self, snapshot_id: str, location: str | None = None) -> None:
+        """Delete what a save the index does not name wrote (one refused after the kernel
+        wrote)."""
+        self._delete(snapshot_id, location or str(self.folder(snapshot_id)))
+
+    def _delete(self, snapshot_id: str, location: str) -> None:
+        """Remove the snapshot at `location` (and, in a folder of the store, what a kernel
+        killed while writing it left beside it), then its note in `pending`."""
+        self.folder(snapshot_id)  # an id, nothing else
+        if where.is_remote(location):
+            where.remove(location)
+        else:
+            path = where.local_path(location)
+            shutil.rmtree(path, ignore_errors=True)
+            if path.parent != self.root:  # the root's are `clear_leftovers`'
+                for partial in partial_folders(path.parent):
+                    if partial.name.startswith(f".{snapshot_id}."):
+                        shutil.rmtree(partial, ignore_errors=True)
+        with self._lock:
+            self._db.execute("DELETE FROM pending WHERE id = ?", (snapshot_id,))
 
     def close(self) -> None:
         with self._lock:

@@ -1,6 +1,7 @@
 /**
  * The banner at the top of a notebook that has a snapshot: "Hibernated at
- * 14:02 · 3.2 GiB · 42 variables · [Restore] [Discard]". It renders a
+ * 14:02 · 3.2 GiB · 42 variables · storage USD 0.07/month · [Restore] [Discard]"
+ * (the storage part where its store has a price; the tooltip says "no price"). It renders a
  * SnapshotBannerModel and routes its two buttons to `onAction` (the plugin
  * asks before discarding and finds the kernel to restore into); hidden while
  * the model offers no snapshot.
@@ -61,7 +62,7 @@ export class HibernateBanner extends Widget {
     this.setHidden(!snapshot && !error);
     setAttr(this.node, 'data-snapshot-id', snapshot?.id ?? null);
     setAttr(this.node, 'data-busy', busy);
-    setText(this._text, snapshot ? bannerText(snapshot) : '');
+    setText(this._text, snapshot ? bannerText(snapshot, new Date(), this.model.currency) : '');
     this._text.title = snapshot ? bannerTitle(snapshot, this.model.currency) : '';
     for (const b of [this._restore, this._discard]) {
       b.disabled = busy !== null;

@@ -124,18 +124,52 @@ function whenText(created: number, now: Date): string {
   return `on ${day} ${clock}`;
 }
 
-/** The banner's line: "Hibernated at 14:02 · 3.2 GiB · 42 variables". */
-export function bannerText(snapshot: ISnapshot, now: Date = new Date()): string {
-  return [
+/**
+ * The banner's line: "Hibernated at 14:02 · 3.2 GiB · 42 variables", and
+ * "· storage USD 0.07/month" where its store has a price (with `currency`).
+ */
+export function bannerText(
+  snapshot: ISnapshot,
+  now: Date = new Date(),
+  currency?: string | null
+): string {
+  const parts = [
     `Hibernated ${whenText(snapshot.created, now)}`,
     formatBytes(snapshot.bytes),
     plural(snapshot.saved.length, 'variable')
-  ].join(' · ');
+  ];
+  const monthly = snapshot.storage_cost_per_month;
+  if (isNumber(monthly) && currency) {
+    parts.push(`storage ${formatMoney(monthly, currency)}/month`);
+  }
+  return parts.join(' · ');
 }
 
 /**
- * The banner's tooltip: the names saved and those skipped with why, and what
- * hibernating has not spent so far (`waste_avoided`, in `currency`).
+ * Where the snapshot is kept and what that costs: "Stored in s3://b/p/id:
+ * USD 0.01 so far, USD 0.07 a month", or "no price" where the store has none
+ * (null from the server; an older server that does not say gives no line).
+ */
+export function storageText(snapshot: ISnapshot, currency?: string | null): string | null {
+  const where = snapshot.store && snapshot.store !== 'local' ? `in ${snapshot.store}` : 'locally';
+  const soFar = snapshot.storage_cost;
+  const monthly = snapshot.storage_cost_per_month;
+  if (isNumber(soFar) && isNumber(monthly) && currency) {
+    return (
+      `Stored ${where}: ${formatMoney(soFar, currency)} so far, ` +
+      `${formatMoney(monthly, currency)} a month`
+    );
+  }
+  if (soFar === null || monthly === null) {
+    return `Stored ${where}: no price for its store`;
+  }
+  return null;
+}
+
+/**
+ * The banner's tooltip: the names saved and those skipped with why, what
+ * hibernating has not spent so far (`waste_avoided`, in `currency`), and
+ * where it is stored at what cost (`storageText`).
  */
 export function bannerTitle(snapshot: ISnapshot, currency?: string | null): string {
   const lines = [`Saved: ${snapshot.saved.join(', ') || 'nothing'}`];
@@ -145,6 +179,10 @@ export function bannerTitle(snapshot: ISnapshot, currency?: string | null): stri
   const avoided = snapshot.waste_avoided;
   if (isNumber(avoided) && avoided > 0 && currency) {
     lines.push(`Not spent while hibernated: ${formatMoney(avoided, currency)}`);
+  }
+  const storage = storageText(snapshot, currency);
+  if (storage) {
+    lines.push(storage);
   }
   return lines.join('\n');
 }
@@ -342,7 +380,8 @@ export class SnapshotBannerModel {
     const same =
       snapshot?.id === this._snapshot?.id &&
       snapshot?.bytes === this._snapshot?.bytes &&
-      snapshot?.waste_avoided === this._snapshot?.waste_avoided;
+      snapshot?.waste_avoided === this._snapshot?.waste_avoided &&
+      snapshot?.storage_cost === this._snapshot?.storage_cost;
     this._snapshot = snapshot;
     if (!same || (snapshot === null && this._error)) {
       this._error = snapshot === null ? null : this._error;

@@ -6,7 +6,9 @@ imported modules by name, notebook functions, classes and lambdas by value (clou
 numpy arrays, pandas frames and torch values in their own formats, the rest pickled; what
 cannot be saved is listed with its reason. It checks free space and a size cap first, streams
 one value at a time into a private temporary folder (0700/0600), writes `manifest.json` last
-and renames the folder into place: a snapshot is complete or absent.
+and renames the folder into place: a snapshot is complete or absent. `dest` may be an fsspec
+URL (s3://...): each file then streams to its key and the manifest, written last, is the
+commit mark (`where`).
 
 `restore(namespace, src)` verifies every file's size and sha256 against the manifest before it
 loads anything, then re-imports and loads; a value needing a missing module is named with it.
@@ -17,9 +19,9 @@ manifest (and, through its hashes, the files) the server checked. `kernel_save` 
 `kernel_restore` are the calls the server sends (`entry.save_code`, `entry.restore_code`).
 
 Modules: `records` (manifest, results, errors), `names` (whose names), `unsaveable` (live
-resources named with reasons), `sink` (private, hashed, capped writes), `pickling` (cloudpickle
-into a namespace), `formats` (one writer and reader per kind), `snapshot` (save, restore),
-`entry` (the kernel calls).
+resources named with reasons), `sink` (private, hashed, capped writes), `where` (a local
+folder or an object store), `pickling` (cloudpickle into a namespace), `formats` (one writer
+and reader per kind), `snapshot` (save, restore), `entry` (the kernel calls).
 """
 
 from jupyter_costguard.kernel.hibernate.entry import (

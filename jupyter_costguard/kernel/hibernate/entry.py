@@ -51,12 +51,13 @@ def kernel_save(dest: str, max_bytes: int) -> dict[str, Any]:
     return _answer({**manifest.to_dict(), "saved": manifest.saved, "bytes": manifest.bytes})
 
 
-def kernel_restore(src: str, expect_digest: str | None = None) -> dict[str, Any]:
+def kernel_restore(src: str, expect_digest: str | None = None, staging: str | None = None
+                   ) -> dict[str, Any]:
     """Load the snapshot in `src` into this kernel's namespace; answers the RestoreResult or
     the error (a damaged snapshot loads nothing)."""
     shell = _shell()
     try:
-        result = restore(shell.user_ns, src, expect_digest=expect_digest)
+        result = restore(shell.user_ns, src, expect_digest=expect_digest, staging=staging)
     except Exception as e:
         return _answer(_error(e))
     return _answer(result.to_dict())
@@ -68,11 +69,13 @@ def save_code(dest: str | os.PathLike[str], max_bytes: int) -> str:
             f".kernel_save({os.fspath(dest)!r}, {int(max_bytes)!r});")
 
 
-def restore_code(src: str | os.PathLike[str], expect_digest: str | None = None) -> str:
+def restore_code(src: str | os.PathLike[str], expect_digest: str | None = None,
+                 staging: str | os.PathLike[str] | None = None) -> str:
     """The cell the server runs to restore the snapshot in `src` (whose manifest digest it
-    checked) into a kernel."""
+    checked) into a kernel; a snapshot in an object store is fetched into `staging` first."""
+    where = None if staging is None else os.fspath(staging)
     return (f"__import__({_MODULE!r}, fromlist=['kernel_restore'])"
-            f".kernel_restore({os.fspath(src)!r}, {expect_digest!r});")
+            f".kernel_restore({os.fspath(src)!r}, {expect_digest!r}, {where!r});")
 
 
 def parse_reply(stdout: str) -> dict[str, Any] | None:

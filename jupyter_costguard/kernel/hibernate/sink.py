@@ -57,9 +57,8 @@ class Sink:
     """A write-only file that hashes what passes through and stops at the budget: numpy,
     pickle and torch all stream into it one chunk at a time."""
 
-    def __init__(self, path: Path, budget: Budget) -> None:
-        self._fd = open_private(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
-        self._file = os.fdopen(self._fd, "wb", buffering=0)
+    def __init__(self, path: Path | str, budget: Budget) -> None:
+        self._file = self._open(path)
         self._budget = budget
         self._hash = hashlib.sha256()
         self.bytes = 0
@@ -85,6 +84,16 @@ class Sink:
                 hashing.result()
         return n
 
+    def _open(self, path: Path | str) -> Any:
+        """The file the bytes go to: a new private local file (`where.RemoteSink` streams to
+        an object store instead)."""
+        fd = open_private(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+        return os.fdopen(fd, "wb", buffering=0)
+
+    def _sync(self) -> None:
+        """Make what was written durable (a hook, as `_open` is)."""
+        os.fsync(self._file.fileno())
+
     def flush(self) -> None:
         """Nothing is buffered here; torch and pickle call it."""
 
@@ -94,7 +103,7 @@ class Sink:
     def finish(self) -> str:
         """fsync and close; the sha256 of what was written."""
         try:
-            os.fsync(self._fd)
+            self._sync()
         except OSError as e:
             self._file.close()
             raise WriteFailed(e) from e

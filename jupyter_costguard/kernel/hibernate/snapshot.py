@@ -10,6 +10,7 @@ has passed.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import importlib
 import json
@@ -26,7 +27,7 @@ from types import FunctionType
 from typing import Any
 
 from jupyter_costguard.common.files import PRIVATE_DIR, fsync_dir
-from jupyter_costguard.kernel.hibernate import formats, names, pickling
+from jupyter_costguard.kernel.hibernate import formats, names, pickling, where
 from jupyter_costguard.kernel.hibernate.records import (
     MANIFEST,
     CorruptSnapshot,
@@ -43,7 +44,6 @@ from jupyter_costguard.kernel.hibernate.records import (
 from jupyter_costguard.kernel.hibernate.sink import (
     Budget,
     CapReached,
-    Sink,
     WriteFailed,
     file_sha256,
     write_private,
@@ -67,14 +67,12 @@ def save(namespace: Mapping[str, Any], dest: str | os.PathLike[str], max_bytes: 
     Raises SnapshotTooLarge (naming the largest values) or NotEnoughSpace before or while
     writing, leaving nothing behind; values that cannot be saved are in `Manifest.skipped`.
     """
-    dest = Path(dest)
+    if where.is_remote(dest):
+        return _save_remote(namespace, os.fspath(dest), max_bytes, hidden)
+    dest = where.local_path(dest)
     if os.path.lexists(dest):
         raise SnapshotError(f"{dest} already exists")
-    plan, skipped = _plan(namespace, hidden)
-    sizes = {name: formats.estimate(value, kind) for name, value, kind in plan}
-    total = sum(sizes.values())
-    if total > max_bytes:
-        raise _too_large(max_bytes, sizes, "")
+    plan, skipped, sizes, total = _planned(namespace, hidden, max_bytes)
     os.makedirs(dest.parent, mode=PRIVATE_DIR, exist_ok=True)
     free = shutil.disk_usage(dest.parent).free
     if total + SPACE_MARGIN > free:
@@ -82,13 +80,42 @@ def save(namespace: Mapping[str, Any], dest: str | os.PathLike[str], max_bytes: 
                              f"{_human(total + SPACE_MARGIN)}, {_human(free)} is free")
     tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", suffix=PARTIAL, dir=dest.parent))
     try:
-        manifest = _write(namespace, plan, skipped, tmp, Budget(max_bytes), sizes, max_bytes)
+        manifest = _write(namespace, plan, skipped, where.LocalFolder(tmp), Budget(max_bytes),
+                          sizes, max_bytes)
         os.replace(tmp, dest)
         fsync_dir(dest.parent)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return manifest
+
+
+def _planned(namespace: Mapping[str, Any], hidden: Mapping[str, Any] | None, max_bytes: int
+             ) -> tuple[list[tuple[str, Any, str]], list[Skipped], dict[str, int], int]:
+    """`_plan`, each value's estimated size and their total; SnapshotTooLarge over the cap."""
+    plan, skipped = _plan(namespace, hidden)
+    sizes = {name: formats.estimate(value, kind) for name, value, kind in plan}
+    total = sum(sizes.values())
+    if total > max_bytes:
+        raise _too_large(max_bytes, sizes, "")
+    return plan, skipped, sizes, total
+
+
+def _save_remote(namespace: Mapping[str, Any], dest: str, max_bytes: int,
+                 hidden: Mapping[str, Any] | None) -> Manifest:
+    """`save` to an object-store prefix: files stream to their keys, the manifest last (the
+    commit marker); on any failure the prefix is removed. No free-space check: the size cap
+    is the limit there."""
+    folder = where.RemoteFolder(dest)
+    if folder.exists():
+        raise SnapshotError(f"{folder.shown} already exists")
+    plan, skipped, sizes, _ = _planned(namespace, hidden, max_bytes)
+    try:
+        return _write(namespace, plan, skipped, folder, Budget(max_bytes), sizes, max_bytes)
+    except BaseException:
+        with contextlib.suppress(Exception):
+            folder.discard()
+        raise
 
 
 def partial_folders(parent: str | os.PathLike[str]) -> list[Path]:
@@ -129,7 +156,7 @@ def _plan(namespace: Mapping[str, Any], hidden: Mapping[str, Any] | None
 
 
 def _write(namespace: Mapping[str, Any], plan: list[tuple[str, Any, str]],
-           skipped: list[Skipped], tmp: Path, budget: Budget, sizes: dict[str, int],
+           skipped: list[Skipped], folder: where.Folder, budget: Budget, sizes: dict[str, int],
            max_bytes: int) -> Manifest:
     entries: list[Entry] = []
     earlier: dict[int, str] = {}  # id of a saved value -> its name, for references
@@ -140,7 +167,11 @@ def _write(namespace: Mapping[str, Any], plan: list[tuple[str, Any, str]],
             used.add(value.__name__.partition(".")[0])
             continue
         file = f"{i:04d}.{formats.SUFFIX[kind]}"
-        sink = Sink(tmp / file, budget)
+        try:
+            sink = folder.sink(file, budget)
+        except WriteFailed as e:
+            raise SnapshotError(f"could not write the snapshot in {folder.shown}: "
+                                f"{where.scrub(str(e), folder.shown)}") from None
         try:
             needs = formats.write(value, kind, sink, namespace, earlier)
             digest = sink.finish()
@@ -152,11 +183,11 @@ def _write(namespace: Mapping[str, Any], plan: list[tuple[str, Any, str]],
             sink.abandon()
             if e.error.errno in (errno.ENOSPC, errno.EDQUOT):
                 raise NotEnoughSpace(f"the disk filled up while writing the snapshot in "
-                                     f"{tmp.parent} ({e.error.strerror})") from None
-            raise SnapshotError(f"could not write the snapshot in {tmp.parent}: {e}") from None
+                                     f"{folder.shown} ({e.error.strerror})") from None
+            raise SnapshotError(f"could not write the snapshot in {folder.shown}: {e}") from None
         except Exception as e:
             sink.abandon()
-            (tmp / file).unlink()
+            folder.drop(file)
             skipped.append(Skipped(name, f"cannot be pickled: {_short(e)}"))
             continue
         sizes[name] = sink.bytes
@@ -169,8 +200,10 @@ def _write(namespace: Mapping[str, Any], plan: list[tuple[str, Any, str]],
     manifest = Manifest(entries=entries, skipped=sorted(skipped, key=lambda s: s.name),
                         created=time.time(), python=platform.python_version(),
                         modules=_versions(used))
-    write_private(tmp / MANIFEST, manifest.to_json().encode())
-    fsync_dir(tmp)
+    try:
+        folder.seal(manifest.to_json().encode())
+    except WriteFailed as e:
+        raise SnapshotError(f"could not write the snapshot in {folder.shown}: {e}") from None
     return manifest
 
 
@@ -195,7 +228,11 @@ def _too_large(max_bytes: int, sizes: dict[str, int], writing: str) -> SnapshotT
 def read_manifest(src: str | os.PathLike[str]) -> Manifest:
     """The manifest of the snapshot in `src`; CorruptSnapshot if there is none or it is not
     one (what the server reads to list a snapshot and check its MAC)."""
-    path = Path(src) / MANIFEST
+    if where.is_remote(src):
+        url = os.fspath(src)
+        return _parse_manifest(where.read_manifest_bytes(url, MANIFEST_LIMIT),
+                               where.child(where.shown(url), MANIFEST))
+    path = where.local_path(src) / MANIFEST
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
     except OSError as e:
@@ -203,6 +240,10 @@ def read_manifest(src: str | os.PathLike[str]) -> Manifest:
                               f"or not a snapshot ({e.strerror})") from None
     with os.fdopen(fd, "rb") as f:
         data = f.read(MANIFEST_LIMIT + 1)
+    return _parse_manifest(data, str(path))
+
+
+def _parse_manifest(data: bytes, path: str) -> Manifest:
     if len(data) > MANIFEST_LIMIT:
         raise CorruptSnapshot(f"{path} is too large to be a snapshot manifest")
     try:
@@ -256,14 +297,18 @@ class _NotBack(Exception):
 
 
 def restore(namespace: MutableMapping[str, Any], src: str | os.PathLike[str], *,
-            expect_digest: str | None = None) -> RestoreResult:
+            expect_digest: str | None = None, staging: str | os.PathLike[str] | None = None
+            ) -> RestoreResult:
     """Load the snapshot in `src` into `namespace`.
 
     Every file is verified first (CorruptSnapshot: nothing loaded). `expect_digest` is the
     `manifest_digest` the server checked the MAC of; a different manifest is refused. A value
     that needs a module this environment lacks is named with it; the others come back.
+    A snapshot in an object store is first fetched into a private folder in `staging`.
     """
-    src = Path(src)
+    if where.is_remote(src):
+        return _restore_remote(namespace, os.fspath(src), expect_digest, staging)
+    src = where.local_path(src)
     manifest = read_manifest(src)
     if expect_digest is not None and manifest_digest(manifest) != expect_digest:
         raise CorruptSnapshot(f"the manifest in {src} is not the one that was checked; "
@@ -310,6 +355,36 @@ def restore(namespace: MutableMapping[str, Any], src: str | os.PathLike[str], *,
         else:
             namespace["__builtins__"] = builtins
     return RestoreResult(restored=restored, skipped=[*manifest.skipped, *failed], notes=notes)
+
+
+def _restore_remote(namespace: MutableMapping[str, Any], url: str, expect_digest: str | None,
+                    staging: str | os.PathLike[str] | None) -> RestoreResult:
+    """`restore` from an object store: the manifest is read and checked against
+    `expect_digest` before any file is fetched; then the files it names stream into a private
+    folder in `staging` (default: the temporary folder), after a free-space check, and that
+    folder is restored as a local snapshot (verified there) and removed."""
+    data = where.read_manifest_bytes(url, MANIFEST_LIMIT)
+    manifest = _parse_manifest(data, where.child(where.shown(url), MANIFEST))
+    if expect_digest is not None and manifest_digest(manifest) != expect_digest:
+        raise CorruptSnapshot(f"the manifest in {where.shown(url)} is not the one that was "
+                              "checked; nothing was loaded")
+    files = [(e.file, e.bytes) for e in manifest.entries
+             if isinstance(e.file, str) and _FILE_NAME.match(e.file) and isinstance(e.bytes, int)
+             and e.bytes >= 0]
+    parent = Path(staging) if staging is not None else Path(tempfile.gettempdir())
+    os.makedirs(parent, mode=PRIVATE_DIR, exist_ok=True)
+    need = sum(size for _, size in files) + SPACE_MARGIN
+    free = shutil.disk_usage(parent).free
+    if need > free:
+        raise NotEnoughSpace(f"not enough free space in {parent} to fetch the snapshot: it "
+                             f"needs about {_human(need)}, {_human(free)} is free")
+    tmp = Path(tempfile.mkdtemp(prefix=".fetch.", suffix=PARTIAL, dir=parent))
+    try:
+        where.download(url, files, tmp)
+        write_private(tmp / MANIFEST, data)
+        return restore(namespace, tmp, expect_digest=expect_digest)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _short(error: BaseException, limit: int = 200) -> str:

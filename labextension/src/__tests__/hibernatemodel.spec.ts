@@ -6,6 +6,7 @@
 import {
   bannerText,
   bannerTitle,
+  storageText,
   hibernateActionLabel,
   hibernatedText,
   newestSnapshot,
@@ -117,6 +118,22 @@ describe('hibernation words', () => {
     expect(bannerTitle(snapshot('s1', { saved: ['a'], skipped: [], waste_avoided: 12.4 }), 'USD')).toBe(
       'Saved: a\nNot spent while hibernated: USD 12.40'
     );
+    const priced = snapshot('s1', {
+      store: 's3://team/ann/s1',
+      storage_cost: 0.012,
+      storage_cost_per_month: 0.0736
+    });
+    expect(bannerText(priced, today, 'USD')).toBe(
+      'Hibernated at 14:02 · 3.2 GiB · 42 variables · storage USD 0.074/month'
+    );
+    expect(storageText(priced, 'USD')).toBe(
+      'Stored in s3://team/ann/s1: USD 0.012 so far, USD 0.074 a month'
+    );
+    const unpriced = snapshot('s1', { storage_cost: null, storage_cost_per_month: null });
+    expect(bannerText(unpriced, today, 'USD')).toBe('Hibernated at 14:02 · 3.2 GiB · 42 variables');
+    expect(storageText(unpriced, 'USD')).toBe('Stored locally: no price for its store');
+    expect(bannerTitle(unpriced, 'USD')).toContain('no price');
+    expect(storageText(snapshot('s1'), 'USD')).toBeNull(); // an older server says nothing
   });
 
   it("offers the notebook's newest snapshot that is not left out", () => {

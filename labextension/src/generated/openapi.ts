@@ -1058,7 +1058,7 @@ export interface paths {
         get?: never;
         put?: never;
         post?: never;
-        /** Remove a snapshot and its files. */
+        /** Remove a snapshot and its files (its objects, in an object store). */
         delete: {
             parameters: {
                 query?: never;
@@ -1081,6 +1081,8 @@ export interface paths {
                 400: components["responses"]["Error"];
                 403: components["responses"]["Error"];
                 404: components["responses"]["Error"];
+                /** @description The snapshot is forgotten, but its store refused to remove its objects now; the server removes them at its next start. */
+                502: components["responses"]["Error"];
                 503: components["responses"]["Error"];
             };
         };
@@ -1468,11 +1470,8 @@ export interface components {
             bytes: number;
             saved: string[];
             skipped: components["schemas"]["Skipped"][];
-            /**
-             * @description Where it is stored.
-             * @enum {string}
-             */
-            store: "local";
+            /** @description Where it is stored: `local` (the server's snapshot folder), or its URL in the snapshot store (`c.CostGuard.snapshot_store_url`), never with credentials. */
+            store: string;
             kernel_name: string;
             /** @description GPUs the kernel held when it was hibernated. */
             gpus_held: number;
@@ -1484,6 +1483,25 @@ export interface components {
             hibernated_seconds: number;
             /** @description rate_per_hour_held times hibernated_seconds, what keeping the kernel alive would have cost. */
             waste_avoided: components["schemas"]["Money"];
+            /** @description What keeping it has cost so far (its bytes, the time since `created`, the store's price per GiB-month over 730-hour months); null when its store has no price. */
+            storage_cost: number | null;
+            /** @description What keeping it costs per month; null when its store has no price. */
+            storage_cost_per_month: number | null;
+        };
+        /** @description The snapshot store's price as the admin configured it, where it came from and how old it is. */
+        StoragePrice: {
+            per_gib_month: number;
+            currency: string;
+            /** @description A price page's URL, or the admin's words (`config` when none was given). */
+            source: string;
+            /**
+             * Format: date
+             * @description The date the price was read.
+             */
+            as_of: string | null;
+            age_days: number | null;
+            /** @description Older than price_stale_after_days. */
+            stale: boolean;
         };
         Hibernated: components["schemas"]["Snapshot"] & {
             /** @description GPUs the kernel held in the latest sample. */
@@ -1494,6 +1512,12 @@ export interface components {
             currency: string;
             /** @description The listed snapshots' waste_avoided together. */
             waste_avoided: components["schemas"]["Money"];
+            /** @description The snapshot store's price; null when none is configured ("no price"). */
+            storage_price: null | components["schemas"]["StoragePrice"];
+            /** @description The priced snapshots' storage_cost together; null when none is priced. */
+            storage_cost: number | null;
+            /** @description The priced snapshots' storage_cost_per_month together; null when none is priced. */
+            storage_cost_per_month: number | null;
         };
         RestoreRequest: {
             kernel_id: string;
