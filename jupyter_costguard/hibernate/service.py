@@ -56,6 +56,13 @@ class Held:
 class HibernateSettings:
     timeout_seconds: float = 600.0
     max_bytes: int = 100 * 10**9
+    #: how long a restore waits for a busy kernel to become idle before it answers 409: a
+    #: kernel JupyterLab has just started is busy a moment with the page's own requests
+    restore_wait_seconds: float = 10.0
+
+
+#: how often a waiting restore looks at the kernel's state again (seconds)
+IDLE_POLL_SECONDS = 0.05
 
 
 class HibernateService:
@@ -99,10 +106,23 @@ class HibernateService:
         """The notebook path of the kernel's session (the session table; one SELECT)."""
         return session_paths(self.sessions).get(kernel_id)
 
-    def _idle(self, kernel: Any, kernel_id: str, doing: str) -> None:
+    def _idle(self, kernel: Any, kernel_id: str, doing: str, waited: float | None = None
+              ) -> None:
         if getattr(kernel, "execution_state", None) == "busy":
-            raise HibernateError(f"kernel {kernel_id} is busy running a cell; {doing} it once "
-                                 "it is idle (or interrupt it first)", 409)
+            how_long = "" if waited is None else \
+                f" (waited {waited:.1f} s for it to become idle)"
+            raise HibernateError(f"kernel {kernel_id} is busy running a cell{how_long}; "
+                                 f"{doing} it once it is idle (or interrupt it first)", 409)
+
+    async def _wait_idle(self, kernel: Any, kernel_id: str, doing: str) -> None:
+        """Wait (on the loop, without blocking it) up to `restore_wait_seconds` for a busy
+        kernel to become idle, then refuse as `_idle` does, saying how long it waited."""
+        limit = self.settings.restore_wait_seconds
+        start = time.monotonic()
+        while (getattr(kernel, "execution_state", None) == "busy"
+               and time.monotonic() - start < limit):
+            await asyncio.sleep(IDLE_POLL_SECONDS)
+        self._idle(kernel, kernel_id, doing, waited=time.monotonic() - start)
 
     # --- hibernate ---------------------------------------------------------------------
 
@@ -228,7 +248,7 @@ class HibernateService:
                 "only into a kernel of its own notebook", 409)
         with self._one_at_a_time(kernel_id):
             digest = await self._off_loop(self._check, record)
-            self._idle(kernel, kernel_id, "restore into")
+            await self._wait_idle(kernel, kernel_id, "restore into")
             answer = await call(kernel, kernel_id,
                                 restore_code(self.store.folder(snapshot_id), digest),
                                 self.settings.timeout_seconds, "loading the snapshot")
