@@ -1396,9 +1396,9 @@ export interface components {
         /** @description A button a UI may offer on the alert. */
         AlertAction: {
             /** @enum {unknown} */
-            id: "open-panel" | "snooze" | "dismiss" | "shutdown-kernel" | "restart-kernel" | "interrupt-kernel" | "offload" | "open-url";
+            id: "open-panel" | "snooze" | "dismiss" | "shutdown-kernel" | "restart-kernel" | "interrupt-kernel" | "offload" | "open-url" | "hibernate";
             label: string;
-            /** @description Arguments for the action; `open-url` needs `url` (http or https). */
+            /** @description Arguments for the action; `open-url` needs `url` (http or https); the kernel actions and `hibernate` (save the kernel's variables, then shut it down) name their kernel (`kernel_id`). */
             args?: Record<string, unknown>;
         };
         Alert: {
@@ -1406,7 +1406,7 @@ export interface components {
             server: components["schemas"]["OwnerServer"];
             /** @description Short and stable: the same for the alert's lifetime. */
             id: string;
-            /** @description What the alert is about: `training-sized-interactive`, `idle-gpu-kernel`, `budget`, `auto-stop`, `starved-gpu`, `test`, or an admin's own kind. */
+            /** @description What the alert is about: `training-sized-interactive`, `idle-gpu-kernel`, `budget`, `auto-stop`, `starved-gpu`, `test`, `kernel-hibernated` (a notice: an idle GPU kernel was hibernated), or an admin's own kind. */
             kind: string;
             /** @description With `kind`, names the condition (typically a notebook path or kernel id). */
             key: string;
