@@ -1008,7 +1008,9 @@ export interface paths {
          *     or swapped-in snapshot is refused with 409 and nothing is loaded), it must be the
          *     server owner's (403 otherwise), and the kernel's session must be the snapshot's
          *     notebook (409 otherwise). A variable that needs a module missing here is named in
-         *     `skipped` with it; the rest come back. 404 for an unknown snapshot or kernel.
+         *     `skipped` with it; the rest come back. 404 for an unknown snapshot or kernel. A busy
+         *     kernel (one JupyterLab has just started is, a moment) is waited for, up to 10 s,
+         *     before a 409 that says how long it waited.
          */
         post: {
             parameters: {
