@@ -31,9 +31,10 @@ Hibernating is opt-in too (`hibernate_idle_after_seconds`), for a notebook's ker
 snapshot is restored into that notebook): once idle that long the rule asks for it
 (`hibernate-kernel`; the server saves the variables, then shuts the kernel down) and hears how
 it went (`heard`). Done, it raises a notice ("kernel-hibernated": what was freed and kept);
-failed, the kernel keeps running, the alert says why, and the rule asks again only after a
-back-off that doubles with each failure in the idle period (`HIBERNATE_RETRY_SECONDS`). No cull
-while a hibernation is under way. Every idle-GPU alert offers Hibernate as its first action.
+failed, the kernel keeps running, the alert says why at once, and the rule asks again only
+after a back-off that doubles with each failure of that kernel (`HIBERNATE_RETRY_SECONDS`): a
+save that failed once (too big, an unpicklable value) usually fails again. No cull while a
+hibernation is under way. Every idle-GPU alert offers Hibernate as its first action.
 """
 
 from __future__ import annotations
@@ -58,12 +59,12 @@ _OWN_ACTIVITY = 10.0
 #: The notice a done hibernation raises (one per snapshot, until dismissed).
 HIBERNATED_KIND = "kernel-hibernated"
 #: After a failed hibernation, the first wait before asking again (seconds); it doubles
-#: with each further failure in the same idle period, up to the second number.
+#: with each further failure of the same kernel, up to the second number.
 HIBERNATE_RETRY_SECONDS = (300.0, 3600.0)
 
 
 def hibernate_retry_after(failures: int) -> float:
-    """Seconds to wait after the `failures`-th failed hibernation of one idle period."""
+    """Seconds to wait after the `failures`-th failed hibernation of one kernel."""
     first, most = HIBERNATE_RETRY_SECONDS
     return float(min(most, first * 2 ** max(0, failures - 1)))
 
@@ -286,8 +287,7 @@ class IdleKernelRule:
             shown = ", ".join(skipped[:3]) + (f" and {len(skipped) - 3} more"
                                                if len(skipped) > 3 else "")
             message += f"; not saved: {shown}"
-        message += (". It had been idle past c.CostGuard.hibernate_idle_after_seconds; "
-                    "restore the variables from the notebook's banner.")
+        message += ". Restore the variables from the notebook's banner."
         return Finding(
             kind=HIBERNATED_KIND, key=str(doc.get("id") or kid), severity="info",
             title=f"Hibernated idle GPU kernel: {who}", message=message, notebook=notebook,
