@@ -97,7 +97,8 @@ class CostGuard(ExtensionApp, CostTraits, SamplingTraits, GuardTraits, OffloadTr
         if self.guard_enabled:
             loop = getattr(self.serverapp, "io_loop", None) or IOLoop.current()
             self.actor = Actor(self.server.kernel_manager, self._stop_server,
-                               loop.asyncio_loop)  # type: ignore[union-attr]
+                               loop.asyncio_loop,  # type: ignore[union-attr]
+                               hibernate=self._hibernate_idle)
             rules = default_rules(config, server_activity=terminal_activity(self.server),
                                   gpu_busy_percent=self.idle_gpu_threshold_percent,
                                   budget=self._budget)
@@ -105,6 +106,7 @@ class CostGuard(ExtensionApp, CostTraits, SamplingTraits, GuardTraits, OffloadTr
                 config, rules, alerts, ledger, catalog, dispatch=self.actor.dispatch,
                 running_jobs=jobs.running_count if jobs is not None else (lambda: 0),
                 notebook_budgets=NotebookBudgets(self._root_dir(), logger=self.log))
+            self.actor.listeners.append(self.guard.heard)
         self._worker = worker
         self.service = service = CostService(
             Telemetry(self.gpu_source()), ledger, pricing_config,
@@ -250,6 +252,12 @@ class CostGuard(ExtensionApp, CostTraits, SamplingTraits, GuardTraits, OffloadTr
         except Exception as e:
             self.log.error("costguard: hibernate is off: cannot use %s: %s", root, e)
             return None
+
+    async def _hibernate_idle(self, kernel_id: str) -> dict[str, Any]:
+        """The idle rule's `hibernate-kernel` (`hibernate_idle_after_seconds`)."""
+        if self.hibernation is None:
+            raise RuntimeError("hibernate is off on this server (the log at start says why)")
+        return await self.hibernation.hibernate(kernel_id)
 
     def _local_capacity(self) -> Any:
         limit = self.offload_max_local_jobs

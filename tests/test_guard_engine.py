@@ -15,7 +15,15 @@ import pytest
 
 from jupyter_costguard.alerts.store import AlertStore
 from jupyter_costguard.cost.published import Published
-from jupyter_costguard.guard import Act, Finding, Guard, GuardConfig, GuardContext, RuleResult
+from jupyter_costguard.guard import (
+    Act,
+    Finding,
+    Guard,
+    GuardConfig,
+    GuardContext,
+    Outcome,
+    RuleResult,
+)
 from jupyter_costguard.guard.actions import Actor
 from tests.support.guard_harness import GuardHarness, host_sample, publish, sample
 from tests.support.processes import alive
@@ -197,6 +205,40 @@ def test_kernel_actions_and_their_failures(caplog):
     assert [a.action for a in actor.failed] == ["shutdown-kernel", "explode"]
     assert "guard action shutdown-kernel failed" in caplog.text
     assert "unknown or incomplete guard action" in caplog.text
+
+
+def test_every_outcome_is_told_and_a_hibernation_carries_its_snapshot(caplog):
+    """Listeners hear each act's outcome; a refused hibernation is a warning with its reason
+    (expected: a kernel too big to save), not a traceback."""
+
+    async def hibernate(kernel_id: str) -> dict[str, Any]:
+        if kernel_id == "big":
+            raise RuntimeError("the namespace is over the cap")
+        return {"id": "s1", "notebook": "a.ipynb"}
+
+    async def main() -> tuple[Actor, list[Outcome], list[bool]]:
+        heard: list[Outcome] = []
+        actor = Actor(FakeKernels(), lambda: None, asyncio.get_running_loop(),
+                      hibernate=hibernate)
+        actor.listeners.append(heard.append)
+        bare = Actor(FakeKernels(), lambda: None, asyncio.get_running_loop())
+        bare.listeners.append(heard.append)
+        acts = [Act("hibernate-kernel", "r", "k1"), Act("hibernate-kernel", "r", "big"),
+                Act("interrupt-kernel", "r", "k2")]
+        results = [await actor.run(a) for a in acts]
+        results.append(await bare.run(Act("hibernate-kernel", "r", "k3")))
+        return actor, heard, results
+
+    with caplog.at_level(logging.WARNING, logger="jupyter_costguard"):
+        actor, heard, results = asyncio.run(main())
+    assert results == [True, False, True, False]
+    assert [a.kernel_id for a in actor.failed] == ["big"]
+    assert [(o.act.kernel_id, o.error) for o in heard] == [
+        ("k1", None), ("big", "the namespace is over the cap"), ("k2", None),
+        ("k3", "hibernate is not available on this server")]
+    assert heard[0].result == {"id": "s1", "notebook": "a.ipynb"}
+    assert "kernel big was not hibernated: the namespace is over the cap" in caplog.text
+    assert "Traceback" not in caplog.text
 
 
 def test_stop_server_sync_or_async():

@@ -49,8 +49,10 @@ def test_fires_after_the_threshold_and_not_before(tmp_path: Path):
     assert a.details["gpu_memory_bytes"] == 4 * GiB
     assert a.details["idle_seconds"] == 900
     assert a.details["cull"]["enabled"] is False
-    assert [x["id"] for x in a.actions] == ["shutdown-kernel", "restart-kernel", "snooze"]
-    assert a.actions[0]["args"] == {"kernel_id": "k1"}
+    assert [x["id"] for x in a.actions] == ["hibernate", "shutdown-kernel", "restart-kernel",
+                                            "snooze"]
+    assert all(x["args"] == {"kernel_id": "k1"} for x in a.actions[:3])
+    assert a.actions[0]["label"] == "Hibernate: free 1 GPU, keep your variables"
     assert h.acts == []
 
 

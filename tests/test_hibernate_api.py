@@ -8,6 +8,7 @@ wrote for another notebook or owner, is refused and loads nothing.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import shutil
 from pathlib import Path
@@ -371,6 +372,45 @@ async def test_a_busy_kernel_is_not_hibernated(jp_fetch, jp_root_dir, jp_servera
         client.stop_channels()
         await jp_fetch("api", "kernels", kernel_id, "interrupt", method="POST", body="")
     assert (await api(jp_fetch, "snapshots"))["snapshots"] == []
+
+
+async def _busy(jp_fetch: Any, client: Any, kernel_id: str, seconds: float) -> None:
+    """Run `time.sleep(seconds)` in the kernel and return once the server calls it busy."""
+    client.execute(f"import time; time.sleep({seconds})")
+    for _ in range(400):
+        state = json.loads((await jp_fetch("api", "kernels", kernel_id)).body)
+        if state["execution_state"] == "busy":
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"kernel {kernel_id} never became busy")
+
+
+async def test_a_restore_waits_a_moment_for_a_busy_kernel(jp_fetch, jp_root_dir, jp_serverapp):
+    """A kernel JupyterLab has just started is busy a moment with the page's own requests: the
+    restore waits for it (up to `restore_wait_seconds`) rather than answering 409 at once;
+    past that it answers 409, saying how long it waited."""
+    snap = await hibernated(jp_fetch, jp_root_dir, jp_serverapp)
+    kernel_id = await new_kernel(jp_fetch, jp_root_dir)
+    svc = service(jp_serverapp)
+    client = jp_serverapp.kernel_manager.get_kernel(kernel_id).client()
+    client.start_channels()
+    try:
+        await client.wait_for_ready(timeout=60)
+        svc.settings = dataclasses.replace(svc.settings, restore_wait_seconds=0.5)
+        await _busy(jp_fetch, client, kernel_id, 60)
+        doc = await api(jp_fetch, "snapshots", snap["id"], "restore", method="POST",
+                        body={"kernel_id": kernel_id}, expect=409)
+        assert "busy running a cell (waited 0.5 s" in doc["message"], doc
+        await jp_fetch("api", "kernels", kernel_id, "interrupt", method="POST", body="")
+
+        svc.settings = dataclasses.replace(svc.settings, restore_wait_seconds=30)
+        await _busy(jp_fetch, client, kernel_id, 1.5)
+        restored = await api(jp_fetch, "snapshots", snap["id"], "restore", method="POST",
+                             body={"kernel_id": kernel_id})
+        assert set(restored["restored"]) == set(snap["saved"])
+    finally:
+        client.stop_channels()
+    assert "100000" in await run(jp_serverapp, kernel_id, "print(len(items))")
 
 
 async def test_a_missing_module_is_named_with_the_variables_that_need_it(

@@ -39,11 +39,12 @@ SOURCES = ("guard", "api")
 #: What a UI may offer as a button on an alert.
 ACTION_IDS = (
     "open-panel", "snooze", "dismiss", "shutdown-kernel", "restart-kernel", "interrupt-kernel",
-    "offload", "open-url",
+    "offload", "open-url", "hibernate",
 )
 #: Kinds the guard raises (the API accepts any kind its `AlertRequest` schema does).
 KNOWN_KINDS = (
     "training-sized-interactive", "idle-gpu-kernel", "budget", "auto-stop", "starved-gpu", "test",
+    "kernel-hibernated",
 )
 
 #: A request's fields and their limits are written once, in web/openapi.yaml (AlertRequest,

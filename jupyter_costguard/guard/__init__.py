@@ -1,7 +1,8 @@
 """The guard: rules over spend and telemetry that raise alerts and, where opted in, act."""
 
-from jupyter_costguard.guard.base import Act, Finding, GuardContext, Rule, RuleResult
+from jupyter_costguard.guard.base import Act, Finding, GuardContext, Outcome, Rule, RuleResult
 from jupyter_costguard.guard.config import GuardConfig
 from jupyter_costguard.guard.engine import Guard
 
-__all__ = ["Act", "Finding", "Guard", "GuardConfig", "GuardContext", "Rule", "RuleResult"]
+__all__ = ["Act", "Finding", "Guard", "GuardConfig", "GuardContext", "Outcome", "Rule",
+           "RuleResult"]

@@ -4,6 +4,10 @@ Nothing here may take the server down by accident: every failure (a kernel that 
 gone, a shutdown command that is missing, fails or hangs) is logged and swallowed. The
 shutdown command runs in its own session with its output captured in a temporary file, is
 given `command_timeout` seconds, and is then killed together with whatever it started.
+
+A `hibernate-kernel` act is done by the `hibernate` callable the server gives (its hibernate
+service: save the variables, then shut the kernel down); every act's `Outcome` is told to the
+`listeners` (the guard, whose rules may wait to hear it), done or failed.
 """
 
 from __future__ import annotations
@@ -13,15 +17,18 @@ import logging
 import os
 import signal
 import tempfile
-from collections.abc import Awaitable, Callable, Sequence
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import IO, Any
 
-from jupyter_costguard.guard.base import Act
+from jupyter_costguard.guard.base import Act, Outcome
 
 log = logging.getLogger("jupyter_costguard")
 
 #: How long the shutdown command may run before it is killed.
 COMMAND_TIMEOUT_SECONDS = 120.0
+#: Hibernate a kernel: its snapshot's document, or an exception saying why not.
+Hibernate = Callable[[str], Awaitable[Mapping[str, Any]]]
 #: How much of the command's output (the end of it) goes into the log.
 OUTPUT_TAIL_BYTES = 4000
 
@@ -31,8 +38,12 @@ class Actor:
 
     def __init__(self, kernel_manager: Any, stop_server: Callable[[], Awaitable[None] | None],
                  loop: asyncio.AbstractEventLoop,
-                 command_timeout: float = COMMAND_TIMEOUT_SECONDS) -> None:
+                 command_timeout: float = COMMAND_TIMEOUT_SECONDS,
+                 hibernate: Hibernate | None = None) -> None:
         self.kernel_manager = kernel_manager
+        self.hibernate = hibernate
+        #: told every act's outcome (on the loop; a listener must not block)
+        self.listeners: list[Callable[[Outcome], None]] = []
         self.stop_server = stop_server
         self.loop = loop
         self.command_timeout = command_timeout
@@ -48,14 +59,33 @@ class Actor:
             log.error("costguard: cannot carry out %s (%s): the event loop has stopped",
                       act.action, act.reason)
             self.failed.append(act)
+            self._tell(act, "the event loop has stopped")
 
     def _start(self, act: Act) -> None:
         task = asyncio.ensure_future(self.run(act))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
+    def _tell(self, act: Act, error: str | None,
+              result: Mapping[str, Any] | None = None) -> None:
+        outcome = Outcome(act=act, time=time.time(), error=error, result=result or {})
+        for listen in self.listeners:
+            try:
+                listen(outcome)
+            except Exception:
+                log.exception("costguard: a listener failed to hear %s", act.action)
+
     async def run(self, act: Act) -> bool:
         """Carry out `act`; True when it worked. Never raises (except cancellation)."""
+        if act.action == "hibernate-kernel" and act.kernel_id:
+            return await self._hibernate(act)
+        error = await self._carry_out(act)
+        (self.done if error is None else self.failed).append(act)
+        self._tell(act, error)
+        return error is None
+
+    async def _carry_out(self, act: Act) -> str | None:
+        """None when `act` worked, else why not (logged)."""
         try:
             km = self.kernel_manager
             if act.action == "interrupt-kernel" and act.kernel_id:
@@ -66,21 +96,38 @@ class Actor:
                 await _maybe(km.shutdown_kernel(act.kernel_id))
             elif act.action == "run-command" and act.command:
                 if not await self.run_command(act.command):
-                    self.failed.append(act)
-                    return False
+                    return "the shutdown command failed"
             elif act.action == "stop-server":
                 await _maybe(self.stop_server())
             else:
                 log.error("costguard: unknown or incomplete guard action %r", act)
-                self.failed.append(act)
-                return False
+                return f"unknown or incomplete guard action {act.action!r}"
         except asyncio.CancelledError:
             raise
-        except Exception:
+        except Exception as e:
             log.exception("costguard: guard action %s failed", act.action)
+            return str(e) or type(e).__name__
+        return None
+
+    async def _hibernate(self, act: Act) -> bool:
+        """A refused hibernation is expected (a kernel too big to save, gone, busy): logged
+        with its reason, no traceback, and told to the listeners with the snapshot."""
+        assert act.kernel_id
+        try:
+            if self.hibernate is None:
+                raise RuntimeError("hibernate is not available on this server")
+            doc = await self.hibernate(act.kernel_id)
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:
+            log.warning("costguard: kernel %s was not hibernated: %s", act.kernel_id, e)
             self.failed.append(act)
+            self._tell(act, str(e) or type(e).__name__)
             return False
+        log.warning("costguard: kernel %s hibernated as snapshot %s", act.kernel_id,
+                    doc.get("id"))
         self.done.append(act)
+        self._tell(act, None, doc)
         return True
 
     async def run_command(self, command: Sequence[str]) -> bool:

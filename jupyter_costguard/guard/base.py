@@ -3,8 +3,11 @@
 Each tick a rule reads a `GuardContext` (the published sample, the ledger's totals, the
 catalog) and returns `Finding`s (conditions that hold now, raised as alerts) and `Act`s
 (things to do, carried out on the IO loop by the engine). A condition a rule stops finding
-is resolved. A rule that judges a stretch of time keeps its own `window.Rolling`, fed once
-per sample, so no rule re-reads old samples.
+is resolved; a *notice* (something that happened, e.g. a kernel was hibernated) is raised once
+and stays until the user dismisses it. How an act went is told back to the rules as an
+`Outcome` (their optional `heard`, called from the IO loop: it must be thread-safe). A rule
+that judges a stretch of time keeps its own `window.Rolling`, fed once per sample, so no rule
+re-reads old samples.
 """
 
 from __future__ import annotations
@@ -39,16 +42,30 @@ class Act:
     """Something to do on the IO loop: interrupt/restart/shutdown a kernel, run the
     configured shutdown command, or stop the server."""
 
-    action: str  # interrupt-kernel | restart-kernel | shutdown-kernel | run-command | stop-server
+    action: str  # interrupt-kernel | restart-kernel | shutdown-kernel | hibernate-kernel
+    #              | run-command | stop-server
     reason: str
     kernel_id: str | None = None
     command: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How an act went, once the IO loop has carried it out: `error` None when it worked;
+    `result` what it answered (a hibernation: its snapshot document)."""
+
+    act: Act
+    time: float
+    error: str | None = None
+    result: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass
 class RuleResult:
     findings: list[Finding] = field(default_factory=list)
     acts: list[Act] = field(default_factory=list)
+    #: raised once, never resolved by the engine: the user dismisses them
+    notices: list[Finding] = field(default_factory=list)
 
 
 @dataclass

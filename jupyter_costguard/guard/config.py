@@ -35,6 +35,9 @@ class GuardConfig:
     cull_idle_kernels: bool = False
     cull_after_seconds: float = 3600.0
     cull_warning_seconds: float = 600.0
+    #: opt-in: hibernate (save the variables, then shut down) a notebook's idle GPU kernel
+    #: after this long idle (None: off)
+    hibernate_idle_after_seconds: float | None = None
 
     # --- budgets ----------------------------------------------------------------------
     notebook_budget: float | None = None
@@ -95,6 +98,15 @@ class GuardTraits(HasTraits):
         help="Idle time after which an idle GPU kernel is shut down.")
     cull_warning_seconds = Float(_D.cull_warning_seconds, config=True,
         help="How long before a cull the warning comes (seconds).")
+    hibernate_idle_after_seconds = Float(
+        _D.hibernate_idle_after_seconds, allow_none=True, config=True,
+        help="Hibernate a notebook's kernel that holds GPUs once the idle-GPU rule has found "
+        "it idle this long (seconds): its variables are saved, then it is shut down and its "
+        "GPUs freed; the notebook's banner restores them. A kernel whose variables cannot be "
+        "saved keeps running (the alert says why; tried again later, less and less often). "
+        "Kernels on GPUs that report no utilisation (MIG) are never hibernated by this. "
+        "None: off. Opt-in; independent of cull_idle_kernels (set it below "
+        "cull_after_seconds so that the cull only stops kernels that could not be saved).")
     notebook_budget = Float(_D.notebook_budget, allow_none=True, config=True,
         help="Budget per notebook (currency units); a notebook's metadata "
         "costguard.budget overrides it.")

@@ -9,7 +9,7 @@ from jupyter_costguard.alerts.store import AlertStore
 from jupyter_costguard.cost.catalog import Catalog
 from jupyter_costguard.cost.ledger import Ledger
 from jupyter_costguard.cost.published import Published
-from jupyter_costguard.guard.base import Act, GuardContext, Rule
+from jupyter_costguard.guard.base import Act, GuardContext, Outcome, Rule
 from jupyter_costguard.guard.config import GuardConfig
 
 log = logging.getLogger("jupyter_costguard")
@@ -65,6 +65,17 @@ class Guard:
                 log.info("costguard: resolving %s alert %r left by an earlier run", kind, key)
                 self.alerts.resolve(kind, key)
 
+    def heard(self, outcome: Outcome) -> None:
+        """How an act went (from the IO loop): told to every rule that listens."""
+        for rule in self.rules:
+            listen = getattr(rule, "heard", None)
+            if listen is not None:
+                try:
+                    listen(outcome)
+                except Exception:
+                    log.exception("costguard: guard rule %s failed to hear %s", rule.kind,
+                                  outcome.act.action)
+
     def evaluate(self, published: Published) -> list[Act]:
         """One round of every rule; returns the acts it dispatched."""
         sample = published.sample
@@ -90,12 +101,12 @@ class Guard:
                 holding |= {c for c in self._holding if c[0] == rule.kind}  # keep its alerts
                 failed.add(rule.kind)
                 continue
-            for f in result.findings:
+            for f in result.findings + result.notices:
                 self.alerts.raise_alert(
                     f.kind, f.key, f.severity, f.title, f.message, notebook=f.notebook,
                     kernel_id=f.kernel_id, actions=[dict(a) for a in f.actions],
                     details=dict(f.details))
-                holding.add((f.kind, f.key))
+            holding |= {(f.kind, f.key) for f in result.findings}
             acts.extend(result.acts)
         for kind, key in self._holding - holding:
             self.alerts.resolve(kind, key)

@@ -26,23 +26,57 @@ per idle period. Any activity (busy, or a new `last_activity`) starts a new idle
 alert resolves and a pending cull is cancelled. The turn to critical shows a dismissed or
 snoozed warning again (an escalation). Dismissing or snoozing the alert does not
 cancel a cull: using the kernel does.
+
+Hibernating is opt-in too (`hibernate_idle_after_seconds`), for a notebook's kernel only (its
+snapshot is restored into that notebook): once idle that long the rule asks for it
+(`hibernate-kernel`; the server saves the variables, then shuts the kernel down) and hears how
+it went (`heard`). Done, it raises a notice ("kernel-hibernated": what was freed and kept);
+failed, the kernel keeps running, the alert says why at once, and the rule asks again only
+after a back-off that doubles with each failure of that kernel (`HIBERNATE_RETRY_SECONDS`): a
+save that failed once (too big, an unpicklable value) usually fails again. No cull while a
+hibernation is under way. Every idle-GPU alert offers Hibernate as its first action.
 """
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from jupyter_costguard.common.gpuactivity import GPU_BUSY_PERCENT, UNKNOWN
 from jupyter_costguard.cost.activity import kernel_gpu_activity
 from jupyter_costguard.cost.views import idle_seconds
-from jupyter_costguard.guard.base import Act, Finding, GuardContext, RuleResult
+from jupyter_costguard.guard.base import Act, Finding, GuardContext, Outcome, RuleResult
 from jupyter_costguard.guard.config import GuardConfig
 from jupyter_costguard.guard.wording import clock_time, duration, gib, money
 from jupyter_costguard.sampling.records import KernelSample
 
 #: States in which the kernel manager is busy with the kernel itself: no cull then.
 _NO_CULL_STATES = frozenset({"restarting", "autorestarting", "terminating", "dead"})
+#: How long after a failed save the kernel's activity is still the save's own (seconds).
+_OWN_ACTIVITY = 10.0
+#: The notice a done hibernation raises (one per snapshot, until dismissed).
+HIBERNATED_KIND = "kernel-hibernated"
+#: After a failed hibernation, the first wait before asking again (seconds); it doubles
+#: with each further failure of the same kernel, up to the second number.
+HIBERNATE_RETRY_SECONDS = (300.0, 3600.0)
+
+
+def hibernate_retry_after(failures: int) -> float:
+    """Seconds to wait after the `failures`-th failed hibernation of one kernel."""
+    first, most = HIBERNATE_RETRY_SECONDS
+    return float(min(most, first * 2 ** max(0, failures - 1)))
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def hibernate_label(gpus: int) -> str:
+    """The alert's Hibernate button: "Hibernate: free 4 GPUs, keep your variables"."""
+    what = _plural(gpus, "GPU") if gpus > 0 else "its GPUs"
+    return f"Hibernate: free {what}, keep your variables"
 
 
 @dataclass
@@ -59,6 +93,26 @@ class _IdlePeriod:
     culled_at: float | None = None
 
 
+@dataclass
+class _Hibernation:
+    """The hibernations asked for one kernel, kept for the kernel's life: a save runs in the
+    kernel (busy, then a new `last_activity`), so it would start a new idle period itself."""
+
+    #: when one was asked for and not yet heard of (or heard done: the kernel is going)
+    asked_at: float | None = None
+    #: failed ones, the last one's reason and time, and when to ask again
+    failures: int = 0
+    error: str | None = None
+    failed_at: float | None = None
+    retry_at: float | None = None
+
+    def just_failed(self, last_activity: float) -> bool:
+        """Whether the kernel has not been used since the last failure (its last activity is
+        the failed save's own, which ends a moment after the answer): the alert says so at
+        once rather than after `idle_kernel_seconds`."""
+        return self.failed_at is not None and last_activity <= self.failed_at + _OWN_ACTIVITY
+
+
 class IdleKernelRule:
     kind = "idle-gpu-kernel"
 
@@ -66,9 +120,33 @@ class IdleKernelRule:
         self.config = config
         self.gpu_busy_percent = gpu_busy_percent
         self._periods: dict[str, _IdlePeriod] = {}
+        self._hibernations: dict[str, _Hibernation] = {}
+        #: outcomes of hibernations, heard on the IO loop, read at the next evaluation
+        self._heard: list[Outcome] = []
+        self._heard_lock = threading.Lock()
+
+    def heard(self, outcome: Outcome) -> None:
+        """Thread-safe: how a hibernation this rule asked for went."""
+        if outcome.act.action == "hibernate-kernel":
+            with self._heard_lock:
+                self._heard.append(outcome)
+
+    def _take_heard(self, result: RuleResult) -> None:
+        with self._heard_lock:
+            heard, self._heard = self._heard, []
+        for outcome in heard:
+            h = self._hibernations.get(outcome.act.kernel_id or "")
+            if outcome.error is None:  # stays "asked" until the kernel is gone
+                result.notices.append(self._hibernated(outcome))
+            elif h is not None and h.asked_at is not None:
+                h.asked_at = None
+                h.failures += 1
+                h.error, h.failed_at = outcome.error, outcome.time
+                h.retry_at = outcome.time + hibernate_retry_after(h.failures)
 
     def evaluate(self, ctx: GuardContext) -> RuleResult:
         result = RuleResult()
+        self._take_heard(result)
         sample = ctx.published.sample
         if sample is None:
             return result
@@ -92,6 +170,9 @@ class IdleKernelRule:
             self._judge(ctx, k, period, result)
         for kid in set(self._periods) - seen:
             del self._periods[kid]
+        present = {k.info.kernel_id for k in sample.kernels}
+        for kid in set(self._hibernations) - present:
+            del self._hibernations[kid]
         return result
 
     def _judge(self, ctx: GuardContext, k: KernelSample, period: _IdlePeriod,
@@ -102,8 +183,19 @@ class IdleKernelRule:
         cull = cfg.cull_idle_kernels
         warn_from = max(0.0, cfg.cull_after_seconds - cfg.cull_warning_seconds)
         cull_warning = cull and idle >= warn_from
-        if not (idle >= cfg.idle_kernel_seconds or cull_warning):
+        h = self._hibernations.setdefault(k.info.kernel_id, _Hibernation())
+        hibernate_at = self._hibernate_at(k, h)
+        hibernate_due = hibernate_at is not None and now >= hibernate_at
+        if not (idle >= cfg.idle_kernel_seconds or cull_warning or hibernate_due
+                or h.just_failed(k.info.last_activity)):
             return
+        if (hibernate_due and h.asked_at is None
+                and k.info.execution_state not in _NO_CULL_STATES):
+            h.asked_at = now
+            result.acts.append(Act(
+                action="hibernate-kernel", kernel_id=k.info.kernel_id,
+                reason=f"{self._who(k)} idle for {duration(idle)} holding "
+                f"{self._gpus_text(ctx, k)} (c.CostGuard.hibernate_idle_after_seconds)"))
         if cull_warning and period.warned_at is None:
             period.warned_at = now  # raised as an alert by the engine this very tick
         cull_at: float | None = None
@@ -112,6 +204,7 @@ class IdleKernelRule:
             if period.warned_at is not None:
                 cull_at = max(cull_at, period.warned_at + cfg.cull_warning_seconds)
             if (period.culled_at is None and period.warned_at is not None and now >= cull_at
+                    and h.asked_at is None
                     and k.info.execution_state not in _NO_CULL_STATES):
                 period.culled_at = now
                 result.acts.append(Act(
@@ -119,7 +212,19 @@ class IdleKernelRule:
                     reason=f"{self._who(k)} idle for {duration(idle)} holding "
                     f"{self._gpus_text(ctx, k)} (c.CostGuard.cull_idle_kernels; warned at "
                     f"{clock_time(period.warned_at)})"))
-        result.findings.append(self._finding(ctx, k, period, idle, cull_at, cull_warning))
+        result.findings.append(self._finding(ctx, k, period, idle, cull_at, cull_warning,
+                                             h, hibernate_at))
+
+    def _hibernate_at(self, k: KernelSample, h: _Hibernation) -> float | None:
+        """When this kernel is (next) to be hibernated; None when it is not to be: the
+        option is off, or the kernel belongs to no notebook."""
+        after = self.config.hibernate_idle_after_seconds
+        if after is None or not k.info.path:
+            return None
+        at = k.info.last_activity + after
+        if h.retry_at is not None:
+            at = max(at, h.retry_at)
+        return at
 
     # --- wording -----------------------------------------------------------------------
 
@@ -151,8 +256,49 @@ class IdleKernelRule:
                          else where)
         return ", ".join(parts)
 
+    @staticmethod
+    def _hibernate_text(period: _IdlePeriod, h: _Hibernation,
+                        hibernate_at: float | None) -> str:
+        if hibernate_at is None or period.culled_at is not None:
+            return ""
+        if h.asked_at is not None:
+            return " It is being hibernated (its variables saved, then its GPUs freed)."
+        if h.error is not None:
+            return (f" Hibernating it failed, so it keeps running: {h.error} (tried "
+                    f"{_plural(h.failures, 'time')}; next try at {clock_time(hibernate_at)} "
+                    "unless used).")
+        return (f" It will be hibernated at {clock_time(hibernate_at)} unless used (its "
+                "variables kept, its GPUs freed).")
+
+    def _hibernated(self, outcome: Outcome) -> Finding:
+        """The notice of a done hibernation: what it freed and kept, and where to restore."""
+        doc: Mapping[str, Any] = outcome.result
+        kid = outcome.act.kernel_id
+        notebook = str(doc.get("notebook") or "") or None
+        who = notebook or f"kernel {str(kid)[:8]}"
+        saved = len(doc.get("saved") or [])
+        skipped = [str(s.get("name")) for s in doc.get("skipped") or []
+                   if isinstance(s, Mapping)]
+        gpus = int(doc.get("gpus_freed") or 0)
+        nbytes = int(doc.get("bytes") or 0)
+        message = (f"Hibernated {who}: freed {_plural(gpus, 'GPU')}, kept "
+                   f"{_plural(saved, 'variable')} ({gib(nbytes)})")
+        if skipped:
+            shown = ", ".join(skipped[:3]) + (f" and {len(skipped) - 3} more"
+                                               if len(skipped) > 3 else "")
+            message += f"; not saved: {shown}"
+        message += ". Restore the variables from the notebook's banner."
+        return Finding(
+            kind=HIBERNATED_KIND, key=str(doc.get("id") or kid), severity="info",
+            title=f"Hibernated idle GPU kernel: {who}", message=message, notebook=notebook,
+            kernel_id=kid, actions=({"id": "open-panel", "label": "Open cost panel"},),
+            details={"snapshot_id": doc.get("id"), "kernel_id": kid, "gpus_freed": gpus,
+                     "saved": saved, "skipped": skipped, "bytes": nbytes,
+                     "hibernated_at": outcome.time, "reason": outcome.act.reason})
+
     def _finding(self, ctx: GuardContext, k: KernelSample, period: _IdlePeriod, idle: float,
-                 cull_at: float | None, cull_warning: bool) -> Finding:
+                 cull_at: float | None, cull_warning: bool, h: _Hibernation,
+                 hibernate_at: float | None) -> Finding:
         cfg = self.config
         currency = ctx.published.pricing.currency
         who = self._who(k)
@@ -176,11 +322,16 @@ class IdleKernelRule:
             title = f"Idle GPU kernel: {who}"
             if cull_at is not None:
                 message += f" It will be shut down at {clock_time(cull_at)} unless used."
-            else:
+            elif hibernate_at is None:
                 message += " Shut it down or restart it to free the GPU."
+        message += self._hibernate_text(period, h, hibernate_at)
         gpus = self._gpu_docs(ctx, k)
         kernel_args = {"kernel_id": k.info.kernel_id}
+        # only a notebook's kernel can be hibernated: its snapshot is restored into it
+        hibernate = ({"id": "hibernate", "label": hibernate_label(len(gpus)),
+                      "args": kernel_args},) if k.info.path else ()
         actions = (
+            *hibernate,
             {"id": "shutdown-kernel", "label": "Shut down kernel", "args": kernel_args},
             {"id": "restart-kernel", "label": "Restart kernel", "args": kernel_args},
             {"id": "snooze", "label": "Snooze"},
@@ -207,6 +358,14 @@ class IdleKernelRule:
                 "at": cull_at,
                 "warned_at": period.warned_at,
                 "requested_at": period.culled_at,
+            },
+            "hibernate": {
+                "enabled": cfg.hibernate_idle_after_seconds is not None,
+                "after_seconds": cfg.hibernate_idle_after_seconds,
+                "at": hibernate_at,
+                "asked_at": h.asked_at,
+                "failures": h.failures,
+                "error": h.error,
             },
         }
         return Finding(kind=self.kind, key=k.info.kernel_id, severity=severity, title=title,

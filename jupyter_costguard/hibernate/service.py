@@ -63,6 +63,13 @@ class HibernateSettings:
     store_url: str | None = None
     #: what the store new snapshots go to costs (None: no price)
     price: StoragePrice | None = None
+    #: how long a restore waits for a busy kernel to become idle before it answers 409: a
+    #: kernel JupyterLab has just started is busy a moment with the page's own requests
+    restore_wait_seconds: float = 10.0
+
+
+#: how often a waiting restore looks at the kernel's state again (seconds)
+IDLE_POLL_SECONDS = 0.05
 
 
 class HibernateService:
@@ -123,10 +130,23 @@ class HibernateService:
         """The notebook path of the kernel's session (the session table; one SELECT)."""
         return session_paths(self.sessions).get(kernel_id)
 
-    def _idle(self, kernel: Any, kernel_id: str, doing: str) -> None:
+    def _idle(self, kernel: Any, kernel_id: str, doing: str, waited: float | None = None
+              ) -> None:
         if getattr(kernel, "execution_state", None) == "busy":
-            raise HibernateError(f"kernel {kernel_id} is busy running a cell; {doing} it once "
-                                 "it is idle (or interrupt it first)", 409)
+            how_long = "" if waited is None else \
+                f" (waited {waited:.1f} s for it to become idle)"
+            raise HibernateError(f"kernel {kernel_id} is busy running a cell{how_long}; "
+                                 f"{doing} it once it is idle (or interrupt it first)", 409)
+
+    async def _wait_idle(self, kernel: Any, kernel_id: str, doing: str) -> None:
+        """Wait (on the loop, without blocking it) up to `restore_wait_seconds` for a busy
+        kernel to become idle, then refuse as `_idle` does, saying how long it waited."""
+        limit = self.settings.restore_wait_seconds
+        start = time.monotonic()
+        while (getattr(kernel, "execution_state", None) == "busy"
+               and time.monotonic() - start < limit):
+            await asyncio.sleep(IDLE_POLL_SECONDS)
+        self._idle(kernel, kernel_id, doing, waited=time.monotonic() - start)
 
     # --- hibernate ---------------------------------------------------------------------
 
@@ -267,7 +287,7 @@ class HibernateService:
                 "only into a kernel of its own notebook", 409)
         with self._one_at_a_time(kernel_id):
             digest = await self._in_store(self._check, record)
-            self._idle(kernel, kernel_id, "restore into")
+            await self._wait_idle(kernel, kernel_id, "restore into")
             src = self.store.location(record)
             staging = self.store.root if where.is_remote(src) else None
             answer = await call(kernel, kernel_id, restore_code(src, digest, staging),

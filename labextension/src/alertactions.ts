@@ -15,7 +15,6 @@ import type { ReadonlyJSONObject, ReadonlyPartialJSONObject } from '@lumino/core
 
 import type { IAlert, IAlertAction } from './api';
 import { CommandIDs } from './commands';
-import { hibernateActionLabel } from './hibernatemodel';
 
 /** Shown when an alert offers offload and no offload command is installed. */
 export const OFFLOAD_UNAVAILABLE_TEXT =
@@ -24,9 +23,6 @@ export const OFFLOAD_UNAVAILABLE_TEXT =
 /** Shown when an alert offers hibernate and the hibernate plugin is off. */
 export const HIBERNATE_UNAVAILABLE_TEXT =
   'Costguard: hibernating a kernel is not available (the jupyter-costguard:hibernate plugin is off).';
-
-/** The guard rule whose alerts offer Hibernate even when the server's actions do not. */
-export const IDLE_GPU_KIND = 'idle-gpu-kernel';
 
 /** Every button's tooltip starts with this. */
 export const CAPTION_PREFIX = 'Costguard: ';
@@ -109,39 +105,13 @@ export function isActionOffered(alert: IAlert, action: IAlertAction): boolean {
   }
 }
 
-/** How many GPUs an alert's kernel holds (`details.gpus`), or null when it does not say. */
-function alertGpuCount(alert: IAlert): number | null {
-  const gpus = (alert.details as { gpus?: unknown } | null | undefined)?.gpus;
-  return Array.isArray(gpus) ? gpus.length : null;
-}
-
 /**
- * An idle-GPU alert's Hibernate ("Hibernate: free 4 GPUs, keep your
- * variables"), first: the server's own when it sends one, else this.
- */
-export function hibernateAction(alert: IAlert): IAlertAction | null {
-  if (alert.kind !== IDLE_GPU_KIND || !alert.kernel_id) {
-    return null;
-  }
-  return {
-    id: 'hibernate',
-    label: hibernateActionLabel(alertGpuCount(alert)),
-    args: { kernel_id: alert.kernel_id }
-  };
-}
-
-/**
- * The actions of an alert a UI offers, in the server's order; an idle-GPU
- * alert whose actions lack Hibernate gets it first.
+ * The actions of an alert a UI offers, in the server's order: the server
+ * says which (an idle-GPU alert's Hibernate comes first, from the guard).
  */
 export function offeredActions(alert: IAlert): IAlertAction[] {
   const actions = Array.isArray(alert.actions) ? alert.actions : [];
-  const offered = actions.filter(action => isActionOffered(alert, action));
-  const hibernate = hibernateAction(alert);
-  if (hibernate && !offered.some(action => action.id === 'hibernate')) {
-    offered.unshift(hibernate);
-  }
-  return offered;
+  return actions.filter(action => isActionOffered(alert, action));
 }
 
 /** A snooze duration, short: `15 min`, `1 h`, `1 h 30 min`, `2 d`. */

@@ -7,8 +7,9 @@
  * Per tick: `GET kernels` → this kernel (the `kernel_id` trait, else the
  * widget manager's kernel) → its notebook path (or the `notebook` override)
  * → `GET notebooks/<path>` and `GET alerts?notebook=<path>`; `GET status`
- * (instance and rate) at most every 15 s; a server without alerts is asked
- * again after a minute.
+ * (instance and rate) and `GET snapshots?notebook=<path>` (a snapshot to
+ * restore) at most every 15 s; a server without alerts is asked again after a
+ * minute.
  */
 import type { ServerConnection } from '@jupyterlab/services';
 
@@ -25,6 +26,7 @@ import {
 } from './api';
 import {
   ALERTS_RECHECK_MS,
+  SNAPSHOTS_MAX_AGE_MS,
   clampWidgetRefresh,
   ICostWidgetSummary,
   notebookPathFor,
@@ -33,6 +35,7 @@ import {
   STATUS_MAX_AGE_MS,
   summarizeWidget
 } from './costwidgetsummary';
+import { ISnapshot, listSnapshots } from './hibernateapi';
 import { PolledModel } from './polledmodel';
 
 /** Connection state of a cost widget. */
@@ -87,10 +90,11 @@ export class CostWidgetFeed extends PolledModel<ICostWidgetSummary, CostWidgetSt
     const override = this._options.notebook();
     const path = kernel || override ? notebookPathFor(kernel, override) : null;
     const now = Date.now();
-    const [notebook, alerts, status] = await Promise.all([
+    const [notebook, alerts, status, snapshots] = await Promise.all([
       path ? this._notebook(path) : Promise.resolve(null),
       path ? this._alerts(path, now) : Promise.resolve(null),
-      this._status(now)
+      this._status(now),
+      path ? this._snapshots(path, now) : Promise.resolve(null)
     ]);
     return summarizeWidget({
       kernels,
@@ -98,7 +102,8 @@ export class CostWidgetFeed extends PolledModel<ICostWidgetSummary, CostWidgetSt
       notebookPath: path,
       notebook,
       status,
-      alerts
+      alerts,
+      snapshots
     });
   }
 
@@ -160,9 +165,35 @@ export class CostWidgetFeed extends PolledModel<ICostWidgetSummary, CostWidgetSt
     return this._statusDoc;
   }
 
+  /**
+   * The notebook's snapshots, re-read at most every `SNAPSHOTS_MAX_AGE_MS`.
+   * Secondary, like the rate: a server without hibernation (404, 503) or an
+   * error shows none and does not take the widget offline.
+   */
+  private async _snapshots(path: string, now: number): Promise<ISnapshot[] | null> {
+    const cached = this._snapshotsOf;
+    if (cached && cached.path === path && now - cached.at < SNAPSHOTS_MAX_AGE_MS) {
+      return cached.snapshots;
+    }
+    let snapshots: ISnapshot[] | null = null;
+    try {
+      const list = await listSnapshots(path, this._options.serverSettings);
+      snapshots = Array.isArray(list?.snapshots) ? list.snapshots : [];
+    } catch (reason) {
+      console.debug('jupyter-costguard: snapshots unavailable', reason);
+    }
+    this._snapshotsOf = { path, at: now, snapshots };
+    return snapshots;
+  }
+
   private _alertsMissingSince = 0;
   private _offlineText = '';
   private _options: CostWidgetFeed.IOptions;
+  private _snapshotsOf: {
+    path: string;
+    at: number;
+    snapshots: ISnapshot[] | null;
+  } | null = null;
   private _statusAt = 0;
   private _statusDoc: ICostStatus | null = null;
   private _summary: ICostWidgetSummary | null = null;

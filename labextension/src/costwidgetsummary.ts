@@ -32,6 +32,8 @@ import {
   SEPARATOR,
   UNKNOWN_ACTIVITY_TITLE
 } from './format';
+import type { ISnapshot } from './hibernateapi';
+import { bannerText, bannerTitle, newestSnapshot } from './hibernatemodel';
 
 /** ipywidgets module name of the cost widget (`_model_module` in Python). */
 export const MODULE_NAME = 'jupyter-costguard';
@@ -50,6 +52,9 @@ export const MIN_WIDGET_REFRESH_SECONDS = 0.5;
 
 /** How often the (slowly changing) instance status is re-read, ms. */
 export const STATUS_MAX_AGE_MS = 15 * 1000;
+
+/** How often the notebook's snapshots (they change rarely) are re-read, ms. */
+export const SNAPSHOTS_MAX_AGE_MS = 15 * 1000;
 
 /** How often to re-check a server that had no alerts endpoint, ms. */
 export const ALERTS_RECHECK_MS = 60 * 1000;
@@ -202,7 +207,7 @@ export function offlineMessage(error: unknown): string {
 }
 
 /** Kinds of part, each rendered as `.jp-costguard-widget-<kind>`. */
-export type CostWidgetPartKind = 'spend' | 'waste' | 'gpu' | 'idle' | 'rate';
+export type CostWidgetPartKind = 'spend' | 'waste' | 'gpu' | 'idle' | 'rate' | 'snapshot';
 
 /** One piece of the widget's line. */
 export interface ICostWidgetPart {
@@ -249,6 +254,11 @@ export interface ICostWidgetInput {
   status: ICostStatus | null;
   /** Alerts for the notebook; null when the server has no alerts (404). */
   alerts: IAlert[] | null;
+  /**
+   * The notebook's snapshots (`GET snapshots?notebook=`); null when not read
+   * (no notebook, or a server without hibernation).
+   */
+  snapshots?: ISnapshot[] | null;
 }
 
 /** The alert the widget shows, from the picked alert. */
@@ -373,6 +383,25 @@ function ratePart(status: ICostStatus, kernel: IKernelDoc, currency: string): IC
 }
 
 /**
+ * The notebook's snapshot still to restore, as its banner says it:
+ * "Hibernated at 14:02 · 3.2 GiB · 42 variables" (null when there is none).
+ */
+function snapshotPart(input: ICostWidgetInput, currency: string): ICostWidgetPart | null {
+  const path = input.notebookPath;
+  const snapshot = path && input.snapshots ? newestSnapshot(input.snapshots, path) : null;
+  if (!snapshot) {
+    return null;
+  }
+  return {
+    kind: 'snapshot',
+    text: bannerText(snapshot),
+    title:
+      `This notebook's variables, saved when its kernel was hibernated; restore them from ` +
+      `the notebook's banner\n${bannerTitle(snapshot, currency)}`
+  };
+}
+
+/**
  * Summarise one refresh for display.
  */
 export function summarizeWidget(input: ICostWidgetInput): ICostWidgetSummary {
@@ -411,6 +440,10 @@ export function summarizeWidget(input: ICostWidgetInput): ICostWidgetSummary {
   }
   if (status) {
     parts.push(ratePart(status, kernel, currency));
+  }
+  const snapshot = snapshotPart(input, currency);
+  if (snapshot) {
+    parts.push(snapshot);
   }
 
   const lines = parts.map(p => `${p.title}: ${p.text}`);

@@ -10,7 +10,7 @@ import type { ServerConnection } from '@jupyterlab/services';
 import { ISignal, Signal } from '@lumino/signaling';
 
 import { JUPYTERLAB_MAX_MESSAGE_LENGTH } from './alerttoasttext';
-import { errorStatus, isNotFound } from './api';
+import { isNotFound } from './api';
 import { formatBytes, formatClock, formatMoney, isNumber } from './format';
 import {
   deleteSnapshot,
@@ -211,16 +211,11 @@ export function newestSnapshot(
 /** What the banner is doing: nothing, restoring or discarding. */
 export type BannerBusy = 'restore' | 'discard' | null;
 
-/** How many times Restore asks while the server says the kernel is busy. */
-export const RESTORE_TRIES = 5;
-
 export namespace SnapshotBannerModel {
   export interface IOptions {
     /** The notebook's server-relative path (null: not known yet). */
     notebook: string | null;
     serverSettings?: ServerConnection.ISettings;
-    /** Wait between tries of a restore into a busy kernel (ms; default 1000). */
-    retryMs?: number;
   }
 }
 
@@ -234,7 +229,6 @@ export class SnapshotBannerModel {
   constructor(options: SnapshotBannerModel.IOptions) {
     this._notebook = options.notebook;
     this._serverSettings = options.serverSettings;
-    this._retryMs = options.retryMs ?? 1000;
   }
 
   get changed(): ISignal<this, void> {
@@ -317,28 +311,11 @@ export class SnapshotBannerModel {
     if (!snapshot || this._busy) {
       return null;
     }
-    return this._step('restore', snapshot, () => this._restoreInto(snapshot, kernel));
-  }
-
-  /**
-   * One restore, tried again while the server says the kernel is busy (a new
-   * kernel answers JupyterLab's first requests before it is idle for good).
-   */
-  private async _restoreInto(
-    snapshot: ISnapshot,
-    kernel: () => Promise<string>
-  ): Promise<IRestoreResult> {
-    for (let attempt = 1; ; attempt++) {
-      try {
-        return await restoreSnapshot(snapshot.id, await kernel(), this._serverSettings);
-      } catch (error) {
-        const busy = errorStatus(error) === 409 && /\bbusy\b/.test(errorMessage(error));
-        if (!busy || attempt >= RESTORE_TRIES) {
-          throw error;
-        }
-      }
-      await new Promise(resolve => setTimeout(resolve, this._retryMs));
-    }
+    // A kernel JupyterLab has just started is busy a moment with the page's own requests:
+    // the server waits for it to become idle (a while) before it answers 409 "busy".
+    return this._step('restore', snapshot, async () =>
+      restoreSnapshot(snapshot.id, await kernel(), this._serverSettings)
+    );
   }
 
   /** Delete the snapshot on the server; the banner goes. */
@@ -397,7 +374,6 @@ export class SnapshotBannerModel {
 
   private _notebook: string | null;
   private _serverSettings?: ServerConnection.ISettings;
-  private _retryMs: number;
   private _snapshot: ISnapshot | null = null;
   private _busy: BannerBusy = null;
   private _error: string | null = null;

@@ -38,7 +38,13 @@ TOOLBAR_BUTTON = '.jp-NotebookPanel-toolbar [data-command="costguard:hibernate-k
 
 
 @pytest.fixture
-def lab(tmp_path: Path) -> Iterator[ServerProcess]:
+def hibernate_after() -> float | None:
+    """`hibernate_idle_after_seconds` (None: the server hibernates nothing by itself)."""
+    return None
+
+
+@pytest.fixture
+def lab(tmp_path: Path, hibernate_after: float | None) -> Iterator[ServerProcess]:
     """A p4de.24xlarge whose four GPUs the notebook's first kernel holds, at 2%."""
     need_browser()
     held = [{"kernel": 0, "used_memory_bytes": 4 * GiB}]
@@ -46,7 +52,8 @@ def lab(tmp_path: Path) -> Iterator[ServerProcess]:
                               for _ in range(4)]}
     trace = write_trace(tmp_path / "trace.json", [frame], gpus=4, instance_type="p4de.24xlarge")
     write_notebook(tmp_path / "srv" / "root", NOTEBOOK, CELLS)
-    with lab_server(tmp_path, trace, idle_kernel_seconds=1.0) as server:
+    with lab_server(tmp_path, trace, idle_kernel_seconds=1.0,
+                    hibernate_idle_after_seconds=hibernate_after) as server:
         yield server
 
 
@@ -121,3 +128,20 @@ def test_hibernate_then_restore_brings_the_variables_back(lab: ServerProcess, pa
     output = cells.nth(RAN).locator(".jp-OutputArea")
     output.filter(has_text="back:").wait_for(timeout=30_000)
     assert "back: [1, 2, 3] 49 7 100000" in output.inner_text()
+
+
+@pytest.mark.parametrize("hibernate_after", [6.0])
+def test_the_server_hibernates_an_idle_gpu_kernel_and_the_page_offers_it_back(
+        lab: ServerProcess, page: Any, hibernate_after: float):
+    """The admin's opt-in: idle past `hibernate_idle_after_seconds`, the kernel is hibernated
+    by the server itself; the page says so and its banner offers the snapshot."""
+    cells = open_notebook(lab, page, NOTEBOOK)
+    run_cells(page, cells, 0, RAN)
+    said = page.locator(".Toastify__toast", has_text="Hibernated explore.ipynb: freed 4 GPUs")
+    said.first.wait_for(timeout=90_000)
+    text = said.first.inner_text()
+    assert "not saved: gen" in text and "banner" in text, text
+    banner = page.locator(f"{BANNER}:not(.lm-mod-hidden)")
+    banner.wait_for(timeout=30_000)
+    (snapshot,) = lab.get(f"costguard/api/snapshots?notebook={NOTEBOOK}")["snapshots"]
+    assert banner.get_attribute("data-snapshot-id") == snapshot["id"]

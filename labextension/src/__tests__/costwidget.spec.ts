@@ -145,6 +145,48 @@ describe('CostWidgetView', () => {
     view.remove();
   });
 
+  it("shows the notebook's snapshot, asked through the same API client", async () => {
+    const created = Math.floor(Date.now() / 1000) - 60;
+    responses['kernels'] = () => kernels();
+    responses['snapshots'] = () => ({
+      snapshots: [
+        {
+          id: 's1',
+          notebook: 'work/explore.ipynb',
+          created,
+          bytes: 2 * GiB,
+          saved: ['a', 'b', 'c'],
+          skipped: [],
+          restored: null
+        }
+      ],
+      waste_avoided: 0,
+      currency: 'USD'
+    });
+    const view = make();
+    await tick(view);
+    const part = view.el.querySelector('.jp-costguard-widget-snapshot');
+    expect(part?.textContent).toMatch(/^Hibernated at \d\d:\d\d · 2 GiB · 3 variables$/);
+    expect(requested).toContain('snapshots?notebook=work%2Fexplore.ipynb');
+    // read again only after a while, not at every refresh
+    requested.length = 0;
+    await tick(view);
+    expect(requested).not.toContain('snapshots?notebook=work%2Fexplore.ipynb');
+    view.remove();
+  });
+
+  it('shows its figures when the server has no hibernation (503)', async () => {
+    responses['kernels'] = () => kernels();
+    responses['snapshots'] = () => {
+      throw { response: { status: 503 }, message: 'hibernate is not available' };
+    };
+    const view = make();
+    await tick(view);
+    expect(view.el.dataset.state).toBe('ok');
+    expect(view.el.querySelector('.jp-costguard-widget-snapshot')).toBeNull();
+    view.remove();
+  });
+
   it('changes data-updated on every successful refresh', async () => {
     responses['kernels'] = () => kernels();
     responses['status'] = () => ({ rate_per_hour: 1, currency: 'USD' });

@@ -272,6 +272,43 @@ describe('summarizeWidget', () => {
     expect(part.title).toMatch(/neither busy nor idle/);
   });
 
+  it("shows the notebook's snapshot still to restore, as its banner says it", () => {
+    const created = Math.floor(Date.now() / 1000) - 60;
+    const snap = (id: string, extra: Record<string, unknown> = {}) => ({
+      id,
+      notebook: 'work/explore.ipynb',
+      created,
+      bytes: 3.2 * GiB,
+      saved: Array.from({ length: 42 }, (_, i) => `v${i}`),
+      skipped: [{ name: 'gen', reason: 'a generator' }],
+      restored: null,
+      ...extra
+    });
+    const input = {
+      kernels,
+      kernel,
+      notebookPath: 'work/explore.ipynb',
+      notebook,
+      status,
+      alerts: [],
+      snapshots: [
+        snap('older', { created: created - 600, saved: ['a'] }),
+        snap('newest'),
+        snap('restored', { created: created + 10, restored: created + 20 }),
+        snap('elsewhere', { created: created + 30, notebook: 'other.ipynb' })
+      ]
+    };
+    const part = summarizeWidget(input).parts.find(p => p.kind === 'snapshot')!;
+    expect(part.text).toBe(`Hibernated at ${formatClock(created)} · 3.2 GiB · 42 variables`);
+    expect(part.title).toMatch(/restore them from the notebook's banner\nSaved: v0, v1/);
+    expect(part.title).toMatch(/Not saved: gen \(a generator\)/);
+    // none (or none left to restore): no part
+    for (const snapshots of [null, [], [snap('done', { restored: created })]]) {
+      const parts = summarizeWidget({ ...input, snapshots }).parts.map(p => p.kind);
+      expect(parts).not.toContain('snapshot');
+    }
+  });
+
   it('waits for the first sample when the kernel is not listed', () => {
     const summary = summarizeWidget({
       kernels,

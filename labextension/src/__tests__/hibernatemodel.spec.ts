@@ -11,7 +11,6 @@ import {
   hibernatedText,
   newestSnapshot,
   restoredText,
-  RESTORE_TRIES,
   skippedPhrase,
   SnapshotBannerModel
 } from '../hibernatemodel';
@@ -164,8 +163,7 @@ describe('SnapshotBannerModel', () => {
     server.routes['GET snapshots'] = () => ({ body: { snapshots } });
     const model = new SnapshotBannerModel({
       notebook: 'work/train.ipynb',
-      serverSettings: server.settings(),
-      retryMs: 1
+      serverSettings: server.settings()
     });
     let changes = 0;
     model.changed.connect(() => changes++);
@@ -239,32 +237,16 @@ describe('SnapshotBannerModel', () => {
     expect(server.requests.length).toBe(sent);
   });
 
-  it('asks again while the server says the new kernel is busy, then gives up', async () => {
+  it("asks once: the server waits for a new kernel to become idle, and says if it did not", async () => {
     const { server, model } = setup([snapshot('s1')]);
     await model.refresh();
-    let busy = 2;
-    server.routes['POST snapshots/s1/restore'] = () =>
-      busy-- > 0
-        ? { status: 409, body: { message: 'kernel k-new is busy running a cell; restore into it once it is idle' } }
-        : { body: { restored: ['a'], skipped: [] } };
-    const kernels: string[] = [];
-    const result = await model.restore(async () => {
-      kernels.push('asked');
-      return 'k-new';
-    });
-    expect(result).toEqual({ restored: ['a'], skipped: [] });
-    expect(kernels).toHaveLength(3); // the kernel is asked for (ready, idle) before each try
-    expect(server.count('POST', 'snapshots/s1/restore')).toBe(3);
-
-    const again = setup([snapshot('s2')]);
-    await again.model.refresh();
-    again.server.routes['POST snapshots/s2/restore'] = () => ({
+    server.routes['POST snapshots/s1/restore'] = () => ({
       status: 409,
-      body: { message: 'kernel k-new is busy running a cell' }
+      body: { message: 'kernel k-new is busy running a cell (waited 10.0 s for it to become idle)' }
     });
-    expect(await again.model.restore(async () => 'k-new')).toBeNull();
-    expect(again.server.count('POST', 'snapshots/s2/restore')).toBe(RESTORE_TRIES);
-    expect(again.model.error).toBe('kernel k-new is busy running a cell');
+    expect(await model.restore(async () => 'k-new')).toBeNull();
+    expect(server.count('POST', 'snapshots/s1/restore')).toBe(1);
+    expect(model.error).toBe('kernel k-new is busy running a cell (waited 10.0 s for it to become idle)');
   });
 
   it('discards: deletes on the server and offers the next one', async () => {

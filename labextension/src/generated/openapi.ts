@@ -1008,7 +1008,9 @@ export interface paths {
          *     or swapped-in snapshot is refused with 409 and nothing is loaded), it must be the
          *     server owner's (403 otherwise), and the kernel's session must be the snapshot's
          *     notebook (409 otherwise). A variable that needs a module missing here is named in
-         *     `skipped` with it; the rest come back. 404 for an unknown snapshot or kernel.
+         *     `skipped` with it; the rest come back. 404 for an unknown snapshot or kernel. A busy
+         *     kernel (one JupyterLab has just started is, a moment) is waited for, up to 10 s,
+         *     before a 409 that says how long it waited.
          */
         post: {
             parameters: {
@@ -1398,9 +1400,9 @@ export interface components {
         /** @description A button a UI may offer on the alert. */
         AlertAction: {
             /** @enum {unknown} */
-            id: "open-panel" | "snooze" | "dismiss" | "shutdown-kernel" | "restart-kernel" | "interrupt-kernel" | "offload" | "open-url";
+            id: "open-panel" | "snooze" | "dismiss" | "shutdown-kernel" | "restart-kernel" | "interrupt-kernel" | "offload" | "open-url" | "hibernate";
             label: string;
-            /** @description Arguments for the action; `open-url` needs `url` (http or https). */
+            /** @description Arguments for the action; `open-url` needs `url` (http or https); the kernel actions and `hibernate` (save the kernel's variables, then shut it down) name their kernel (`kernel_id`). */
             args?: Record<string, unknown>;
         };
         Alert: {
@@ -1408,7 +1410,7 @@ export interface components {
             server: components["schemas"]["OwnerServer"];
             /** @description Short and stable: the same for the alert's lifetime. */
             id: string;
-            /** @description What the alert is about: `training-sized-interactive`, `idle-gpu-kernel`, `budget`, `auto-stop`, `starved-gpu`, `test`, or an admin's own kind. */
+            /** @description What the alert is about: `training-sized-interactive`, `idle-gpu-kernel`, `budget`, `auto-stop`, `starved-gpu`, `test`, `kernel-hibernated` (a notice: an idle GPU kernel was hibernated), or an admin's own kind. */
             kind: string;
             /** @description With `kind`, names the condition (typically a notebook path or kernel id). */
             key: string;
