@@ -60,20 +60,23 @@ WHEEL_DATA = [
 
 def _package_data() -> list[str]:
     """Every file of the package the code reads at run time that is not Python (the catalog,
-    the API documents, the hub's page...), from the source tree, so a new one is checked too."""
-    pkg = ROOT / NAME
-    return sorted(
-        p.relative_to(ROOT).as_posix() for p in pkg.rglob("*")
-        if p.is_file() and p.suffix not in (".py", ".pyc")
-        and "__pycache__" not in p.parts and BUILT_EXTENSION not in p.parents)
+    the API documents, the hub's page...): the tracked ones, so a new one is checked too and
+    a stray local file is not."""
+    r = subprocess.run(["git", "-C", str(ROOT), "ls-files", NAME], capture_output=True,
+                       text=True, timeout=60)
+    files = (r.stdout.split() if r.returncode == 0 and r.stdout.strip() else
+             [p.relative_to(ROOT).as_posix() for p in (ROOT / NAME).rglob("*") if p.is_file()
+              and "__pycache__" not in p.parts and BUILT_EXTENSION not in p.parents])
+    return sorted(f for f in files if not f.endswith((".py", ".pyc")))
 
 
 @pytest.fixture(scope="module")
 def dists(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     out = tmp_path_factory.mktemp("dist")
     # the sdist, then the wheel built from it (build's default): the wheel proves the sdist
-    subprocess.run([sys.executable, "-m", "build", "--no-isolation", "--outdir", str(out),
-                    str(ROOT)], check=True, capture_output=True, text=True, timeout=240)
+    r = subprocess.run([sys.executable, "-m", "build", "--no-isolation", "--outdir", str(out),
+                        str(ROOT)], capture_output=True, text=True, timeout=240)
+    assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
     sdist, = out.glob("*.tar.gz")
     wheel, = out.glob("*.whl")
     return {"sdist": sdist, "wheel": wheel}
