@@ -55,7 +55,9 @@ async def test_the_local_backend_costs_the_share_of_this_machine_the_job_holds(j
     per_gpu, per_cpu = hourly * 0.9 / 8, hourly * 0.1 / 96  # gpu_share 0.9 (conftest)
     doc = await estimate(jp_fetch, {"backend": "local",
                                     "resources": {"gpus": 1, "time_limit_seconds": 5400}})
-    assert doc["priced"] and doc["hourly_price"] == pytest.approx(per_gpu + per_cpu, rel=1e-5)
+    # the API rounds to 6 places: half a unit there on top of the relative tolerance
+    assert doc["priced"]
+    assert doc["hourly_price"] == pytest.approx(per_gpu + per_cpu, rel=1e-5, abs=1e-6)
     assert doc["max_cost"] == pytest.approx(doc["hourly_price"] * 1.5)
     assert doc["currency"] == "USD" and doc["source"] == "catalog"
     assert doc["detail"].startswith(
@@ -64,10 +66,10 @@ async def test_the_local_backend_costs_the_share_of_this_machine_the_job_holds(j
     assert "1 GPU of 8" in doc["detail"]
     assert doc["retrieved"] == retrieved and isinstance(doc["age_days"], int)
     four = await estimate(jp_fetch, {"backend": "local", "resources": {"gpus": 2, "cpus": 4}})
-    assert four["hourly_price"] == pytest.approx(2 * per_gpu + 4 * per_cpu, rel=1e-5)
+    assert four["hourly_price"] == pytest.approx(2 * per_gpu + 4 * per_cpu, rel=1e-5, abs=1e-6)
     # asking for no GPUs: one CPU, and a note of what a GPU it uses anyway costs
     none = await estimate(jp_fetch, {"backend": "local"})
-    assert none["hourly_price"] == pytest.approx(per_cpu, rel=1e-5)
+    assert none["hourly_price"] == pytest.approx(per_cpu, rel=1e-5, abs=1e-6)
     assert any("selects no GPUs" in n for n in none["notes"])
 
 

@@ -99,8 +99,12 @@ def test_the_aws_spot_figure_is_an_indicative_market_price() -> None:
             assert "indicative" in r.notes and "market price" in r.notes, r.name
     g5 = SHIPPED.get("g5.xlarge", "aws")
     assert g5 is not None and g5.priced_as("spot").retrieved == g5.spot_retrieved
-    assert g5.priced_as("spot").source_url == g5.spot_source_url != g5.source_url
+    assert g5.priced_as("spot").source_url == g5.spot_source_url
     assert g5.priced_as("on-demand") is g5
+    # where the two figures come from different places, the spot price carries its own
+    a2 = SHIPPED.get("a2-highgpu-1g", "gcp")
+    assert a2 is not None and a2.spot_source_url != a2.source_url
+    assert a2.priced_as("spot").source_url == a2.spot_source_url
 
 
 #: GPU rows of providers with a spot market that ship no spot figure, for the reason the
@@ -109,7 +113,7 @@ def test_the_aws_spot_figure_is_an_indicative_market_price() -> None:
 NO_SPOT_YET = {("azure", "Standard_ND96isr_H100_v5"), ("azure", "Standard_NC40ads_H100_v5")}
 #: where every shipped AWS GPU spot figure was read (the one snapshot, not older figures)
 AWS_SPOT_SNAPSHOT = ("https://github.com/skypilot-org/skypilot-catalog/blob/"
-                     "001367d22a0033fac286a8c71aeac7109e431bcb/catalogs/v7/aws/vms.csv")
+                     "00148f2af3672e2229b4f7bf8157d5a3f36e3c35/catalogs/v8/aws/vms.csv")
 
 
 def test_spot_market_gpu_rows_ship_a_dated_sourced_spot_figure_below_on_demand() -> None:
@@ -132,7 +136,7 @@ def test_spot_market_gpu_rows_ship_a_dated_sourced_spot_figure_below_on_demand()
         if r.provider != "aws":  # GCP and Azure publish spot list prices
             assert "published spot list price" in r.notes, r.name
         else:  # all from the one dated snapshot, none left from an older source
-            assert (r.spot_source_url, r.spot_retrieved) == (AWS_SPOT_SNAPSHOT, "2026-12-03")
+            assert (r.spot_source_url, r.spot_retrieved) == (AWS_SPOT_SNAPSHOT, "2026-12-06")
     # GCP lists a GPU VM's machine and its GPUs apart: the figure is the two parts added
     a2 = SHIPPED.get("a2-highgpu-1g", "gcp")
     assert a2 is not None and a2.spot_per_hour == round(0.29576 + 1.1472, 5)
