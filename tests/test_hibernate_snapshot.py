@@ -544,7 +544,8 @@ def test_a_format_1_snapshot_still_restores(tmp_path: Path):
     doc = json.loads((tmp_path / "snap" / "manifest.json").read_text())
     doc["format"] = 1
     del doc["chunk"]
-    for e in doc["entries"]:
+    for e in doc["entries"]:  # as 0fc387b wrote them
+        del e["buffers"]
         digest = e.pop("digest")
         if e["file"]:
             digest = hashlib.sha256((tmp_path / "snap" / e["file"]).read_bytes()).hexdigest()

@@ -107,8 +107,9 @@ class Manifest:
         doc = asdict(self)
         if self.format == 1:
             del doc["chunk"]
-            for e in doc["entries"]:
+            for e in doc["entries"]:  # the fields format 1 had, no more
                 e["sha256"] = e.pop("digest")
+                del e["buffers"]
         return doc
 
     def to_json(self) -> str:
