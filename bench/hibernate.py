@@ -288,14 +288,17 @@ def child(approach: str, op: str, size: int, path: Path, profile: str | None,
         import cProfile
 
         prof = cProfile.Profile()
+        c0 = time.process_time()
         t0 = time.perf_counter()
         prof.runcall(fn, ns, path)
         took = time.perf_counter() - t0
         prof.dump_stats(profile)
     else:
+        c0 = time.process_time()
         t0 = time.perf_counter()
         fn(ns, path)
         took = time.perf_counter() - t0
+    cpu = time.process_time() - c0  # every thread's: the work, whatever else runs
     peak = _status("VmHWM")
     if op == "restore":
         sizes = {name: own_size(v) for name, v in ns.items()}
@@ -304,7 +307,7 @@ def child(approach: str, op: str, size: int, path: Path, profile: str | None,
     written = sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
     if cold and op == "save":
         evict(path)
-    print(json.dumps({"seconds": took, "extra": extra, "bytes": written, "own": total,
+    print(json.dumps({"seconds": took, "cpu": cpu, "extra": extra, "bytes": written, "own": total,
                       "largest": max(sizes.values()), "names": sorted(sizes)}))
 
 
@@ -361,7 +364,7 @@ def table(results: dict[str, dict[str, list[dict[str, Any]]]]) -> tuple[list[str
                                                                          list[list[str]]]:
     header = ["size", "approach", "save s", "restore s", "bytes written",
               "peak extra memory save / restore", "largest value", "× floor save / restore",
-              f"goal: ≤ {GOAL_RATIO}× floor, extra ≤ largest"]
+              f"goal: ≤ {GOAL_RATIO}× floor, extra ≤ largest", "CPU s save / restore"]
     rows: list[list[str]] = []
     for label, by_approach in results.items():
         fig = {a: {op: median([run[op]["seconds"] for run in runs])
@@ -385,6 +388,8 @@ def table(results: dict[str, dict[str, list[dict[str, Any]]]]) -> tuple[list[str
                 "met" if fast and small else
                 "not met: " + " and ".join(x for x, ok in (("time", fast), ("memory", small))
                                            if not ok),
+                " / ".join(f"{median([run[op].get('cpu', 0.0) for run in runs]):.2f}"
+                           for op in ("save", "restore")),
             ])
     return header, rows
 

@@ -8,6 +8,7 @@ import hook refuses them), so a stray import anywhere in the chain fails the tes
 
 from __future__ import annotations
 
+import importlib.util
 import shutil
 import subprocess
 import sys
@@ -62,3 +63,36 @@ def test_gpu_check_says_no_nvidia_driver_with_exit_status_2() -> None:
     assert proc.returncode == 2, (proc.stdout, proc.stderr)
     assert "no NVIDIA driver" in proc.stderr
     assert "Traceback" not in proc.stderr
+    # the hibernate step (issue 37) says it did not run, and why
+    assert "gpu_check: hibernate step skipped: no NVIDIA driver" in proc.stdout
+
+
+def test_the_hibernate_step_says_why_it_is_skipped(monkeypatch: pytest.MonkeyPatch,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    import argparse
+    import runpy
+
+    gpu_check = runpy.run_path(str(REPO / "bench" / "gpu_check.py"))
+    args = argparse.Namespace(hibernate_mib=16, timeout=10.0)
+    assert gpu_check["hibernate_step"](args, driver=False) == {
+        "status": "skipped", "reason": "no NVIDIA driver"}
+    assert capsys.readouterr().out == "gpu_check: hibernate step skipped: no NVIDIA driver\n"
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "torch" else real(name, *a))
+    step = gpu_check["hibernate_step"](args, driver=True)  # a driver, but no torch
+    assert step == {"status": "skipped", "reason": "torch is not installed"}
+    assert "hibernate step skipped: torch is not installed" in capsys.readouterr().out
+
+
+@pytest.mark.skipif(importlib.util.find_spec("torch") is not None,
+                    reason="torch is here: the step goes on past the probe")
+def test_the_hibernate_step_asks_a_real_kernel_for_torch_and_skips_without_it() -> None:
+    import argparse
+    import runpy
+
+    gpu_check = runpy.run_path(str(REPO / "bench" / "gpu_check.py"))
+    args = argparse.Namespace(hibernate_mib=16, timeout=10.0)
+    with pytest.raises(gpu_check["_Skip"], match="torch is not importable in the kernel"):
+        gpu_check["_hibernate"](args)

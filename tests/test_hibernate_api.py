@@ -213,8 +213,11 @@ async def test_a_changed_snapshot_is_refused_and_loads_nothing(jp_fetch, jp_root
     manifest = json.loads((a / MANIFEST).read_text())
     for entry in manifest["entries"]:
         if entry.get("file") == data.name:
-            import hashlib
-            entry["sha256"] = hashlib.sha256(bytes(raw)).hexdigest()
+            from jupyter_costguard.kernel.hibernate.digest import ChunkedHash
+
+            digest = ChunkedHash(manifest["chunk"])
+            digest.update(raw)
+            entry["digest"] = digest.hexdigest()
     (a / MANIFEST).write_text(json.dumps(manifest))
     doc = await api(jp_fetch, "snapshots", first["id"], "restore", method="POST",
                     body={"kernel_id": kernel_id}, expect=409)

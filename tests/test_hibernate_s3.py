@@ -207,7 +207,7 @@ class TestStoreAway:
 
 
 def test_a_large_write_goes_to_the_store_a_block_at_a_time() -> None:
-    from jupyter_costguard.kernel.hibernate import where
+    from jupyter_costguard.kernel.hibernate import digest, where
     from jupyter_costguard.kernel.hibernate.sink import Budget
 
     sizes: list[int] = []
@@ -224,9 +224,10 @@ def test_a_large_write_goes_to_the_store_a_block_at_a_time() -> None:
         def open(self, path: str, mode: str, block_size: int) -> File:
             return File()
 
-    sink = where.RemoteSink(Fs(), "bucket/x/0000.pkl", Budget(1 << 40))
-    sink.write(bytearray(3 * where.BLOCK + 5))
-    sink.finish()
+    with digest.pool() as executor:
+        sink = where.RemoteSink(Fs(), "bucket/x/0000.pkl", Budget(1 << 40), executor)
+        sink.write(bytearray(3 * where.BLOCK + 5))
+        sink.finish()
     assert sum(sizes) == 3 * where.BLOCK + 5 and max(sizes) <= where.BLOCK
 
 

@@ -35,6 +35,9 @@ from jupyter_costguard.kernel.hibernate import snapshot as snapshot_module
 
 ROOT = Path(__file__).resolve().parents[1]
 GB = 10**9
+#: the names of the hibernate threads still alive, as a kernel expression
+_HASH_THREADS = ("[t.name for t in __import__('threading').enumerate() "
+                 "if t.name.startswith('costguard-hibernate')]")
 
 
 class Kernel:
@@ -133,6 +136,8 @@ def test_a_namespace_comes_back_in_a_new_kernel(kernels: tuple[Kernel, Kernel],
     saved = a.reply(save_code(dest, GB))
     # the server's cell binds no name and leaves nothing in Out
     assert a.value("[len(Out), sorted(k for k in globals() if not k.startswith('_'))]") == before
+    # nor a thread: the hashing threads end with the save
+    assert a.value(_HASH_THREADS) == []
     assert "error" not in saved, saved
     assert {"settings", "score", "scale", "Model", "model", "square", "items", "weights",
             "frame", "np", "pd", "osp", "same"} <= set(saved["saved"])
@@ -437,17 +442,28 @@ def test_arrays_are_read_once_and_a_damaged_one_loads_nothing(tmp_path: Path,
     big = next(e for e in manifest.entries if e.name == "big")
     path = tmp_path / "snap" / str(big.file)
 
-    hashed: list[str] = []
-    real = snapshot_module.file_sha256
+    read_as_bytes: list[str] = []
+    real_read_bytes = snapshot_module._read_bytes
 
-    def counting(p: Path, size: int) -> str | None:
-        hashed.append(p.name)
-        return real(p, size)
+    def as_bytes(src: Path, e: Any, chunk: int, executor: Any) -> memoryview:
+        read_as_bytes.append(e.name)
+        return real_read_bytes(src, e, chunk, executor)
 
-    monkeypatch.setattr(snapshot_module, "file_sha256", counting)
+    read = [0]
+    real_preadv = os.preadv
+
+    def counting(fd: int, buffers: Any, offset: int) -> int:
+        got = real_preadv(fd, buffers, offset)
+        read[0] += got
+        return got
+
+    monkeypatch.setattr(snapshot_module, "_read_bytes", as_bytes)
+    monkeypatch.setattr(os, "preadv", counting)
     target = _namespace()
     restore(target, tmp_path / "snap")
-    assert big.file not in hashed  # hashed as it was read into the array, not read twice
+    monkeypatch.undo()
+    # read into the array (not as bytes to load from), and once: every byte read at most once
+    assert read_as_bytes == ["notes"] and 0 < read[0] <= manifest.bytes
     assert np.array_equal(target["big"], ns["big"]) and target["notes"] == ["kept", "together"]
 
     data = path.read_bytes()
@@ -461,3 +477,127 @@ def test_arrays_are_read_once_and_a_damaged_one_loads_nothing(tmp_path: Path,
         with pytest.raises(CorruptSnapshot, match="nothing was loaded"):
             restore(target, tmp_path / "snap")
         assert target == _namespace(), what
+
+
+def test_chunks_swapped_within_or_between_files_load_nothing(tmp_path: Path):
+    # each file's digest is over its chunks in order, bound to its size: moving whole chunks
+    # (same bytes, same sizes) is caught as surely as changing a byte
+    from jupyter_costguard.kernel.hibernate.digest import CHUNK
+
+    np = pytest.importorskip("numpy")
+    n = 3 * CHUNK // 8
+    ns = _namespace(first=np.arange(n, dtype=np.float64), second=-np.arange(n, dtype=np.float64),
+                    text={"k": "v"})
+    manifest = save(ns, tmp_path / "snap", GB)
+    paths = {e.name: tmp_path / "snap" / str(e.file) for e in manifest.entries}
+    first, second = paths["first"].read_bytes(), paths["second"].read_bytes()
+    assert len(first) == len(second) > 2 * CHUNK
+
+    def chunk(data: bytes, i: int) -> bytes:
+        return data[i * CHUNK:(i + 1) * CHUNK]
+
+    cases = {
+        "two chunks of one file swapped": (
+            {"first": chunk(first, 1) + chunk(first, 0) + first[2 * CHUNK:]}),
+        "a chunk swapped between files": (
+            {"first": chunk(first, 0) + chunk(second, 1) + first[2 * CHUNK:],
+             "second": chunk(second, 0) + chunk(first, 1) + second[2 * CHUNK:]}),
+        "the files swapped": {"first": second, "second": first},
+    }
+    for what, contents in cases.items():
+        for name, content in contents.items():
+            paths[name].write_bytes(content)
+        target = _namespace()
+        with pytest.raises(CorruptSnapshot, match="nothing was loaded"):
+            restore(target, tmp_path / "snap")
+        assert target == _namespace(), what
+        paths["first"].write_bytes(first)
+        paths["second"].write_bytes(second)
+    target = _namespace()
+    assert sorted(restore(target, tmp_path / "snap").restored) == ["first", "second", "text"]
+    assert np.array_equal(target["second"], ns["second"])
+
+
+def test_a_damaged_pickle_after_loaded_ones_puts_the_namespace_back(tmp_path: Path):
+    # pickles are loaded one at a time, each from its verified bytes: an altered later one
+    # takes out the names loaded before it and leaves what the namespace held
+    ns = _namespace(early=[1, 2], late={"k": "v"})
+    manifest = save(ns, tmp_path / "snap", GB)
+    late = next(e for e in manifest.entries if e.name == "late")
+    path = tmp_path / "snap" / str(late.file)
+    data = path.read_bytes()
+    path.write_bytes(data[:-1] + bytes([data[-1] ^ 1]))
+    target = _namespace(early="the user's own")
+    with pytest.raises(CorruptSnapshot, match="late"):
+        restore(target, tmp_path / "snap")
+    assert target == _namespace(early="the user's own")
+
+
+def test_a_format_1_snapshot_still_restores(tmp_path: Path):
+    # format 1 recorded each file's plain sha256; those snapshots (and their MACs, which cover
+    # the manifest as it was written) still work, and are still checked
+    import hashlib
+
+    np = pytest.importorskip("numpy")
+    ns = _namespace(arr=np.arange(10), obj={"k": [1, 2]})
+    save(ns, tmp_path / "snap", GB)
+    doc = json.loads((tmp_path / "snap" / "manifest.json").read_text())
+    doc["format"] = 1
+    del doc["chunk"]
+    for e in doc["entries"]:  # as 0fc387b wrote them
+        del e["buffers"]
+        digest = e.pop("digest")
+        if e["file"]:
+            digest = hashlib.sha256((tmp_path / "snap" / e["file"]).read_bytes()).hexdigest()
+        e["sha256"] = digest
+    (tmp_path / "snap" / "manifest.json").write_text(json.dumps(doc))
+    manifest = read_manifest(tmp_path / "snap")
+    assert manifest.format == 1 and json.loads(canonical_bytes(manifest)) == doc
+    target = _namespace()
+    assert sorted(restore(target, tmp_path / "snap").restored) == ["arr", "obj"]
+    assert target["arr"].tolist() == list(range(10)) and target["obj"] == {"k": [1, 2]}
+
+    obj = next(e for e in manifest.entries if e.name == "obj")
+    path = tmp_path / "snap" / str(obj.file)
+    data = path.read_bytes()
+    path.write_bytes(data[:-1] + bytes([data[-1] ^ 1]))
+    with pytest.raises(CorruptSnapshot, match="nothing was loaded"):
+        restore(_namespace(), tmp_path / "snap")
+
+
+def test_no_hibernate_thread_is_left_running(tmp_path: Path):
+    # a kernel is left as it was: the threads that hash beside the reads and writes end
+    np = pytest.importorskip("numpy")
+    save(_namespace(big=np.zeros(1 << 20), small=[1]), tmp_path / "snap", GB)
+    assert [t.name for t in threading.enumerate() if t.name.startswith("costguard-hib")] == []
+    restore(_namespace(), tmp_path / "snap")
+    assert [t.name for t in threading.enumerate() if t.name.startswith("costguard-hib")] == []
+
+
+def test_a_frames_columns_come_back_in_place_writable_and_aligned(tmp_path: Path):
+    # a pickle's out-of-band buffers (the frame's columns, a bytearray) are written after it
+    # and become the restored arrays' memory: equal, writable, aligned, and saved again fine
+    np = pytest.importorskip("numpy")
+    pd = pytest.importorskip("pandas")
+    frame = pd.DataFrame({"x": np.arange(100_000, dtype=np.float64),
+                          "n": np.arange(100_000, dtype=np.int32),
+                          "g": pd.Categorical.from_codes(np.arange(100_000) % 3, ["a", "b", "c"])})
+    ns = _namespace(frame=frame, blob={"raw": bytearray(b"abc" * 1000), "arr": np.ones(7)})
+    manifest = save(ns, tmp_path / "snap", GB)
+    entry = next(e for e in manifest.entries if e.name == "frame")
+    assert entry.buffers and all(offset % 64 == 0 for offset, _ in entry.buffers)
+    target = _namespace()
+    restore(target, tmp_path / "snap")
+    back = target["frame"]
+    pd.testing.assert_frame_equal(back, frame)
+    for block in back._mgr.blocks:  # the arrays themselves (to_numpy's views are read-only)
+        values = getattr(block.values, "_ndarray", block.values)  # a categorical's codes
+        assert values.flags.writeable and values.flags.aligned, block
+    back.loc[0, "x"] = -1.0
+    assert back.loc[0, "x"] == -1.0 and frame.loc[0, "x"] == 0.0
+    assert target["blob"]["raw"] == bytearray(b"abc" * 1000)
+    assert np.array_equal(target["blob"]["arr"], np.ones(7))
+    save(target, tmp_path / "again", GB)
+    again = _namespace()
+    restore(again, tmp_path / "again")
+    assert again["frame"].loc[0, "x"] == -1.0

@@ -10,18 +10,20 @@ and renames the folder into place: a snapshot is complete or absent. `dest` may 
 URL (s3://...): each file then streams to its key and the manifest, written last, is the
 commit mark (`where`).
 
-`restore(namespace, src)` verifies every file's size and sha256 against the manifest before it
-loads anything, then re-imports and loads; a value needing a missing module is named with it.
+`restore(namespace, src)` loads only what it has verified against the manifest (each file's
+size and digest: sha256 per chunk, every core hashing as it reads, `digest`), and a damaged
+snapshot leaves the namespace as it was; a value needing a missing module is named with it.
 
 Loading a pickle runs code. The server MACs `canonical_bytes(manifest)` with a key that never
 reaches a kernel, and passes `manifest_digest` to the restore, so the kernel loads only the
 manifest (and, through its hashes, the files) the server checked. `kernel_save` and
 `kernel_restore` are the calls the server sends (`entry.save_code`, `entry.restore_code`).
 
-Modules: `records` (manifest, results, errors), `names` (whose names), `unsaveable` (live
-resources named with reasons), `sink` (private, hashed, capped writes), `where` (a local
-folder or an object store), `pickling` (cloudpickle into a namespace), `formats` (one writer
-and reader per kind), `snapshot` (save, restore), `entry` (the kernel calls).
+Modules: `records` (manifest, results, errors), `digest` (a file's chunked sha256), `names`
+(whose names), `unsaveable` (live resources named with reasons), `sink` (private, hashed,
+capped writes), `where` (a local folder or an object store), `pickling` (cloudpickle into a
+namespace), `formats` (one writer and reader per kind), `snapshot` (save, restore), `entry`
+(the kernel calls).
 """
 
 from jupyter_costguard.kernel.hibernate.entry import (

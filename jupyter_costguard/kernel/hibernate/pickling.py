@@ -15,6 +15,7 @@ Three differences from plain cloudpickle, all for values that live in a notebook
 from __future__ import annotations
 
 import contextvars
+import io
 import pickle
 from collections.abc import Callable, Mapping
 from typing import IO, Any
@@ -53,8 +54,9 @@ class Pickler(cloudpickle.Pickler):
     """cloudpickle, with the notebook's globals as a reference and earlier names referred to."""
 
     def __init__(self, file: IO[bytes], namespace: Mapping[str, Any],
-                 earlier: Mapping[int, str] | None = None) -> None:
-        super().__init__(file, protocol=PROTOCOL)
+                 earlier: Mapping[int, str] | None = None,
+                 buffer_callback: Callable[[pickle.PickleBuffer], Any] | None = None) -> None:
+        super().__init__(file, protocol=PROTOCOL, buffer_callback=buffer_callback)
         self._namespace_dict = namespace
         self._earlier = earlier or {}
         self.needs: set[str] = set()
@@ -82,8 +84,9 @@ class Unpickler(pickle.Unpickler):
     """Reads what `Pickler` wrote; a reference to an earlier name is that name's restored
     value, looked up with `resolve` (which raises if it did not come back)."""
 
-    def __init__(self, file: IO[bytes], resolve: Callable[[str], Any]) -> None:
-        super().__init__(file)
+    def __init__(self, file: IO[bytes] | io.RawIOBase, resolve: Callable[[str], Any],
+                 buffers: list[memoryview] | None = None) -> None:
+        super().__init__(file, buffers=buffers)
         self._resolve = resolve
 
     def persistent_load(self, pid: Any) -> Any:

@@ -9,8 +9,13 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-#: bumped when a reader of an older version could misread a newer snapshot
-FORMAT = 1
+from jupyter_costguard.kernel.hibernate.digest import CHUNK
+
+#: bumped when a reader of an older version could misread a newer snapshot. 2: each file's
+#: `digest` is over its chunks (digest.py), `chunk` says their size; 1 (still read): the
+#: whole file's sha256, in `sha256`
+FORMAT = 2
+FORMATS = (1, 2)
 MANIFEST = "manifest.json"
 
 
@@ -58,22 +63,27 @@ class Note:
 class Entry:
     """One saved name. `kind` says how it was written (formats.KINDS); `file` is the file in the
     snapshot folder (None for a module, recorded by name); `needs` are the earlier names it
-    refers to, restored first; `devices` are a torch value's devices."""
+    refers to, restored first; `devices` are a torch value's devices; `digest` vouches for
+    the file's bytes (`digest.combine`); `buffers` are where a pickle's out-of-band buffers
+    lie in its file ([offset, bytes] each; the pickle itself ends before the first)."""
 
     name: str
     kind: str
     type: str
     file: str | None = None
     bytes: int = 0
-    sha256: str | None = None
+    digest: str | None = None
     module: str | None = None
     needs: list[str] = field(default_factory=list)
     devices: list[str] = field(default_factory=list)
+    buffers: list[list[int]] = field(default_factory=list)
 
 
 @dataclass
 class Manifest:
-    """The snapshot's table of contents, written last: a folder with a manifest is complete."""
+    """The snapshot's table of contents, written last: a folder with a manifest is complete.
+    `chunk` is the bytes each chunk digest of a file covers (0: one digest per file, format
+    1)."""
 
     entries: list[Entry]
     skipped: list[Skipped]
@@ -81,6 +91,7 @@ class Manifest:
     python: str
     modules: dict[str, str]
     format: int = FORMAT
+    chunk: int = CHUNK
 
     @property
     def saved(self) -> list[str]:
@@ -91,7 +102,15 @@ class Manifest:
         return sum(e.bytes for e in self.entries)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The manifest as written; a format 1 manifest as it was written then, so its MAC
+        still checks."""
+        doc = asdict(self)
+        if self.format == 1:
+            del doc["chunk"]
+            for e in doc["entries"]:  # the fields format 1 had, no more
+                e["sha256"] = e.pop("digest")
+                del e["buffers"]
+        return doc
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict())
@@ -100,12 +119,23 @@ class Manifest:
     def from_dict(cls, doc: Any) -> Manifest:
         """The manifest in `doc`, or CorruptSnapshot if it is not one."""
         try:
-            if doc["format"] != FORMAT:
-                raise CorruptSnapshot(f"snapshot format {doc['format']!r} is not {FORMAT}")
-            entries = [Entry(**e) for e in doc["entries"]]
+            version = doc["format"]
+            if version not in FORMATS or type(version) is not int:
+                raise CorruptSnapshot(f"snapshot format {version!r} is not one this version "
+                                      f"reads ({', '.join(map(str, FORMATS))})")
+            if version == 1:
+                entries = [Entry(**{"digest" if k == "sha256" else k: v for k, v in e.items()})
+                           for e in doc["entries"]]
+                chunk = 0
+            else:
+                entries = [Entry(**e) for e in doc["entries"]]
+                chunk = doc["chunk"]
+                if type(chunk) is not int or chunk <= 0:
+                    raise ValueError(f"bad chunk size {chunk!r}")
             skipped = [Skipped(**s) for s in doc["skipped"]]
             manifest = cls(entries=entries, skipped=skipped, created=float(doc["created"]),
-                           python=str(doc["python"]), modules=dict(doc["modules"]))
+                           python=str(doc["python"]), modules=dict(doc["modules"]),
+                           format=version, chunk=chunk)
         except CorruptSnapshot:
             raise
         except (KeyError, TypeError, ValueError) as e:
@@ -118,7 +148,7 @@ class Manifest:
 
 def canonical_bytes(manifest: Manifest) -> bytes:
     """The bytes a MAC covers: the manifest as canonical JSON. It holds every file's size and
-    sha256, so one MAC over it vouches for the whole snapshot (the key stays with the server)."""
+    digest, so one MAC over it vouches for the whole snapshot (the key stays with the server)."""
     return json.dumps(manifest.to_dict(), sort_keys=True, separators=(",", ":"),
                       ensure_ascii=True, allow_nan=False).encode("ascii")
 

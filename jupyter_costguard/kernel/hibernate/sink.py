@@ -3,35 +3,17 @@ to the snapshot's size cap, and fsynced, so the manifest can vouch for what is o
 
 from __future__ import annotations
 
-import hashlib
-import itertools
 import os
-import threading
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Executor, Future
 from pathlib import Path
 from typing import Any
 
 from jupyter_costguard.common.files import open_private
+from jupyter_costguard.kernel.hibernate.digest import ChunkedHash
 
 #: a write at least this large is hashed on another thread while it is written (hashlib and
 #: the write both let go of the GIL): sha256 costs about as much as the write itself
 OVERLAP_MIN = 1 << 20
-
-#: what `file_sha256` reads at a time
-HASH_CHUNK = 1 << 20
-
-_hasher: ThreadPoolExecutor | None = None
-_hasher_lock = threading.Lock()
-
-
-def hash_beside(digest: Any, data: memoryview) -> Future[None]:
-    """Start `digest.update(data)` on the hashing thread; the caller waits on the future
-    before `data` may change (one update at a time per digest)."""
-    global _hasher
-    with _hasher_lock:
-        if _hasher is None:
-            _hasher = ThreadPoolExecutor(1, thread_name_prefix="costguard-hibernate-hash")
-    return _hasher.submit(digest.update, data)
 
 
 class CapReached(Exception):
@@ -57,10 +39,11 @@ class Sink:
     """A write-only file that hashes what passes through and stops at the budget: numpy,
     pickle and torch all stream into it one chunk at a time."""
 
-    def __init__(self, path: Path | str, budget: Budget) -> None:
+    def __init__(self, path: Path | str, budget: Budget, executor: Executor) -> None:
         self._file = self._open(path)
         self._budget = budget
-        self._hash = hashlib.sha256()
+        self._executor = executor
+        self._hash = ChunkedHash()
         self.bytes = 0
 
     def write(self, data: Any) -> int:
@@ -70,7 +53,9 @@ class Sink:
             raise CapReached()
         self._budget.left -= n
         self.bytes += n
-        hashing = hash_beside(self._hash, view) if n >= OVERLAP_MIN else None
+        hashing: Future[None] | None = None
+        if n >= OVERLAP_MIN:  # one update at a time: this one ends before the next write
+            hashing = self._executor.submit(self._hash.update, view)
         if hashing is None:
             self._hash.update(view)
         done = 0
@@ -101,7 +86,7 @@ class Sink:
         return True
 
     def finish(self) -> str:
-        """fsync and close; the sha256 of what was written."""
+        """fsync and close; the digest (`digest.ChunkedHash`) of what was written."""
         try:
             self._sync()
         except OSError as e:
@@ -124,33 +109,3 @@ def write_private(path: Path, data: bytes) -> None:
         f.write(data)
         f.flush()
         os.fsync(fd)
-
-
-def file_sha256(path: Path, size: int) -> str | None:
-    """sha256 of the regular file `path` if it has exactly `size` bytes, else None (missing,
-    a link, truncated or grown)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
-    except OSError:
-        return None
-    with os.fdopen(fd, "rb", buffering=0) as f:
-        if os.fstat(fd).st_size != size:
-            return None
-        h = hashlib.sha256()
-        # two buffers: one is hashed on the hashing thread while the next is read
-        buffers = [memoryview(bytearray(HASH_CHUNK)), memoryview(bytearray(HASH_CHUNK))]
-        hashing: Future[None] | None = None
-        try:
-            for i in itertools.count():
-                buf = buffers[i % 2]
-                got = f.readinto(buf) or 0
-                if hashing is not None:
-                    hashing.result()
-                    hashing = None
-                if not got:
-                    break
-                hashing = hash_beside(h, buf[:got])
-        finally:
-            if hashing is not None:
-                hashing.result()
-        return h.hexdigest()

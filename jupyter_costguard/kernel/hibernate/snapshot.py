@@ -1,11 +1,15 @@
 """Save a namespace to a snapshot folder and restore it into another.
 
 A snapshot is complete or absent: files are written into a private temporary folder beside
-the destination, the manifest (every file's size and sha256) last, then everything is fsynced
-and the folder renamed into place. A restore checks every file against the manifest before
-anything reaches the namespace, so a damaged snapshot loads nothing: arrays are read into
-memory as they are hashed (reading one runs no code), pickles are read only once every file
-has passed.
+the destination, the manifest (every file's size and digest) last, then everything is fsynced
+and the folder renamed into place.
+
+A restore loads nothing it has not verified, and a damaged snapshot leaves the namespace as
+it was. Every file's presence and size are checked first; each file is read once, straight
+into memory (an array into the new array itself; reading one runs no code), and its digest
+checked there, every core reading and hashing its own chunks (digest.py). A pickle is
+unpickled only from its verified bytes, one file's bytes in memory at a time; if a later file
+turns out altered, the names already loaded are taken out again.
 """
 
 from __future__ import annotations
@@ -14,20 +18,24 @@ import contextlib
 import errno
 import importlib
 import json
+import mmap
 import os
 import platform
 import re
 import shutil
+import stat
 import sys
 import tempfile
 import time
-from collections.abc import Mapping, MutableMapping
+from collections.abc import Iterator, Mapping, MutableMapping
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 from types import FunctionType
 from typing import Any
 
 from jupyter_costguard.common.files import PRIVATE_DIR, fsync_dir
-from jupyter_costguard.kernel.hibernate import formats, names, pickling, where
+from jupyter_costguard.kernel.hibernate import digest, formats, names, pickling, where
 from jupyter_costguard.kernel.hibernate.records import (
     MANIFEST,
     CorruptSnapshot,
@@ -45,7 +53,6 @@ from jupyter_costguard.kernel.hibernate.sink import (
     Budget,
     CapReached,
     WriteFailed,
-    file_sha256,
     write_private,
 )
 from jupyter_costguard.kernel.hibernate.unsaveable import why_not
@@ -80,8 +87,9 @@ def save(namespace: Mapping[str, Any], dest: str | os.PathLike[str], max_bytes: 
                              f"{_human(total + SPACE_MARGIN)}, {_human(free)} is free")
     tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", suffix=PARTIAL, dir=dest.parent))
     try:
-        manifest = _write(namespace, plan, skipped, where.LocalFolder(tmp), Budget(max_bytes),
-                          sizes, max_bytes)
+        with digest.pool() as executor:  # its threads end with the save
+            manifest = _write(namespace, plan, skipped, where.LocalFolder(tmp),
+                              Budget(max_bytes), sizes, max_bytes, executor)
         os.replace(tmp, dest)
         fsync_dir(dest.parent)
     except BaseException:
@@ -111,7 +119,9 @@ def _save_remote(namespace: Mapping[str, Any], dest: str, max_bytes: int,
         raise SnapshotError(f"{folder.shown} already exists")
     plan, skipped, sizes, _ = _planned(namespace, hidden, max_bytes)
     try:
-        return _write(namespace, plan, skipped, folder, Budget(max_bytes), sizes, max_bytes)
+        with digest.pool() as executor:  # its threads end with the save
+            return _write(namespace, plan, skipped, folder, Budget(max_bytes), sizes,
+                          max_bytes, executor)
     except BaseException:
         with contextlib.suppress(Exception):
             folder.discard()
@@ -157,7 +167,7 @@ def _plan(namespace: Mapping[str, Any], hidden: Mapping[str, Any] | None
 
 def _write(namespace: Mapping[str, Any], plan: list[tuple[str, Any, str]],
            skipped: list[Skipped], folder: where.Folder, budget: Budget, sizes: dict[str, int],
-           max_bytes: int) -> Manifest:
+           max_bytes: int, executor: ThreadPoolExecutor) -> Manifest:
     entries: list[Entry] = []
     earlier: dict[int, str] = {}  # id of a saved value -> its name, for references
     used: set[str] = {"cloudpickle"}
@@ -168,13 +178,13 @@ def _write(namespace: Mapping[str, Any], plan: list[tuple[str, Any, str]],
             continue
         file = f"{i:04d}.{formats.SUFFIX[kind]}"
         try:
-            sink = folder.sink(file, budget)
+            sink = folder.sink(file, budget, executor)
         except WriteFailed as e:
             raise SnapshotError(f"could not write the snapshot in {folder.shown}: "
                                 f"{where.scrub(str(e), folder.shown)}") from None
         try:
-            needs = formats.write(value, kind, sink, namespace, earlier)
-            digest = sink.finish()
+            written = formats.write(value, kind, sink, namespace, earlier)
+            file_digest = sink.finish()
         except CapReached:
             sink.abandon()
             sizes[name] = sink.bytes
@@ -192,7 +202,8 @@ def _write(namespace: Mapping[str, Any], plan: list[tuple[str, Any, str]],
             continue
         sizes[name] = sink.bytes
         entries.append(Entry(name, kind, formats.type_name(value), file=file, bytes=sink.bytes,
-                             sha256=digest, needs=needs,
+                             digest=file_digest, needs=written.needs,
+                             buffers=written.buffers,
                              devices=formats.devices(value) if kind == "torch" else []))
         used.add(kind if kind in ("numpy", "pandas", "torch") else "cloudpickle")
         if pickling.referable(value):
@@ -253,17 +264,27 @@ def _parse_manifest(data: bytes, path: str) -> Manifest:
     return Manifest.from_dict(doc)
 
 
-def verify(src: Path, manifest: Manifest) -> None:
-    """Every file is there, a plain file, with the size and sha256 the manifest records; else
-    CorruptSnapshot naming it."""
-    _verify(src, manifest, read_arrays=False)
+def verify(src: str | os.PathLike[str], manifest: Manifest) -> None:
+    """Every file is there, a plain file, with the size and digest the manifest records; else
+    CorruptSnapshot naming it. Reads through small buffers: keeps nothing."""
+    src = Path(src)
+    _check_entries(src, manifest)
+    with digest.pool() as executor:
+        for e in manifest.entries:
+            if e.file is not None:
+                with _open(src, e) as fd:
+                    try:
+                        found = digest.read(fd, e.bytes, manifest.chunk, executor)
+                    except digest.ShortRead:
+                        raise _damaged(src, e) from None
+                if found != e.digest:
+                    raise _damaged(src, e)
 
 
-def _verify(src: Path, manifest: Manifest, *, read_arrays: bool) -> dict[str, Any]:
-    """`verify`; with `read_arrays`, each array is read into memory as it is hashed (one pass
-    over its file instead of two) and the verified arrays are returned by name. Nothing
-    reaches the namespace until every file has passed."""
-    arrays: dict[str, Any] = {}
+def _check_entries(src: Path, manifest: Manifest) -> None:
+    """What can be checked without reading: kinds, file names, and that every file is there,
+    a plain file (not a link) of the recorded size. A missing or cut file is refused here,
+    before anything is read."""
     for e in manifest.entries:
         if e.kind not in formats.KINDS:
             raise CorruptSnapshot(f"{e.name}: unknown kind {e.kind!r}; nothing was loaded")
@@ -273,18 +294,63 @@ def _verify(src: Path, manifest: Manifest, *, read_arrays: bool) -> dict[str, An
             continue
         if not isinstance(e.file, str) or not _FILE_NAME.match(e.file):
             raise CorruptSnapshot(f"{e.name}: bad file name {e.file!r}; nothing was loaded")
-        if not isinstance(e.bytes, int):
+        if type(e.bytes) is not int or not isinstance(e.digest, str):
             raise _damaged(src, e)
-        if read_arrays and e.kind == "numpy":
-            read = formats.read_numpy(src / e.file, e.bytes)
-            if read is not None:
-                if read[1] != e.sha256:
-                    raise _damaged(src, e)
-                arrays[e.name] = read[0]
-                continue
-        if file_sha256(src / e.file, e.bytes) != e.sha256:
+        try:
+            info = os.lstat(src / e.file)
+        except OSError:
+            raise _damaged(src, e) from None
+        if not stat.S_ISREG(info.st_mode) or info.st_size != e.bytes:
             raise _damaged(src, e)
-    return arrays
+
+
+@contextmanager
+def _open(src: Path, e: Entry) -> Iterator[int]:
+    """The entry's file descriptor, opened without following links and checked again to be a
+    plain file of the recorded size (it may have changed since `_check_entries`)."""
+    try:
+        fd = os.open(src / str(e.file), os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:
+        raise _damaged(src, e) from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size != e.bytes:
+            raise _damaged(src, e)
+        yield fd
+    finally:
+        os.close(fd)
+
+
+def _read_array(src: Path, e: Entry, chunk: int, executor: ThreadPoolExecutor) -> Any:
+    """The verified array of a numpy entry, read straight into place; None where the file is
+    not one `formats.read_numpy` reads (it is then read as bytes and loaded with numpy.load)."""
+    with _open(src, e) as fd:
+        try:
+            read = formats.read_numpy(fd, e.bytes, chunk, executor)
+        except digest.ShortRead:
+            raise _damaged(src, e) from None
+    if read is None:
+        return None
+    if read[1] != e.digest:
+        raise _damaged(src, e)
+    return read[0]
+
+
+def _read_bytes(src: Path, e: Entry, chunk: int, executor: ThreadPoolExecutor) -> memoryview:
+    """The entry's file, in memory and verified: the only bytes a pickle is loaded from.
+    Anonymous memory rather than a bytearray, which the main thread would first fill with
+    zeros: its pages are touched first by the threads that read into them."""
+    # private: a forked process (a data loader's worker) gets its own copy, as of any memory
+    data = memoryview(mmap.mmap(-1, e.bytes, flags=mmap.MAP_PRIVATE) if e.bytes
+                      else bytearray())
+    with _open(src, e) as fd:
+        try:
+            found = digest.read(fd, e.bytes, chunk, executor, body=data)
+        except digest.ShortRead:
+            raise _damaged(src, e) from None
+    if found != e.digest:
+        raise _damaged(src, e)
+    return data
 
 
 def _damaged(src: Path, e: Entry) -> CorruptSnapshot:
@@ -301,9 +367,10 @@ def restore(namespace: MutableMapping[str, Any], src: str | os.PathLike[str], *,
             ) -> RestoreResult:
     """Load the snapshot in `src` into `namespace`.
 
-    Every file is verified first (CorruptSnapshot: nothing loaded). `expect_digest` is the
-    `manifest_digest` the server checked the MAC of; a different manifest is refused. A value
-    that needs a module this environment lacks is named with it; the others come back.
+    Nothing unverified is loaded, and a damaged file anywhere leaves `namespace` as it was
+    (CorruptSnapshot). `expect_digest` is the `manifest_digest` the server checked the MAC
+    of; a different manifest is refused. A value that needs a module this environment lacks
+    is named with it; the others come back.
     A snapshot in an object store is first fetched into a private folder in `staging`.
     """
     if where.is_remote(src):
@@ -313,7 +380,28 @@ def restore(namespace: MutableMapping[str, Any], src: str | os.PathLike[str], *,
     if expect_digest is not None and manifest_digest(manifest) != expect_digest:
         raise CorruptSnapshot(f"the manifest in {src} is not the one that was checked; "
                               "nothing was loaded")
-    arrays = _verify(src, manifest, read_arrays=True)
+    _check_entries(src, manifest)
+    with digest.pool() as executor:  # its threads end with the restore
+        arrays: dict[str, Any] = {}
+        for e in manifest.entries:  # arrays first: all read and verified before any pickle
+            if e.kind == "numpy":
+                array = _read_array(src, e, manifest.chunk, executor)
+                if array is not None:
+                    arrays[e.name] = array
+        before = {e.name: namespace.get(e.name, _ABSENT) for e in manifest.entries}
+        try:
+            return _load(namespace, src, manifest, arrays, executor)
+        except BaseException:  # a file found altered midway: put the namespace back
+            for name, value in before.items():
+                if value is _ABSENT:
+                    namespace.pop(name, None)
+                else:
+                    namespace[name] = value
+            raise
+
+
+def _load(namespace: MutableMapping[str, Any], src: Path, manifest: Manifest,
+          arrays: dict[str, Any], executor: ThreadPoolExecutor) -> RestoreResult:
     restored: list[str] = []
     failed: list[Skipped] = []
     notes: list[Note] = []
@@ -327,13 +415,17 @@ def restore(namespace: MutableMapping[str, Any], src: str | os.PathLike[str], *,
     token = pickling.loading_into(namespace)  # type: ignore[arg-type]
     try:
         for e in manifest.entries:
+            data = None
+            if e.kind != "module" and e.name not in arrays:
+                # outside the try below: an altered file stops the whole restore
+                data = _read_bytes(src, e, manifest.chunk, executor)
             try:
                 if e.kind == "module":
                     value = importlib.import_module(str(e.module))
-                elif e.name in arrays:
+                elif data is None:
                     value = arrays.pop(e.name)
                 else:
-                    value, more = formats.read(e, src / str(e.file), resolve)
+                    value, more = formats.load(e, data, resolve)
                     notes.extend(more)
             except ModuleNotFoundError as err:
                 needed = err.name or str(e.module)
@@ -347,6 +439,7 @@ def restore(namespace: MutableMapping[str, Any], src: str | os.PathLike[str], *,
             else:
                 namespace[e.name] = value
                 restored.append(e.name)
+            del data  # one file's bytes in memory at a time
     finally:
         pickling.done_loading(token)
         # cloudpickle sets a restored function's __builtins__; keep the kernel's own

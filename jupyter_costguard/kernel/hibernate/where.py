@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+from concurrent.futures import Executor
 from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import urlsplit, urlunsplit
@@ -109,7 +110,7 @@ class Folder(Protocol):
 
     shown: str
 
-    def sink(self, name: str, budget: Budget) -> Sink: ...
+    def sink(self, name: str, budget: Budget, executor: Executor) -> Sink: ...
 
     def drop(self, name: str) -> None: ...
 
@@ -123,8 +124,8 @@ class LocalFolder:
         self.path = path
         self.shown = str(path.parent)
 
-    def sink(self, name: str, budget: Budget) -> Sink:
-        return Sink(self.path / name, budget)
+    def sink(self, name: str, budget: Budget, executor: Executor) -> Sink:
+        return Sink(self.path / name, budget, executor)
 
     def drop(self, name: str) -> None:
         (self.path / name).unlink()
@@ -139,9 +140,9 @@ class RemoteSink(Sink):
     WriteFailed (never taken for the value's fault); `finish` completes the upload and
     `abandon` aborts it."""
 
-    def __init__(self, fs: Any, path: str, budget: Budget) -> None:
+    def __init__(self, fs: Any, path: str, budget: Budget, executor: Executor) -> None:
         self._fs = fs
-        super().__init__(path, budget)
+        super().__init__(path, budget, executor)
 
     def _open(self, path: Path | str) -> Any:
         try:
@@ -207,10 +208,10 @@ class RemoteFolder:
         except FileNotFoundError:
             return False
 
-    def sink(self, name: str, budget: Budget) -> Sink:
+    def sink(self, name: str, budget: Budget, executor: Executor) -> Sink:
         with contextlib.suppress(Exception):  # object stores have no folders to make
             self.fs.makedirs(self.root, exist_ok=True)
-        return RemoteSink(self.fs, self._key(name), budget)
+        return RemoteSink(self.fs, self._key(name), budget, executor)
 
     def drop(self, name: str) -> None:
         with contextlib.suppress(FileNotFoundError):
