@@ -54,7 +54,16 @@ const documents: { [endpoint: string]: unknown } = {
   [`notebooks/${PATH}`]: { ...common, ...notebookDoc, kernels: [kernelDoc] },
   kernels: { ...common, kernels: [kernelDoc] },
   gpus: { ...gpus, simulated: false },
-  alerts: { ...common, alerts: [] }
+  alerts: { ...common, alerts: [] },
+  // the widget's feed asks for the notebook's snapshot too (none here)
+  snapshots: {
+    snapshots: [],
+    currency: 'USD',
+    waste_avoided: 0,
+    storage_price: null,
+    storage_cost: null,
+    storage_cost_per_month: null
+  }
 };
 
 const mockedRequest = requestAPI as jest.MockedFunction<typeof requestAPI>;
