@@ -29,6 +29,7 @@ from jupyter_costguard.guard.autostop import terminal_activity
 from jupyter_costguard.guard.budget import BudgetRule, NotebookBudgets
 from jupyter_costguard.guard.config import GuardTraits
 from jupyter_costguard.guard.engine import Guard
+from jupyter_costguard.guard.idle import HIBERNATED_KIND
 from jupyter_costguard.guard.rules import default_rules
 from jupyter_costguard.hibernate.service import Held, HibernateService, HibernateSettings
 from jupyter_costguard.hibernate.settings import HibernateTraits
@@ -144,6 +145,8 @@ class CostGuard(ExtensionApp, CostTraits, SamplingTraits, GuardTraits, OffloadTr
         self.settings["costguard_jobs"] = jobs
         self.settings["costguard_guard"] = self.guard
         self.hibernation = self._hibernate_service()
+        if self.hibernation is not None:
+            self.hibernation.listeners.append(self._snapshot_gone)
         self.settings["costguard_hibernate"] = self.hibernation
         self.log.info("costguard: ledger at %s, %s", self.db_path,
                       service.published.pricing.detail)
@@ -252,6 +255,13 @@ class CostGuard(ExtensionApp, CostTraits, SamplingTraits, GuardTraits, OffloadTr
         except Exception as e:
             self.log.error("costguard: hibernate is off: cannot use %s: %s", root, e)
             return None
+
+    async def _snapshot_gone(self, snapshot_id: str) -> None:
+        """A snapshot restored or deleted: its "hibernated" notice (the idle rule's, keyed by
+        the snapshot) has nothing left to offer, so it is resolved."""
+        service = self.service
+        if service is not None and service.alerts.resolve(HIBERNATED_KIND, snapshot_id):
+            await service.alerts_changed()
 
     async def _hibernate_idle(self, kernel_id: str) -> dict[str, Any]:
         """The idle rule's `hibernate-kernel` (`hibernate_idle_after_seconds`)."""

@@ -21,7 +21,7 @@ from jupyter_costguard.guard.idle import (
 from tests.support.guard_harness import T0, K, SpendHarness
 from tests.support.openapi_check import validate
 from tests.support.rest import get_json, start_session
-from tests.test_hibernate_api import new_kernel, run, service
+from tests.test_hibernate_api import api, new_kernel, run, service
 
 KIND = "idle-gpu-kernel"
 FIRST_RETRY = HIBERNATE_RETRY_SECONDS[0]
@@ -181,6 +181,17 @@ async def test_the_server_hibernates_an_idle_gpu_kernel(jp_fetch, jp_root_dir, j
     (snap,) = listed["snapshots"]
     assert snap["id"] == shown["key"] and {"weights", "steps"} <= set(snap["saved"])
     assert snap["gpus_held"] == 1
+    assert shown["resolved"] is None
+
+    # the snapshot gone (discarded; a restore tells the same), its notice has nothing left to
+    # offer: it is resolved, not left for the user to dismiss
+    await api(jp_fetch, "snapshots", snap["id"], method="DELETE", expect=204)
+
+    async def resolved() -> list[dict[str, Any]]:
+        return [a for a in await notice() if a["resolved"] is not None]
+
+    (ended,) = await _until(resolved, timeout=30)
+    assert ended["id"] == shown["id"]
 
 
 @pytest.mark.timeout(120)

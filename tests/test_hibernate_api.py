@@ -140,11 +140,18 @@ async def test_variables_come_back_in_a_new_kernel_of_the_same_notebook(
     other = await api(jp_fetch, "snapshots", params={"notebook": "elsewhere.ipynb"})
     assert other["snapshots"] == [] and other["waste_avoided"] == 0
 
+    told: list[str] = []  # what listens for restored snapshots (the idle rule's notice)
+
+    async def listener(snapshot_id: str) -> None:
+        told.append(snapshot_id)
+
+    service(jp_serverapp).listeners.append(listener)
     kernel_id = await new_kernel(jp_fetch, jp_root_dir)
     assert kernel_id != snap["kernel_id"]
     restored = await api(jp_fetch, "snapshots", snap["id"], "restore", method="POST",
                          body={"kernel_id": kernel_id})
     validate(f"/snapshots/{snap['id']}/restore", 200, restored, method="post")
+    assert told == [snap["id"]]
     assert set(restored["restored"]) == set(snap["saved"])
     assert "gen" in [s["name"] for s in restored["skipped"]]
     values = json.loads(await run(jp_serverapp, kernel_id, CHECK))

@@ -19,7 +19,7 @@ import asyncio
 import contextlib
 import inspect
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -95,6 +95,9 @@ class HibernateService:
         #: threads, so a slow store holds up neither listings and scrapes nor a server stop
         self._io = ThreadPoolExecutor(max_workers=4,
                                       thread_name_prefix="costguard-hibernate-store")
+        #: told the id of each snapshot restored or deleted (on the IO loop): what announced
+        #: it (the idle rule's "hibernated" notice) ends with it
+        self.listeners: list[Callable[[str], Awaitable[None]]] = []
         #: kernels being hibernated or restored into now: one operation per kernel at a time
         self._working: set[str] = set()
         removed = self.store.clear_leftovers(older_than=settings.timeout_seconds)
@@ -296,6 +299,7 @@ class HibernateService:
             raise HibernateError(f"snapshot {snapshot_id} was not restored: "
                                  f"{where.scrub(str(answer['error']), src)}", 409)
         await self._off_loop(self._restored, snapshot_id, time.time())
+        await self._tell(snapshot_id)
         return {"restored": list(answer.get("restored", [])),
                 "skipped": [_skipped(s) for s in answer.get("skipped", [])],
                 "notes": list(answer.get("notes", []))}
@@ -346,6 +350,15 @@ class HibernateService:
         if not store.ID_PATTERN.match(snapshot_id) or \
                 not await self._in_store(self._remove, snapshot_id):
             raise HibernateError(f"no snapshot {snapshot_id}", 404)
+        await self._tell(snapshot_id)
+
+    async def _tell(self, snapshot_id: str) -> None:
+        for listener in self.listeners:
+            try:
+                await listener(snapshot_id)
+            except Exception:  # a listener's failure is not the restore's or the delete's
+                if self.log is not None:
+                    self.log.exception("costguard: after snapshot %s", snapshot_id)
 
     def _remove(self, snapshot_id: str) -> bool:
         try:
