@@ -243,7 +243,7 @@ def attribution(args: argparse.Namespace, result: dict[str, Any]) -> int:
           "NVML processes (pid, MiB)")
     for g in gpus:
         util = "-" if g["utilization_percent"] is None else f"{g['utilization_percent']:.0f}"
-        print(f"{g['index']:>3}  {g['name'][:28]:<28} "
+        print(f"{g['index']:>3}  {str(g['name'])[:28]:<28} "
               f"{g['memory_used_mib']:>8}/{g['memory_total_mib']:<8} {util:>6} "
               f"{g['attributed_to_child_mib']:>9}  {g['processes']}")
     print(f"costguard attributed {held // MiB} MiB to the child "
