@@ -77,7 +77,7 @@ class JobListHandler(JobsHandler):
         jobs, next_before = await self.jobs.list_page(
             notebook.strip("/") if notebook else None, limit or PAGE_DEFAULT, before)
         self.write_json({"jobs": await self.jobs.docs(jobs), "next_before": next_before,
-                         "currency": self.jobs.currency()})
+                         "currency": self.jobs.currency(), "time": time.time()})
 
     def _int_param(self, name: str, default: int | None, low: int, high: int,
                    message: str) -> int | None:

@@ -164,6 +164,8 @@ export namespace JobsModel {
      * announced too.
      */
     since?: number;
+    /** The browser's clock, epoch seconds (tests). */
+    now?: () => number;
   }
 }
 
@@ -182,6 +184,7 @@ export class JobsModel extends PolledModel<IJobsPoll, JobsState> {
     this._slow = slow;
     this._pageSize = Math.max(1, Math.floor(options.pageSize ?? JOBS_PAGE_SIZE));
     this._since = options.since ?? pageStart();
+    this._now = options.now ?? (() => Date.now() / 1000);
   }
 
   /** Emitted once for each job that ends while this page watches it. */
@@ -521,6 +524,12 @@ export class JobsModel extends PolledModel<IJobsPoll, JobsState> {
     const page = Array.isArray(list?.jobs) ? list.jobs : [];
     const next = typeof list?.next_before === 'number' ? list.next_before : null;
     const firstLoad = !this._loaded;
+    if (firstLoad && typeof list?.time === 'number' && Number.isFinite(list.time)) {
+      // `since` is on the browser's clock, a job's `ended` on the server's: move it by how
+      // far the two differ, so a clock off by minutes neither drops a job that ended while
+      // the page loaded nor announces one that ended before it opened
+      this._since += list.time - this._now();
+    }
     const onPage = new Set(page.map(j => j.id));
     const pageTop = page.length ? Math.max(...page.map(j => j.id)) : undefined;
     // More new jobs than a page since the last poll: the page does not join what was known.
@@ -747,6 +756,7 @@ export class JobsModel extends PolledModel<IJobsPoll, JobsState> {
   private _seen = new Map<number, string>();
   /** When this page started watching (epoch seconds; see `detectEnded`). */
   private _since: number;
+  private _now: () => number;
   private _serverSettings?: ServerConnection.ISettings;
   private _slow: number;
   /** Highest id on any first page so far. */

@@ -164,6 +164,26 @@ describe('JobsModel', () => {
     );
   });
 
+  it("compares a job's end with the page's opening on the server's clock", async () => {
+    // the browser's clock is 10 minutes ahead of the server's: the page opened at 2100 on
+    // it, 1500 on the server's; job 1 ended at 1550 (server), after the page opened
+    const s = new FakeServer();
+    s.routes['GET jobs'] = () => ({
+      body: {
+        jobs: [job(1, 'succeeded', { ended: 1550 }), job(0, 'failed', { ended: 1450 })],
+        next_before: null,
+        currency: 'EUR',
+        time: 1560
+      }
+    });
+    const m = new JobsModel({ serverSettings: s.settings(), since: 2100, now: () => 2160 });
+    made.push(m);
+    const ended: IJob[] = [];
+    m.jobEnded.connect((_, j) => ended.push(j));
+    await m.refresh();
+    expect(ended.map(j => j.id)).toEqual([1]); // not job 0: it ended before the page opened
+  });
+
   it('notifies a job submitted and ended between two polls, and tracked jobs', async () => {
     const { m, ended, set } = setup([]);
     await m.refresh();

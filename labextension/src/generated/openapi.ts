@@ -1727,6 +1727,8 @@ export interface components {
             /** @description Pass as `before` for the next (older) page; null when there is none. */
             next_before: number | null;
             currency: string;
+            /** @description The server's clock when it answered (epoch seconds): a job's `ended` is on this clock, which a page compares with its own opening (a browser's clock may differ). */
+            time: number;
         };
         JobLog: {
             offset: number;
