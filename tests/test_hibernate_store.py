@@ -70,3 +70,60 @@ def test_leftovers_are_cleared_at_start_and_indexed_snapshots_stay(tmp_path: Pat
     assert again.remove(kept) and not again.folder(kept).exists() and not again.remove(kept)
     with pytest.raises(ValueError):
         again.folder("../x")
+
+
+def _record(snapshot_id: str, user: str | None, created: float = 1.0) -> SnapshotRecord:
+    return SnapshotRecord(id=snapshot_id, notebook="n.ipynb", created=created, bytes=7,
+                          saved=["secret_name"], skipped=[], kernel_name="python3", user=user,
+                          gpus_held=1, digest="d", mac="m", rate_per_hour_held=3.6)
+
+
+def test_a_service_lists_counts_and_deletes_only_its_owners_snapshots(tmp_path: Path) -> None:
+    """An index several users' servers share (an admin pointed their ledgers at one folder):
+    alice's server shows, counts and deletes only hers; bob's and one made outside a hub
+    are 404 to her, as an id never made, and stay."""
+    import asyncio
+
+    from jupyter_costguard.hibernate.errors import HibernateError
+    from jupyter_costguard.hibernate.service import HibernateService, HibernateSettings
+
+    root = tmp_path / "snapshots"
+    shared = SnapshotStore(root)
+    hers, his, nobodys = new_id(), new_id(), new_id()
+    for sid, user in ((hers, "alice"), (his, "bob"), (nobodys, None)):
+        shared.add(_record(sid, user))
+        shared.folder(sid).mkdir()
+    shared.close()
+
+    service = HibernateService(root, tmp_path / "hibernate.key", None, None,
+                               HibernateSettings(), owner="alice")
+
+    async def scenario() -> None:
+        listed = await service.listing()
+        assert [d["id"] for d in listed["snapshots"]] == [hers]
+        assert [d["id"] for d in (await service.listing("n.ipynb"))["snapshots"]] == [hers]
+        for sid in (his, nobodys):
+            for call in (service.get(sid), service.delete(sid)):
+                with pytest.raises(HibernateError) as e:
+                    await call
+                assert e.value.status == 404 and str(e.value) == f"no snapshot {sid}"
+        assert (await service.get(hers)).user == "alice"
+        await service.delete(hers)
+        assert (await service.listing())["snapshots"] == []
+
+    def counted() -> tuple[float, float]:
+        got = {m.name: m.samples[0].value for m in service.metrics()
+               if m.name in ("costguard_snapshots", "costguard_snapshot_bytes")}
+        return got["costguard_snapshots"], got["costguard_snapshot_bytes"]
+
+    try:
+        assert counted() == (1, 7)  # bob's and the other one are not hers to count
+        asyncio.run(scenario())
+        assert counted() == (0, 0)
+    finally:
+        service.close()
+    kept = SnapshotStore(root)
+    assert sorted(r.id for r in kept.list()) == sorted([his, nobodys])
+    assert kept.folder(his).is_dir() and kept.folder(nobodys).is_dir()
+    assert not kept.folder(hers).exists()
+    kept.close()
