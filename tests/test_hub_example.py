@@ -6,10 +6,8 @@ from __future__ import annotations
 
 import json
 import stat
-import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -21,6 +19,7 @@ from tests.support.examplehub import (
     ExampleHub,
 )
 from tests.support.hub import Hub, wait_for
+from tests.support.hubsnapshots import costguard, hibernate_notebook, listed
 
 pytestmark = pytest.mark.timeout(300)
 EDITED = {"cells": [], "metadata": {"edited": "by alice"}, "nbformat": 4,
@@ -173,12 +172,6 @@ def test_the_zero_to_jupyterhub_values_are_what_costguard_reads(tmp_path: Path) 
         "/services/costguard/")
 
 
-def _snapshot_call(hub: ExampleHub, method: str, user: str, path: str, token: str
-                   ) -> tuple[int, Any]:
-    status, _, body = hub.request(method, f"/user/{user}/costguard/api/{path}", token,
-                                  {} if method == "POST" else None)
-    return status, json.loads(body) if body else None
-
 
 def test_a_user_neither_sees_nor_deletes_another_users_snapshots(hub: ExampleHub) -> None:
     """Issue 44: alice hibernates her notebook's kernel; bob, with his own token on his own
@@ -187,44 +180,25 @@ def test_a_user_neither_sees_nor_deletes_another_users_snapshots(hub: ExampleHub
     her variables' names, and deleted it, 204.)"""
     hub.wait_ready("alice")
     alice, bob = hub.token_for("alice"), hub.token_for("bob")
-    status, _, body = hub.request("POST", "/user/alice/api/sessions", alice, {
-        "path": "train.ipynb", "name": "train.ipynb", "type": "notebook",
-        "kernel": {"name": "python3"}})
-    assert status == 201, body
-    kernel_id = json.loads(body)["kernel"]["id"]
-
-    def hibernated() -> Any:  # a kernel just started is busy a moment (409 until idle)
-        status, doc = _snapshot_call(hub, "POST", "alice", f"kernels/{kernel_id}/hibernate",
-                                     alice)
-        if status == 409:
-            time.sleep(0.5)
-            return None
-        assert status == 200, doc
-        return doc
-
-    snapshot = wait_for(hibernated, 120, "alice's kernel hibernated")
-    sid = snapshot["id"]
-    status, mine = _snapshot_call(hub, "GET", "alice", "snapshots", alice)
-    assert status == 200 and [s["id"] for s in mine["snapshots"]] == [sid]
+    sid = hibernate_notebook(hub, "alice", alice, "train.ipynb")["id"]
+    assert listed(hub, "alice", alice) == [sid]
 
     hub.start_server("bob", {"profile": "cpu"})
     hub.wait_ready("bob")
     try:
-        status, his = _snapshot_call(hub, "GET", "bob", "snapshots", bob)
-        assert status == 200 and his["snapshots"] == [], his
-        status, doc = _snapshot_call(hub, "DELETE", "bob", f"snapshots/{sid}", bob)
+        assert listed(hub, "bob", bob) == []
+        status, doc = costguard(hub, "DELETE", "bob", f"snapshots/{sid}", bob)
         assert status == 404 and doc["message"] == f"no snapshot {sid}", (status, doc)
         # nor does the Hub let him at alice's server
-        status, _ = _snapshot_call(hub, "DELETE", "alice", f"snapshots/{sid}", bob)
+        status, _ = costguard(hub, "DELETE", "alice", f"snapshots/{sid}", bob)
         assert status in (403, 404), status
     finally:
         hub.stop_server("bob")
-    status, mine = _snapshot_call(hub, "GET", "alice", "snapshots", alice)
-    assert status == 200 and [s["id"] for s in mine["snapshots"]] == [sid]
+    assert listed(hub, "alice", alice) == [sid]
     # in her own data folder, private; bob's holds none of it
     own = hub.state / "users" / "alice"
     [folder] = [p for p in own.rglob(sid) if p.is_dir()]
     assert stat.S_IMODE(folder.parent.stat().st_mode) == 0o700
     assert not any(p.name == sid for p in (hub.state / "users" / "bob").rglob("*"))
-    status, _ = _snapshot_call(hub, "DELETE", "alice", f"snapshots/{sid}", alice)
+    status, _ = costguard(hub, "DELETE", "alice", f"snapshots/{sid}", alice)
     assert status == 204 and not folder.exists()
