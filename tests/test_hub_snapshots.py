@@ -1,19 +1,26 @@
 """Each hub user's snapshots are theirs alone even where an admin points every user's ledger
 at one folder (issue 44 item 4): a real JupyterHub, its real proxy and real single-user
 servers whose ledgers share `ledgers/` (tests/support/hub.py's layout), each user with their
-own token on their own server."""
+own token on their own server; and a hub user's snapshots in the shared layout of earlier
+versions, moved into their own folder when their server starts."""
 
 from __future__ import annotations
 
 import stat
+import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from jupyter_costguard.hibernate import mac
+from jupyter_costguard.hibernate.store import SnapshotRecord, SnapshotStore, new_id
+from jupyter_costguard.kernel.hibernate import Manifest, manifest_digest, read_manifest
+from jupyter_costguard.kernel.hibernate.records import MANIFEST
 from tests.support.hub import Hub, HubUser, gpu_trace
 from tests.support.hubsnapshots import costguard, hibernate_notebook, listed
 from tests.support.notebooks import code, write_notebook
+from tests.support.server_proc import ServerProcess
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -57,3 +64,43 @@ def test_a_shared_ledger_folder_shares_no_snapshot_index_or_key(hub: Hub) -> Non
     assert stat.S_IMODE(users.stat().st_mode) == 0o700
     assert not (hub.dir / "ledgers" / "snapshots" / "index.sqlite").exists()
     assert not (hub.dir / "ledgers" / "hibernate.key").exists()
+
+
+def test_a_users_snapshots_in_the_shared_layout_are_theirs_after_an_upgrade(
+        tmp_path: Path) -> None:
+    """A hub server of an earlier version kept every user's snapshots in `snapshots/` beside
+    the ledger with one key: alice's server, started now, lists hers (moved into her own
+    folder and signed with her own key) and none of bob's, which stay where they were."""
+    data = tmp_path / "ledgers"
+    old_key = mac.load_key(data / "hibernate.key")
+    shared = SnapshotStore(data / "snapshots")
+    ids = {}
+    for user in ("alice", "bob"):
+        sid = ids[user] = new_id()
+        shared.folder(sid).mkdir()
+        made = Manifest(entries=[], skipped=[], created=time.time(), python="3.11",
+                        modules={})
+        (shared.folder(sid) / MANIFEST).write_text(made.to_json())
+        made = read_manifest(shared.folder(sid))
+        shared.add(SnapshotRecord(
+            id=sid, notebook="n.ipynb", created=made.created, bytes=0, saved=[], skipped=[],
+            kernel_name="python3", user=user, gpus_held=0, digest=manifest_digest(made),
+            mac=mac.sign(old_key, mac.binding(sid, "n.ipynb", user, "python3"), made)))
+    shared.close()
+    server = ServerProcess(tmp_path / "s", {
+        "db_path": str(data / "alice.sqlite"), "jobs_dir": str(tmp_path / "jobs"),
+        "offload_warm_kernels": 0, "catalog_refresh_hours": 0},
+        env={"JUPYTERHUB_USER": "alice", "JUPYTERHUB_SERVER_NAME": ""}).start()
+    try:
+        doc = server.get("costguard/api/snapshots")
+        code_, gone = server.request(f"costguard/api/snapshots/{ids['bob']}", "DELETE")
+    finally:
+        server.stop()
+    assert [s["id"] for s in doc["snapshots"]] == [ids["alice"]]
+    assert code_ == 404, gone
+    own = data / "snapshots" / "users" / "alice"
+    assert (own / ids["alice"] / MANIFEST).is_file()
+    assert (data / "snapshots" / ids["bob"] / MANIFEST).is_file()
+    left = SnapshotStore(data / "snapshots")
+    assert [r.id for r in left.list()] == [ids["bob"]]
+    left.close()
