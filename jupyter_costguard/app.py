@@ -31,6 +31,7 @@ from jupyter_costguard.guard.config import GuardTraits
 from jupyter_costguard.guard.engine import Guard
 from jupyter_costguard.guard.idle import HIBERNATED_KIND
 from jupyter_costguard.guard.rules import default_rules
+from jupyter_costguard.hibernate.layout import adopt, prepare, snapshot_paths
 from jupyter_costguard.hibernate.service import Held, HibernateService, HibernateSettings
 from jupyter_costguard.hibernate.settings import HibernateTraits
 from jupyter_costguard.metrics import collector as metrics
@@ -227,10 +228,13 @@ class CostGuard(ExtensionApp, CostTraits, SamplingTraits, GuardTraits, OffloadTr
 
     def _hibernate_service(self) -> HibernateService | None:
         """Snapshots beside the ledger unless `snapshot_dir` says; the MAC key in the data
-        folder (beside the ledger) even when the snapshots are elsewhere. A failure here turns
-        hibernate off (503) and leaves the rest of costguard running."""
+        folder (beside the ledger) even when the snapshots are elsewhere; on a hub, in folders
+        of the owner's own (`hibernate.layout`). A failure here turns hibernate off (503) and
+        leaves the rest of costguard running."""
         data = Path(os.path.dirname(os.path.abspath(self.db_path)))
-        root = Path(self.snapshot_dir) if self.snapshot_dir else data / "snapshots"
+        owner = owner_from_environ(os.environ)
+        paths = snapshot_paths(data, self.snapshot_dir, owner.user if owner else None)
+        root = paths.root
 
         def held(kernel_id: str) -> Held:
             if self.service is None:
@@ -241,10 +245,12 @@ class CostGuard(ExtensionApp, CostTraits, SamplingTraits, GuardTraits, OffloadTr
                 return Held()
             return Held(gpus=len(view.gpus), rate_per_hour=view.spend_rate_per_hour)
 
-        owner = owner_from_environ(os.environ)
         try:
+            if owner is not None:
+                prepare(paths, data)
+                adopt(paths, owner.user, self.log)
             return HibernateService(
-                root, data / "hibernate.key", self.server.kernel_manager,
+                root, paths.key, self.server.kernel_manager,
                 self.server.session_manager,
                 HibernateSettings(timeout_seconds=self.hibernate_timeout_seconds,
                                   max_bytes=self.hibernate_max_bytes,

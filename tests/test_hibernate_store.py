@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import stat
+from dataclasses import replace as dataclasses_replace
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ import pytest
 from jupyter_costguard.hibernate import mac
 from jupyter_costguard.hibernate.store import SnapshotRecord, SnapshotStore, new_id
 from jupyter_costguard.kernel.hibernate import Manifest
+from jupyter_costguard.kernel.hibernate.records import MANIFEST
 
 
 def manifest(created: float = 1.0) -> Manifest:
@@ -70,3 +72,147 @@ def test_leftovers_are_cleared_at_start_and_indexed_snapshots_stay(tmp_path: Pat
     assert again.remove(kept) and not again.folder(kept).exists() and not again.remove(kept)
     with pytest.raises(ValueError):
         again.folder("../x")
+
+
+def _record(snapshot_id: str, user: str | None, created: float = 1.0) -> SnapshotRecord:
+    return SnapshotRecord(id=snapshot_id, notebook="n.ipynb", created=created, bytes=7,
+                          saved=["secret_name"], skipped=[], kernel_name="python3", user=user,
+                          gpus_held=1, digest="d", mac="m", rate_per_hour_held=3.6)
+
+
+def test_a_service_lists_counts_and_deletes_only_its_owners_snapshots(tmp_path: Path) -> None:
+    """An index several users' servers share (an admin pointed their ledgers at one folder):
+    alice's server shows, counts and deletes only hers; bob's and one made outside a hub
+    are 404 to her, as an id never made, and stay."""
+    import asyncio
+
+    from jupyter_costguard.hibernate.errors import HibernateError
+    from jupyter_costguard.hibernate.service import HibernateService, HibernateSettings
+
+    root = tmp_path / "snapshots"
+    shared = SnapshotStore(root)
+    hers, his, nobodys = new_id(), new_id(), new_id()
+    for sid, user in ((hers, "alice"), (his, "bob"), (nobodys, None)):
+        shared.add(_record(sid, user))
+        shared.folder(sid).mkdir()
+    shared.close()
+
+    service = HibernateService(root, tmp_path / "hibernate.key", None, None,
+                               HibernateSettings(), owner="alice")
+
+    async def scenario() -> None:
+        listed = await service.listing()
+        assert [d["id"] for d in listed["snapshots"]] == [hers]
+        assert [d["id"] for d in (await service.listing("n.ipynb"))["snapshots"]] == [hers]
+        for sid in (his, nobodys):
+            for call in (service.get(sid), service.delete(sid)):
+                with pytest.raises(HibernateError) as e:
+                    await call
+                assert e.value.status == 404 and str(e.value) == f"no snapshot {sid}"
+        assert (await service.get(hers)).user == "alice"
+        await service.delete(hers)
+        assert (await service.listing())["snapshots"] == []
+
+    def counted() -> tuple[float, float]:
+        got = {m.name: m.samples[0].value for m in service.metrics()
+               if m.name in ("costguard_snapshots", "costguard_snapshot_bytes")}
+        return got["costguard_snapshots"], got["costguard_snapshot_bytes"]
+
+    try:
+        assert counted() == (1, 7)  # bob's and the other one are not hers to count
+        asyncio.run(scenario())
+        assert counted() == (0, 0)
+    finally:
+        service.close()
+    kept = SnapshotStore(root)
+    assert sorted(r.id for r in kept.list()) == sorted([his, nobodys])
+    assert kept.folder(his).is_dir() and kept.folder(nobodys).is_dir()
+    assert not kept.folder(hers).exists()
+    kept.close()
+
+
+def test_each_hub_user_gets_their_own_snapshot_folder_and_key(tmp_path: Path) -> None:
+    """One data folder (an admin pointed every user's ledger at it): each user's root and
+    key are their own, private, and no user name can climb out of its folder; a server
+    outside a hub keeps the single-user layout."""
+    from jupyter_costguard.hibernate.layout import prepare, snapshot_paths, user_folder
+
+    data = tmp_path / "ledgers"
+    single = snapshot_paths(data, "", None)
+    assert (single.root, single.key, single.legacy) == \
+        (data / "snapshots", data / "hibernate.key", None)
+    names = ["alice", "bob", "..", ".", "a/b", "A.b", "a%2Eb", "x" * 300, "ünï@x.org"]
+    seen = {user_folder(n) for n in names}
+    assert len(seen) == len(names)
+    assert all("/" not in f and not f.startswith(".") and len(f) <= 100 for f in seen)
+    alice, bob = (snapshot_paths(data, "", u) for u in ("alice", "bob"))
+    assert alice.root == data / "snapshots" / "users" / "alice" == alice.key.parent
+    assert len({alice.root, bob.root}) == 2 and alice.key != bob.key
+    for paths in (alice, bob):
+        prepare(paths, data)
+        mac.load_key(paths.key)
+        SnapshotStore(paths.root).close()
+    assert mac.load_key(alice.key) != mac.load_key(bob.key)
+    for folder in (data / "snapshots", data / "snapshots" / "users", alice.root, bob.root):
+        assert stat.S_IMODE(folder.stat().st_mode) == 0o700, folder
+    # snapshots elsewhere (snapshot_dir): the root there, per user; the key stays in data
+    away = snapshot_paths(data, str(tmp_path / "away"), "alice")
+    prepare(away, data)
+    assert away.root == tmp_path / "away" / "users" / "alice"
+    assert away.key == alice.key
+    for folder in (tmp_path / "away", tmp_path / "away" / "users", away.root):
+        assert stat.S_IMODE(folder.stat().st_mode) == 0o700, folder
+
+
+def test_a_users_snapshots_in_the_shared_layout_are_moved_into_their_own(
+        tmp_path: Path) -> None:
+    """Snapshots an earlier version kept in the one index every user's server shared: at
+    start, alice's server moves hers (checked with the old key, signed with her own) and
+    leaves bob's and any that does not check; run again after a crash, it finishes."""
+    from jupyter_costguard.hibernate.layout import adopt, prepare, snapshot_paths
+    from jupyter_costguard.kernel.hibernate import read_manifest
+
+    data = tmp_path / "ledgers"
+    single = snapshot_paths(data, "", None)
+    old_key = mac.load_key(single.key)
+    shared = SnapshotStore(single.root)
+    ids = {}
+    for name, user in (("hers", "alice"), ("his", "bob"), ("forged", "alice")):
+        sid = ids[name] = new_id()
+        folder = shared.folder(sid)
+        folder.mkdir()
+        (folder / MANIFEST).write_text(manifest().to_json())
+        made = read_manifest(folder)
+        bound = mac.binding(sid, "n.ipynb", user, "python3")
+        tag = mac.sign(old_key if name != "forged" else os.urandom(32), bound, made)
+        shared.add(dataclasses_replace(_record(sid, user), mac=tag))
+    shared.close()
+
+    alice = snapshot_paths(data, "", "alice")
+    prepare(alice, data)
+    assert adopt(alice, "alice") == [ids["hers"]]
+    mine = SnapshotStore(alice.root)
+    [record] = mine.list()
+    assert record.id == ids["hers"] and mine.folder(record.id).is_dir()
+    manifest_now = read_manifest(mine.folder(record.id))
+    bound = mac.binding(record.id, record.notebook, "alice", record.kernel_name)
+    assert mac.verify(mac.load_key(alice.key), bound, manifest_now, record.mac)
+    assert not mac.verify(old_key, bound, manifest_now, record.mac)
+    mine.close()
+    left = SnapshotStore(single.root)
+    assert sorted(r.id for r in left.list()) == sorted([ids["his"], ids["forged"]])
+    assert left.folder(ids["his"]).is_dir() and not left.folder(ids["hers"]).exists()
+    # a crash between moving the folder and indexing it: the next start finishes the move
+    sid = new_id()
+    left.folder(sid).mkdir()
+    (left.folder(sid) / MANIFEST).write_text(manifest().to_json())
+    made = read_manifest(left.folder(sid))
+    left.add(dataclasses_replace(_record(sid, "alice"), mac=mac.sign(
+        old_key, mac.binding(sid, "n.ipynb", "alice", "python3"), made)))
+    os.replace(left.folder(sid), alice.root / sid)
+    left.close()
+    assert adopt(alice, "alice") == [sid]
+    again = SnapshotStore(alice.root)
+    assert sorted(r.id for r in again.list()) == sorted([ids["hers"], sid])
+    again.close()
+    assert adopt(alice, "alice") == []

@@ -5,6 +5,7 @@ notebooks in their own home and their own jobs, and the costguard service adding
 from __future__ import annotations
 
 import json
+import stat
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from tests.support.examplehub import (
     ExampleHub,
 )
 from tests.support.hub import Hub, wait_for
+from tests.support.hubsnapshots import costguard, hibernate_notebook, listed
 
 pytestmark = pytest.mark.timeout(300)
 EDITED = {"cells": [], "metadata": {"edited": "by alice"}, "nbformat": 4,
@@ -117,7 +119,13 @@ def test_each_user_has_their_own_home_with_the_notebooks_and_own_jobs(
     assert config["cloud_metadata"] is False and config["catalog_refresh_hours"] == 0
     wait_for(lambda: (Path(jobs["alice", "gpu"]) / "jobs.sqlite").exists(), 30,
              "alice's job store")
-    assert not (hub.state / "ledgers" / "jobs").exists()
+    # her ledger and jobs are in a folder of her own, which only she (the server's account)
+    # may open; no folder is shared between users
+    own = hub.state / "users" / "alice"
+    assert Path(config["db_path"]).parent == own and Path(jobs["alice", "gpu"]).parent == own
+    assert stat.S_IMODE(own.stat().st_mode) == 0o700
+    assert stat.S_IMODE(own.parent.stat().st_mode) == 0o700
+    assert not (hub.state / "ledgers").exists()
 
 
 def test_the_zero_to_jupyterhub_values_are_what_costguard_reads(tmp_path: Path) -> None:
@@ -162,3 +170,35 @@ def test_the_zero_to_jupyterhub_values_are_what_costguard_reads(tmp_path: Path) 
     # every server knows where to report
     assert values["singleuser"]["extraEnv"]["COSTGUARD_HUB_URL"].endswith(
         "/services/costguard/")
+
+
+
+def test_a_user_neither_sees_nor_deletes_another_users_snapshots(hub: ExampleHub) -> None:
+    """Issue 44: alice hibernates her notebook's kernel; bob, with his own token on his own
+    server, lists no snapshot of hers and deleting hers by its id is a 404; hers stays, in
+    her own folder. (Their servers shared one snapshot index and key: bob listed hers, with
+    her variables' names, and deleted it, 204.)"""
+    hub.wait_ready("alice")
+    alice, bob = hub.token_for("alice"), hub.token_for("bob")
+    sid = hibernate_notebook(hub, "alice", alice, "train.ipynb")["id"]
+    assert listed(hub, "alice", alice) == [sid]
+
+    hub.start_server("bob", {"profile": "cpu"})
+    hub.wait_ready("bob")
+    try:
+        assert listed(hub, "bob", bob) == []
+        status, doc = costguard(hub, "DELETE", "bob", f"snapshots/{sid}", bob)
+        assert status == 404 and doc["message"] == f"no snapshot {sid}", (status, doc)
+        # nor does the Hub let him at alice's server
+        status, _ = costguard(hub, "DELETE", "alice", f"snapshots/{sid}", bob)
+        assert status in (403, 404), status
+    finally:
+        hub.stop_server("bob")
+    assert listed(hub, "alice", alice) == [sid]
+    # in her own data folder, private; bob's holds none of it
+    own = hub.state / "users" / "alice"
+    [folder] = [p for p in own.rglob(sid) if p.is_dir()]
+    assert stat.S_IMODE(folder.parent.stat().st_mode) == 0o700
+    assert not any(p.name == sid for p in (hub.state / "users" / "bob").rglob("*"))
+    status, _ = costguard(hub, "DELETE", "alice", f"snapshots/{sid}", alice)
+    assert status == 204 and not folder.exists()

@@ -71,8 +71,9 @@ def options_from_form(formdata):
 
 c.Spawner.options_from_form = options_from_form
 
-# each user's costguard: their own ledger and their own part of the recorded trace (replayed
-# from a different point per user, so the pages show different figures)
+# each user's costguard: their own data folder (ledger, jobs, snapshots and key) and their own
+# part of the recorded trace (replayed from a different point per user, so the pages show
+# different figures)
 def rotated_trace(user: str, share: float) -> Path:
     doc = json.loads((examples / "gpu_trace.json").read_text())
     frames, duration = doc["frames"], float(doc["duration"])
@@ -87,12 +88,23 @@ def rotated_trace(user: str, share: float) -> Path:
     return path
 
 
+def data_folder(user: str) -> Path:
+    """The user's own costguard data folder (0700): their ledger, batch jobs, hibernated
+    kernels' snapshots and the key that signs them, shared with no other user."""
+    own = state / "users" / user
+    for folder in (own.parent, own):
+        folder.mkdir(mode=0o700, exist_ok=True)
+        folder.chmod(0o700)
+    return own
+
+
 OFFSETS = {"alice": 0.0, "bob": 0.25, "carol": 0.5, "admin": 0.75}
 for user, offset in OFFSETS.items():
     common = {
-        "db_path": str(state / "ledgers" / f"{user}.sqlite"),
+        # beside it: their snapshots, the snapshots' index and the key that signs them
+        "db_path": str(data_folder(user) / "ledger.sqlite"),
         # each user's own batch jobs (their Jobs panel lists theirs only)
-        "jobs_dir": str(state / "jobs" / user),
+        "jobs_dir": str(data_folder(user) / "jobs"),
         "sample_interval": 2.0,
         "cloud_metadata": False,
         "container_share": "off",
@@ -117,7 +129,6 @@ def config_dir(spawner) -> str:
     return str(state / "conf" / spawner.user.name / ("cpu" if profile == "cpu" else "gpu"))
 
 
-(state / "ledgers").mkdir(exist_ok=True)
 service_port = int(os.environ.get("COSTGUARD_DEMO_SERVICE_PORT", "10101"))
 c.Spawner.environment = {
     "JUPYTER_CONFIG_DIR": config_dir,

@@ -75,7 +75,7 @@ IDLE_POLL_SECONDS = 0.05
 class HibernateService:
     """Snapshots of this server's kernels. `held(kernel_id)` says what a kernel holds now;
     `owner` is the Hub user whose server this is (None outside a hub): a snapshot records it,
-    and another owner's is refused."""
+    and another owner's is neither restored, listed, counted nor deleted (`owns`)."""
 
     def __init__(self, root: Path, key_file: Path, kernel_manager: Any, session_manager: Any,
                  settings: HibernateSettings, held: Callable[[str], Held] = lambda k: Held(),
@@ -277,11 +277,8 @@ class HibernateService:
     async def restore(self, snapshot_id: str, kernel_id: str) -> dict[str, Any]:
         """Load the snapshot into `kernel_id`, a kernel of the same notebook; the answer of
         `POST snapshots/{id}/restore`."""
-        record = await self.get(snapshot_id)
+        record = await self.get(snapshot_id)  # this server's owner's, or 404
         kernel = self._kernel(kernel_id)
-        if record.user != self.owner:
-            raise HibernateError(f"snapshot {snapshot_id} is {record.user or 'nobody'}'s, not "
-                                 f"{self.owner or 'this server'}'s; it is not loaded", 403)
         notebook = self.notebook_of(kernel_id)
         if notebook != record.notebook:
             raise HibernateError(
@@ -322,18 +319,27 @@ class HibernateService:
 
     # --- list, get, delete -------------------------------------------------------------
 
+    def owns(self, record: SnapshotRecord) -> bool:
+        """Whether `record` is this server's owner's: the one test restoring, listing,
+        deleting and the metrics apply. Another owner's snapshot (an index a hub admin pointed
+        several users' servers at) does not exist for this server: it is neither shown nor
+        counted, and asking for it by id is a 404 like an id never made, so its existence
+        does not leak either."""
+        return record.user == self.owner
+
     async def get(self, snapshot_id: str) -> SnapshotRecord:
+        """This owner's snapshot `snapshot_id`; 404 for one there is none of, or another's."""
         if not store.ID_PATTERN.match(snapshot_id):
             raise HibernateError(f"no snapshot {snapshot_id}", 404)
         record = await self._off_loop(self.store.get, snapshot_id)
-        if record is None:
+        if record is None or not self.owns(record):
             raise HibernateError(f"no snapshot {snapshot_id}", 404)
         return record
 
     async def listing(self, notebook: str | None = None) -> dict[str, Any]:
-        """The answer of `GET snapshots`: the snapshots, newest first, and the waste they
-        avoided together (in `currency`)."""
-        records = await self._off_loop(self.store.list, notebook)
+        """The answer of `GET snapshots`: this owner's snapshots, newest first, and the waste
+        they avoided together (in `currency`)."""
+        records = [r for r in await self._off_loop(self.store.list, notebook) if self.owns(r)]
         now = time.time()
         docs = [self._doc(r, now) for r in records]
         priced = [d for d in docs if d["storage_cost"] is not None]
@@ -361,6 +367,11 @@ class HibernateService:
                     self.log.exception("costguard: after snapshot %s", snapshot_id)
 
     def _remove(self, snapshot_id: str) -> bool:
+        """Forget and delete this owner's snapshot; False when there is none (or it is
+        another's: left as it is)."""
+        record = self.store.get(snapshot_id)
+        if record is None or not self.owns(record):
+            return False
         try:
             gone = self.store.remove(snapshot_id)
         except Exception as e:  # forgotten, its objects noted for removal at a later start
@@ -387,7 +398,8 @@ class HibernateService:
     def metrics(self) -> list[Metric]:
         """The kept snapshots, their bytes and the waste they avoided, from the index as
         last read (a scrape reads no disk)."""
-        records, now, currency = self._records, time.time(), self.currency()
+        records, now, currency = [r for r in self._records if self.owns(r)], time.time(), \
+            self.currency()
         count = GaugeMetricFamily("costguard_snapshots", "Hibernated kernels' snapshots kept.")
         count.add_metric([], len(records))
         size = GaugeMetricFamily("costguard_snapshot_bytes", "Bytes the kept snapshots hold.")

@@ -16,7 +16,8 @@ class HibernateTraits(HasTraits):
     snapshot_dir = Unicode(
         "", config=True,
         help="Folder of the hibernated kernels' snapshots and their index (made 0700). Empty: "
-             "'snapshots' beside the ledger (the costguard data folder).")
+             "'snapshots' beside the ledger (the costguard data folder). On a hub, each "
+             "user's are in users/<user>/ of it, with their own index (and key).")
     snapshot_store_url = Unicode(
         "", config=True,
         help="Where new snapshots are written: an fsspec URL such as s3://bucket/prefix or "

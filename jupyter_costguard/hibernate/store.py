@@ -276,6 +276,12 @@ class SnapshotStore:
         self._delete(snapshot_id, self.location(record))
         return True
 
+    def forget(self, snapshot_id: str) -> None:
+        """Drop the snapshot from the index and leave its files: they were moved into
+        another store's root (`layout.adopt`)."""
+        with self._lock:
+            self._db.execute("DELETE FROM snapshots WHERE id = ?", (snapshot_id,))
+
     def discard(self, snapshot_id: str, location: str | None = None) -> None:
         """Delete what a save the index does not name wrote (one refused after the kernel
         wrote)."""

@@ -958,7 +958,12 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** The hibernated kernels' snapshots, newest first. */
+        /**
+         * The hibernated kernels' snapshots, newest first.
+         * @description Only the server owner's (a Hub user's own; outside a hub, those made outside one):
+         *     another user's snapshot is neither listed nor deletable, even in an index an admin
+         *     made several servers share.
+         */
         get: {
             parameters: {
                 query?: {
@@ -1006,8 +1011,8 @@ export interface paths {
          * Load a snapshot's variables into a running kernel of the same notebook.
          * @description Only a snapshot this server wrote is loaded: its MAC must check (a changed, truncated
          *     or swapped-in snapshot is refused with 409 and nothing is loaded), it must be the
-         *     server owner's (403 otherwise), and the kernel's session must be the snapshot's
-         *     notebook (409 otherwise). A variable that needs a module missing here is named in
+         *     server owner's (another's is a 404, as an unknown one: it does not exist for this
+         *     server), and the kernel's session must be the snapshot's notebook (409 otherwise). A variable that needs a module missing here is named in
          *     `skipped` with it; the rest come back. 404 for an unknown snapshot or kernel. A busy
          *     kernel (one JupyterLab has just started is, a moment) is waited for, up to 10 s,
          *     before a 409 that says how long it waited.
@@ -1060,7 +1065,11 @@ export interface paths {
         get?: never;
         put?: never;
         post?: never;
-        /** Remove a snapshot and its files (its objects, in an object store). */
+        /**
+         * Remove a snapshot and its files (its objects, in an object store).
+         * @description Only the server owner's: another user's snapshot is a 404, as an unknown one, and is
+         *     left as it is.
+         */
         delete: {
             parameters: {
                 query?: never;
