@@ -1,5 +1,7 @@
-"""The GPU-activity rule (`common/gpuactivity.py`) applied to samples: a GPU's, a kernel's,
-and whether a GPU may be working, so spend, views, the service and the guard ask one place."""
+"""The GPU-activity rule and the one stop decision (`common/gpuactivity.py`) applied to
+samples: a GPU's activity, a kernel's, whether a GPU may be working and whether a kernel is
+idle by every measure (`kernel_idleness`), so spend, views, the service and the guard ask one
+place."""
 
 from __future__ import annotations
 
@@ -11,7 +13,9 @@ from jupyter_costguard.common.gpuactivity import (
     UNKNOWN,
     Activity,
     combined_activity,
+    executing,
     gpu_activity,
+    idleness,
 )
 from jupyter_costguard.sampling.records import GpuSample, KernelSample
 
@@ -34,3 +38,12 @@ def kernel_gpu_activity(k: KernelSample, gpus: Sequence[GpuSample],
     holds none of `gpus`."""
     return combined_activity(activity_of(g, threshold_percent) for g in gpus
                              if g.uuid in k.gpu_memory_bytes)
+
+
+def kernel_idleness(k: KernelSample, gpus: Sequence[GpuSample],
+                    threshold_percent: float = GPU_BUSY_PERCENT) -> Activity:
+    """Whether a kernel is idle by every measure (`idleness`): "busy" while it executes or
+    any GPU it holds is busy (a training thread or child process works while the kernel sits
+    at its prompt), "unknown" while a GPU it holds reports no utilisation, else "idle"."""
+    return idleness(executing(k.info.execution_state),
+                    kernel_gpu_activity(k, gpus, threshold_percent))
