@@ -17,7 +17,7 @@ from jupyter_costguard.common.gpuactivity import (
     gpu_activity,
     idleness,
 )
-from jupyter_costguard.sampling.records import GpuSample, KernelSample
+from jupyter_costguard.sampling.records import GpuSample, KernelInfo, KernelSample, Sample
 
 
 def activity_of(g: GpuSample, threshold_percent: float = GPU_BUSY_PERCENT) -> Activity:
@@ -47,3 +47,31 @@ def kernel_idleness(k: KernelSample, gpus: Sequence[GpuSample],
     at its prompt), "unknown" while a GPU it holds reports no utilisation, else "idle"."""
     return idleness(executing(k.info.execution_state),
                     kernel_gpu_activity(k, gpus, threshold_percent))
+
+
+class WorkClock:
+    """When each kernel was last seen at work by the one stop decision (`kernel_idleness`
+    "busy": executing, or a GPU it holds busy). A kernel's idle time runs from the later of
+    that and its `last_activity` (`idle_from`): a kernel whose training thread kept its GPU
+    busy until a minute ago has been idle a minute, not since its last cell. The service
+    keeps one for the API and the metric (`cost.views.idle_seconds`), the idle rule one for
+    its clock; both observe every sample with the same rule."""
+
+    def __init__(self, threshold_percent: float = GPU_BUSY_PERCENT) -> None:
+        self.threshold_percent = threshold_percent
+        #: kernel id -> the time of the last sample that saw it at work
+        self.worked: dict[str, float] = {}
+
+    def observe(self, sample: Sample) -> None:
+        """Note the kernels at work in `sample`; forget the ones gone."""
+        present = set()
+        for k in sample.kernels:
+            present.add(k.info.kernel_id)
+            if kernel_idleness(k, sample.gpu.gpus, self.threshold_percent) == BUSY:
+                self.worked[k.info.kernel_id] = sample.time
+        for kid in set(self.worked) - present:
+            del self.worked[kid]
+
+    def idle_from(self, info: KernelInfo) -> float:
+        """When this kernel's idleness by every measure began (if it is idle now)."""
+        return max(info.last_activity, self.worked.get(info.kernel_id, info.last_activity))

@@ -52,8 +52,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from jupyter_costguard.common.gpuactivity import BUSY, GPU_BUSY_PERCENT, IDLE
-from jupyter_costguard.cost.activity import kernel_idleness
+from jupyter_costguard.common.gpuactivity import GPU_BUSY_PERCENT, IDLE
+from jupyter_costguard.cost.activity import WorkClock, kernel_idleness
 from jupyter_costguard.guard.base import Act, Finding, GuardContext, Outcome, RuleResult
 from jupyter_costguard.guard.config import GuardConfig
 from jupyter_costguard.guard.wording import clock_time, duration, gib, money
@@ -129,8 +129,8 @@ class IdleKernelRule:
         self.gpu_busy_percent = gpu_busy_percent
         self._periods: dict[str, _IdlePeriod] = {}
         self._hibernations: dict[str, _Hibernation] = {}
-        #: the last time each kernel was seen with a busy GPU (its idle clock starts after)
-        self._working: dict[str, float] = {}
+        #: when each kernel was last at work (its idle clock starts after; as the API's)
+        self._work = WorkClock(gpu_busy_percent)
         #: outcomes of hibernations, heard on the IO loop, read at the next evaluation
         self._heard: list[Outcome] = []
         self._heard_lock = threading.Lock()
@@ -161,15 +161,13 @@ class IdleKernelRule:
         if sample is None:
             return result
         cost = ctx.published.cost
+        self._work.observe(sample)
         seen: set[str] = set()
         for k in sample.kernels:
             kid = k.info.kernel_id
             if not k.gpu_memory_bytes:
                 continue  # holds no GPU: any idle period (and cull) is over
-            activity = kernel_idleness(k, sample.gpu.gpus, self.gpu_busy_percent)
-            if activity == BUSY:
-                self._working[kid] = ctx.now
-            if activity != IDLE:
+            if kernel_idleness(k, sample.gpu.gpus, self.gpu_busy_percent) != IDLE:
                 # executing, or a GPU it holds works (a training thread or child process
                 # while the kernel waits at its prompt): any idle period (and cull, and
                 # hibernation) is over; of unknown activity it may be working: not judged
@@ -189,14 +187,12 @@ class IdleKernelRule:
         present = {k.info.kernel_id for k in sample.kernels}
         for kid in set(self._hibernations) - present:
             del self._hibernations[kid]
-        for kid in set(self._working) - present:
-            del self._working[kid]
         return result
 
     def _idle_from(self, k: KernelSample) -> float:
         """When this kernel's idleness by every measure began: its last activity, or the last
         sample that saw a GPU it holds busy, whichever is later."""
-        return max(k.info.last_activity, self._working.get(k.info.kernel_id, 0.0))
+        return self._work.idle_from(k.info)
 
     def _judge(self, ctx: GuardContext, k: KernelSample, period: _IdlePeriod,
                result: RuleResult) -> None:
