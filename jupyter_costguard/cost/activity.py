@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from jupyter_costguard.common.gpuactivity import (
     BUSY,
     GPU_BUSY_PERCENT,
+    IDLE,
     UNKNOWN,
     Activity,
     combined_activity,
@@ -47,6 +48,19 @@ def kernel_idleness(k: KernelSample, gpus: Sequence[GpuSample],
     at its prompt), "unknown" while a GPU it holds reports no utilisation, else "idle"."""
     return idleness(executing(k.info.execution_state),
                     kernel_gpu_activity(k, gpus, threshold_percent))
+
+
+def server_idleness(sample: Sample, threshold_percent: float = GPU_BUSY_PERCENT) -> Activity:
+    """Whether the whole server is idle by every measure (`idleness`): busy while a kernel
+    executes or any GPU is busy, whoever runs on it; unknown while a GPU of unknown activity
+    is held (nothing on a GPU cannot be working); else idle. The status document's idle clock
+    (`gpu_activity.idle_since`, what a hub's culler reads) runs only while it is idle."""
+    running = any(executing(k.info.execution_state) for k in sample.kernels)
+    gpus = combined_activity(BUSY if a == BUSY else UNKNOWN if may_be_working(g, threshold_percent)
+                             else IDLE
+                             for g in sample.gpu.gpus
+                             for a in (activity_of(g, threshold_percent),))
+    return idleness(running, gpus)
 
 
 class WorkClock:

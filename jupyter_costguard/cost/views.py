@@ -25,13 +25,14 @@ from typing import Any
 
 from jupyter_costguard.common.gpuactivity import (
     BUSY,
+    IDLE,
     UNKNOWN,
     Activity,
     combined_activity,
     executing,
 )
 from jupyter_costguard.common.owner import Owner
-from jupyter_costguard.cost.activity import activity_of, may_be_working
+from jupyter_costguard.cost.activity import activity_of, server_idleness
 from jupyter_costguard.cost.ledger import (
     HISTORY_BUCKET_SECONDS,
     HistoryPoint,
@@ -123,15 +124,16 @@ def gpu_doc(g: GpuSample, owners: dict[int, str], activity: Activity) -> dict[st
 
 def gpu_activity_doc(sample: Sample | None, idle_threshold_percent: float,
                      busy_time: float | None) -> dict[str, Any]:
-    """How many GPUs are held, busy, and held of unknown activity now, and since when no GPU
-    may have been working (`busy_time`, the service's `may_be_working` clock): what a hub's
-    culler needs to tell a forgotten GPU server from a silent training run. A held GPU of
-    unknown activity (MIG) is not counted busy, but no idle clock runs while it is held."""
+    """How many GPUs are held, busy, and held of unknown activity now, and since when the
+    server has been idle by every measure (`busy_time`, the service's `server_idleness`
+    clock: no kernel executing, no GPU that may be working): what a hub's culler needs to
+    tell a forgotten GPU server from a silent training run. A held GPU of unknown activity
+    (MIG) is not counted busy, but no idle clock runs while it is held."""
     if sample is None:
         return {"gpus_held": 0, "gpus_busy": 0, "gpus_unknown": 0, "idle_since": None}
     gpus = sample.gpu.gpus
     busy = sum(1 for g in gpus if activity_of(g, idle_threshold_percent) == BUSY)
-    working = any(may_be_working(g, idle_threshold_percent) for g in gpus)
+    working = server_idleness(sample, idle_threshold_percent) != IDLE
     return {
         "gpus_held": sum(1 for g in gpus if g.processes),
         "gpus_busy": busy,
@@ -557,10 +559,11 @@ def build_views(
     """Every view of the latest sample and the ledger's totals.
 
     `alerts` maps a notebook path to its active alerts (`AlertStore.summary`);
-    `gpu_busy_time` is when a GPU last may have been working (`may_be_working`: busy, or
-    held with unknown activity; the service tracks it across samples), for the status
-    document's `gpu_activity`; `worked` when each kernel was last at work (`WorkClock`:
-    executing, or a GPU it holds busy), where its idle time starts.
+    `gpu_busy_time` is when the server was last not idle by every measure
+    (`server_idleness`: a kernel executing, a GPU busy or held with unknown activity; the
+    service tracks it across samples), for the status document's `gpu_activity`; `worked`
+    when each kernel was last at work (`WorkClock`: executing, or a GPU it holds busy),
+    where its idle time starts.
     """
     header = Header(simulated=sample.simulated if sample is not None else simulated,
                     currency=pricing.currency, time=sample.time if sample else None,
