@@ -7,11 +7,11 @@ anything but "busy": a kernel started without a client stays "starting" indefini
 no GPU it holds is busy: a busy GPU is never idle whatever the kernel's state, so a kernel
 back at its prompt whose training loop runs in a thread or a child process (telemetry puts
 the kernel's whole process tree on its GPUs) is not warned, culled or hibernated. Its idle
-time runs from the later of its `last_activity` (the `cost.views.idle_seconds` the API and
-the metric report) and the last sample that saw a GPU it holds busy: work that ended a moment
-ago is not hours of idleness. A kernel holds a GPU when telemetry puts one of its processes on it
-(`KernelSample.gpu_memory_bytes` has an entry for that GPU, even where the driver cannot say
-how much memory).
+time runs from the later of its `last_activity` and the last sample that saw it at work
+(`cost/activity.WorkClock`; the `cost.views.idle_seconds` the API and the metric report too):
+work that ended a moment ago is not hours of idleness. A kernel holds a GPU when telemetry
+puts one of its processes on it (`KernelSample.gpu_memory_bytes` has an entry for that GPU,
+even where the driver cannot say how much memory).
 
 A kernel whose GPUs are of *unknown* activity (a MIG instance reports no utilisation, so work
 started in the background cannot be seen) is not judged: no alert and no cull, since its GPU
@@ -30,9 +30,8 @@ shut down once it has been idle `cull_after_seconds` *and* that critical warning
 for at least `cull_warning_seconds` (a warning that came late, e.g. after a restart of the
 server, postpones the cull instead of shortening the notice). The shutdown is requested once
 per idle period. Any activity (busy, a busy GPU, or a new `last_activity`) starts a new idle
-period: the
-alert resolves and a pending cull is cancelled. The turn to critical shows a dismissed or
-snoozed warning again (an escalation). Dismissing or snoozing the alert does not
+period: the alert resolves and a pending cull is cancelled. The turn to critical shows a
+dismissed or snoozed warning again (an escalation). Dismissing or snoozing the alert does not
 cancel a cull: using the kernel does.
 
 Hibernating is opt-in too (`hibernate_idle_after_seconds`), for a notebook's kernel only (its
@@ -91,7 +90,7 @@ class _IdlePeriod:
     """One stretch of idleness of one kernel (identified by when it began: the later of the
     kernel's `last_activity` and the last sample that saw one of its GPUs busy)."""
 
-    last_activity: float
+    start: float
     #: when this rule started counting the waste (the first sample that saw it idle)
     since: float
     waste: float = 0.0
@@ -175,9 +174,9 @@ class IdleKernelRule:
             seen.add(kid)
             start = self._idle_from(k)
             period = self._periods.get(kid)
-            if period is None or period.last_activity != start:
+            if period is None or period.start != start:
                 period = self._periods[kid] = _IdlePeriod(
-                    last_activity=start, since=max(start, ctx.now - sample.interval))
+                    start=start, since=max(start, ctx.now - sample.interval))
             share = cost.shares.get(kid) if cost is not None else None
             if share is not None:
                 period.waste += share.waste
@@ -198,7 +197,7 @@ class IdleKernelRule:
                result: RuleResult) -> None:
         cfg = self.config
         now = ctx.now
-        start = period.last_activity
+        start = period.start
         idle = max(0.0, now - start)
         cull = cfg.cull_idle_kernels
         warn_from = max(0.0, cfg.cull_after_seconds - cfg.cull_warning_seconds)
@@ -322,7 +321,7 @@ class IdleKernelRule:
         cfg = self.config
         currency = ctx.published.pricing.currency
         who = self._who(k)
-        partial = period.since > period.last_activity + 1.0
+        partial = period.since > period.start + 1.0
         wasted = (f"it has wasted {money(period.waste, currency)} "
                   + ("since the server started watching it" if partial else "while idle"))
         message = (f"{who} has been idle for {duration(idle)} holding "
