@@ -1,7 +1,8 @@
 """Issue 44, one stop decision: a real server, its real pynvml loading the NVML stand-in, and a
-real kernel that starts a training loop (in a thread, or in a child process) and returns to
-its prompt while the GPU works at 90 %. Idle by no measure (`common/gpuactivity.idleness`),
-it is never warned idle, culled, hibernated or auto-stopped, and its work finishes."""
+real kernel that starts a training loop (in a thread, a child process or an asyncio task)
+and returns to its prompt while the GPU works at 90 %. Idle by no measure
+(`common/gpuactivity.idleness`), it is never warned idle, culled, hibernated or auto-stopped,
+and its work finishes."""
 
 from __future__ import annotations
 
@@ -48,6 +49,13 @@ def _code(worker: str, go: Path, done: Path, pidfile: Path) -> str:
                 "def _train():\n"
                 + "".join(f"    {line}\n" for line in train.strip().splitlines())
                 + "threading.Thread(target=_train, daemon=True).start()\n")
+    if worker == "task":  # an asyncio task on the kernel's own event loop
+        wait = train.replace("_t.sleep(0.05)", "await _asyncio.sleep(0.05)")
+        return ("import asyncio as _asyncio, os, pathlib\n"
+                f"pathlib.Path({str(pidfile)!r}).write_text(str(os.getpid()))\n"
+                "async def _train():\n"
+                + "".join(f"    {line}\n" for line in wait.strip().splitlines())
+                + "_task = _asyncio.get_event_loop().create_task(_train())\n")
     child = (f"import os, pathlib; pathlib.Path({str(pidfile)!r}).write_text(str(os.getpid()))"
              + train)
     return f"import subprocess, sys\n_child = subprocess.Popen([sys.executable, '-c', {child!r}])\n"
@@ -74,7 +82,7 @@ def _wait(what: Any, timeout: float = 60.0, why: str = "") -> Any:
 
 
 @pytest.mark.parametrize("consumer", sorted(CONSUMERS))
-@pytest.mark.parametrize("worker", ["thread", "child"])
+@pytest.mark.parametrize("worker", ["thread", "child", "task"])
 def test_a_kernel_at_its_prompt_whose_gpu_works_is_never_stopped(
         tmp_path: Path, worker: str, consumer: str):
     marker = tmp_path / "auto-stopped"
