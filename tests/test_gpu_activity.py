@@ -152,6 +152,42 @@ def test_the_service_runs_no_idle_clock_while_a_gpu_of_unknown_activity_is_held(
         service._close()
 
 
+def test_the_servers_idle_clock_runs_only_while_it_is_idle_by_every_measure(
+        tmp_path: Path) -> None:
+    """Issue 44: the status document's `idle_since` (what a hub's culler reads on a server's
+    report) follows the one stop decision (`server_idleness`): no idle clock while a kernel
+    executes, though every GPU is idle (a long cell must not be stopped mid-run), nor while
+    a GPU works though no kernel executes (a training thread); it starts once both stop."""
+    import os
+
+    from jupyter_costguard.sampling.records import KernelInfo
+
+    source = Source()
+    source.util = 0.0  # the one GPU: held by pid 101, idle
+    service = CostService(Telemetry(source), Ledger(tmp_path / "l.sqlite"),
+                          PricingConfig(hourly_rate=1.0), environ={})
+
+    def kernel_in(state: str) -> list[KernelInfo]:
+        return [KernelInfo(kernel_id="k", name="python3", pid=os.getpid(),
+                           execution_state=state, last_activity=NOW, connections=1,
+                           path="train.ipynb")]
+
+    try:
+        service.tick(kernel_in("idle"))
+        running = service.tick(kernel_in("busy")).views.data["status"]["gpu_activity"]
+        assert running["gpus_busy"] == 0 and running["idle_since"] is None, running
+        source.util = 90.0  # the kernel back at its prompt, its GPU at work
+        training = service.tick(kernel_in("idle")).views.data["status"]["gpu_activity"]
+        assert training["gpus_busy"] == 1 and training["idle_since"] is None, training
+        source.util = 0.0
+        last_work = service.published.sample
+        assert last_work is not None
+        idle = service.tick(kernel_in("idle")).views.data["status"]["gpu_activity"]
+        assert idle["idle_since"] == last_work.time, idle
+    finally:
+        service._close()
+
+
 def test_hub_node_gpu_of_unknown_activity_is_never_idle(tmp_path: Path) -> None:
     """The node reader's unknown GPUs (a series without a number) keep the pod off the idle
     clock and out of idle GPU hours; the culler keeps the server and says why."""

@@ -74,6 +74,30 @@ def test_no_alert_about_a_kernel_whose_gpu_activity_is_unknown(tmp_path: Path):
     assert h.alert(KIND, "k1") is not None
 
 
+def test_a_busy_gpu_is_never_idle_whatever_the_kernels_state(tmp_path: Path):
+    """Issue 44: a kernel back at its prompt whose GPU works (a training loop in a thread or
+    a child process) is idle by no measure: no warning, no cull, no hibernation, and its GPU
+    cost is not waste. Once the GPU stops, the idle clock starts from then, not from the
+    kernel's last activity hours before."""
+    h = idle_harness(tmp_path, idle_kernel_seconds=600, cull_idle_kernels=True,
+                     cull_after_seconds=900, cull_warning_seconds=120,
+                     hibernate_idle_after_seconds=700)
+    h.gpu_util = 90.0
+    k = K("k1", "train.ipynb", state="idle", last_activity=T0)
+    assert h.run(T0 + 4 * 3600, 10, [k]) == []
+    assert h.alert(KIND, "k1") is None
+    assert h.ledger.kernels[("k1", "train.ipynb")].waste == 0
+    stopped = h.now
+    h.gpu_util = 0.0
+    assert h.run(stopped + 590, 10, [k]) == []
+    assert h.alert(KIND, "k1") is None, "idle time counts from the GPU's last work"
+    h.run(stopped + 620, 10, [k])
+    a = h.alert(KIND, "k1")
+    assert a is not None and a.details["idle_seconds"] < 700
+    acts = h.run(stopped + 3600, 10, [k])
+    assert [x.action for x in acts] == ["hibernate-kernel"]
+
+
 def test_idle_waste_counts_from_when_the_kernel_went_idle(tmp_path: Path):
     h = idle_harness(tmp_path, idle_kernel_seconds=600)
     k = K("k1", "a.ipynb", state="busy", last_activity=T0)

@@ -351,3 +351,110 @@ async def test_a_server_that_goes_silent_after_its_warning_round_began_is_still_
     assert (await culler.run([silent], {}, t0 + 5))[0][1].action == WARN
     assert (await culler.run([silent], {}, t0 + 5 + 13))[0][1].action == STOP
     assert stops == [("ann", "")]
+
+
+# --- one stop decision, the same inputs for the service's culler and the arbiter (issue 44) --
+
+UNTRUSTED = {"name": "gpu", "profiles": ["gpu"], "idle_minutes": 10, "warn_minutes": 1,
+             "trust_reported_activity": False}
+
+
+def _site_config(tmp_path: Path, **extra: Any) -> Path:
+    """A hub config whose default profile (a spawn that names none) is the GPU one."""
+    settings = {"db_path": str(tmp_path / "hub.sqlite"), "cull_policies": [UNTRUSTED],
+                "gpu_profiles": ["gpu"], "default_profile": "gpu", **extra}
+    path = tmp_path / "costguard_hub_config.py"
+    path.write_text("".join(f"c.CostGuardHub.{k} = {v!r}\n" for k, v in settings.items()))
+    return path
+
+
+def _arbiter(config: Path, now: float, inactive: float) -> bool:
+    """The arbiter hook's answer, for a culler that saw `ann` inactive this long (limit 1 h)."""
+    from datetime import timedelta
+
+    from jupyter_costguard.hub.cull import cull_arbiter_hook
+    return cull_arbiter_hook(config, clock=lambda: now)(
+        inactive=timedelta(seconds=inactive), inactive_limit=3600.0,
+        server={"full_name": "ann/"})
+
+
+def test_a_busy_gpu_while_no_kernel_executes_is_never_idle_to_culler_nor_arbiter(
+        tmp_path: Path) -> None:
+    """A server whose kernel sits at its prompt for hours while its training thread keeps the
+    GPU at work: the node shows the GPU busy, the server reports it busy and no idle clock.
+    Idle by no measure (`row_idleness`, the one stop decision): the service's culler keeps
+    it and the arbiter never stops it, however long the Hub saw no kernel activity."""
+    from jupyter_costguard.common.gpuactivity import BUSY
+    from jupyter_costguard.hub.cull import judged_row, row_idleness
+    from jupyter_costguard.hub.settings import HubSettings
+
+    config = _site_config(tmp_path)
+    settings = HubSettings.load(config)
+    store = HubStore(settings.db_path)
+    t0 = 1_800_000_000.0
+    store.record_cycle({("ann", ""): ("/user/ann/", "gpu")}, {}, t0 - 3600, 65.0)
+    store.record_report("ann", "/user/ann/", "gpu",
+                        report(t0, gpus_held=1, gpus_busy=1, gpu_idle_since=None),
+                        received=t0)
+    row = store.servers()[0]
+    assert row_idleness(row) == BUSY
+    assert decide(row, [], policies_from([UNTRUSTED]), t0).action == DEFER  # the user's word
+    assert not _arbiter(config, t0, inactive=600.0)
+    store.record_node({("ann", ""): (1, 1, 0)}, t0 - 5)  # the node: 1 GPU held, 1 busy
+    judged = judged_row(store.servers()[0], settings.site, t0, settings.fresh)
+    assert judged.activity_source == "node" and row_idleness(judged) == BUSY
+    d = decide(judged, [], policies_from([UNTRUSTED]), t0, fresh_seconds=settings.fresh)
+    assert d.action == KEEP, d
+    assert not _arbiter(config, t0, inactive=5 * 3600.0), "never culled for kernel silence"
+
+
+def test_the_arbiter_and_the_services_culler_get_the_same_inputs(tmp_path: Path) -> None:
+    """The same row, groups and keep give the same decision whichever asks: one freshness
+    window (`HubSettings.fresh`, 70 s at the default intervals; the arbiter used 130 s, the
+    service's culler 120 s for reports and 70 s for the node) and the profile the site
+    resolves (a server recorded with no profile runs the site's default; the arbiter judged
+    the raw one and found no policy)."""
+    from jupyter_costguard.hub.cull import judged_row
+    from jupyter_costguard.hub.settings import HubSettings
+
+    config = _site_config(tmp_path)
+    settings = HubSettings.load(config)
+    assert settings.fresh == 70.0
+    assert HubSettings.of({"poll_interval": 60.0}).fresh == 130.0
+    assert HubSettings.of({"fresh_seconds": 45.0}).fresh == 45.0
+    policies = policies_from(settings.cull_policies)
+    t0 = 1_800_000_000.0
+
+    def both(profile: str, node_age: float | None, busy_report: bool,
+             ) -> tuple[str, bool, bool]:
+        path = tmp_path / "hub.sqlite"
+        for p in path.parent.glob("hub.sqlite*"):
+            p.unlink()
+        store = HubStore(path)
+        store.record_cycle({("ann", ""): ("/user/ann/", profile)}, {}, t0 - 7200, 65.0)
+        idle = {"gpus_held": 1, "gpus_busy": 0, "gpu_idle_since": t0 - 3000}
+        busy = {"gpus_held": 1, "gpus_busy": 1, "gpu_idle_since": None}
+        store.record_report("ann", "/user/ann/", profile,
+                            report(t0 - 10, **(busy if busy_report else idle)),
+                            received=t0 - 10)
+        if node_age is not None:  # the node: every GPU idle for an hour
+            store.record_node({("ann", ""): (1, 0, 0)}, t0 - 3600)
+            store.record_node({("ann", ""): (1, 0, 0)}, t0 - node_age)
+        # the service's cycle: its rows as the culler reads them
+        row = judged_row(store.servers()[0], settings.site, t0, settings.fresh)
+        d = decide(row, [], policies, t0, None, settings.fresh,
+                   settings.cull_keep_ceiling_minutes * 60)
+        return (d.action, _arbiter(config, t0, inactive=60.0),
+                _arbiter(config, t0, inactive=7200.0))
+
+    for profile in ("", "gpu"):
+        for node_age in (None, 30.0, 100.0, 200.0):
+            for busy_report in (False, True):
+                action, short, long = both(profile, node_age, busy_report)
+                why = (profile, node_age, busy_report, action)
+                assert short == (action == STOP), why
+                assert long == (action in (STOP, DEFER)), why
+    # a server recorded with no profile runs the site's GPU default: culled as one
+    assert both("", None, False) == (STOP, True, True)
+    # the node's reading 100 s old is stale for both: the server's untrusted word defers
+    assert both("gpu", 100.0, True) == (DEFER, False, True)

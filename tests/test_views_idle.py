@@ -88,3 +88,39 @@ def test_a_kernel_that_is_not_running_anything_is_idle_in_prometheus(tmp_path: P
     value = {s.labels["kernel_id"]: s.value for s in idle_family.samples}[state]
     assert value >= 100.0
     ledger.close()
+
+
+def test_a_kernel_whose_gpu_worked_until_a_moment_ago_is_idle_since_then(tmp_path: Path,
+                                                                         ) -> None:
+    """Issue 44: a kernel at its prompt since NOW - 100 whose training thread kept its GPU at
+    90 % until NOW - 30 has been idle 30 s, to the API, the metric and the idle rule alike
+    (`WorkClock`, the one stop decision), and 0 s while its GPU worked."""
+    from dataclasses import replace
+
+    from jupyter_costguard.cost.activity import WorkClock
+
+    pricing = resolve_pricing(Catalog.load(), instance_type=None, environ={}, gpu=None,
+                              host=None, hourly_rate=1.0)
+    ledger = Ledger(tmp_path / "l.sqlite", now=NOW)
+    config = GuardConfig(idle_kernel_seconds=10.0)
+    rule = IdleKernelRule(config)
+    clock = WorkClock()
+    idle = one_kernel_per_state()
+    idle = replace(idle, kernels=idle.kernels[:1])  # "idle", at its prompt since NOW - 100
+    (gpu,) = idle.gpu.gpus
+    working = replace(idle, time=NOW - 30.0,
+                      gpu=replace(idle.gpu, gpus=(replace(gpu, utilization_percent=90.0),)))
+    seen: list[tuple[float, float, list[float]]] = []
+    for sample in (working, idle):
+        clock.observe(sample)
+        views = build_views(sample, None, pricing, ledger, 2.0, 5.0, worked=clock.worked)
+        published = Published(sample=sample, cost=None, pricing=pricing, views=views)
+        (api,) = [k["idle_seconds"] for k in views.data["kernels"]["kernels"]]
+        (family,) = [f for f in build_metrics(published)
+                     if f.name == "costguard_kernel_idle_seconds"]
+        (metric,) = [s.value for s in family.samples]
+        found = rule.evaluate(GuardContext(now=sample.time, published=published, ledger=ledger,
+                                           catalog=Catalog.load(), config=config))
+        seen.append((api, metric, [f.details["idle_seconds"] for f in found.findings]))
+    assert seen == [(0.0, 0.0, []), (30.0, 30.0, [30.0])]
+    ledger.close()

@@ -20,11 +20,11 @@ from typing import Any, TypeVar
 from jupyter_costguard.alerts.store import AlertStore
 from jupyter_costguard.cloud.metadata import MetadataResult
 from jupyter_costguard.cloud.watcher import MetadataWatcher
-from jupyter_costguard.common.gpuactivity import GPU_BUSY_PERCENT
+from jupyter_costguard.common.gpuactivity import GPU_BUSY_PERCENT, IDLE
 from jupyter_costguard.common.owner import owner_from_environ
 from jupyter_costguard.common.stopping import ShuttingDown, on_worker
 from jupyter_costguard.cost import timeline
-from jupyter_costguard.cost.activity import may_be_working
+from jupyter_costguard.cost.activity import WorkClock, server_idleness
 from jupyter_costguard.cost.catalog import Catalog
 from jupyter_costguard.cost.hubbudget import budgets_doc, budgets_from_environ
 from jupyter_costguard.cost.ledger import HISTORY_BUCKET_SECONDS, Ledger
@@ -159,9 +159,12 @@ class CostService:
         self.run_since = time.time()
         self._waste_at_start = ledger.server.waste
         self._unattributed_at_start = ledger.server.unattributed
-        #: when a GPU last may have been working (busy, or held with unknown activity: MIG);
-        #: the first sample counts as busy: idle time starts there
+        #: when the server was last not idle by every measure (`server_idleness`: a kernel
+        #: executing, a GPU busy or held with unknown activity: MIG); the first sample counts
+        #: as at work: idle time starts there
         self._gpu_busy_time: float | None = None
+        #: when each kernel was last at work (the one stop decision): its idle time starts there
+        self._work = WorkClock(self.idle_threshold_percent)
         # Alerts share the ledger's file; their writes run on the worker, like the ledger's.
         self.alerts = alerts if alerts is not None else AlertStore(
             ledger.db_path, schedule=self._executor.submit, logger=logger or log)
@@ -215,15 +218,17 @@ class CostService:
             paths={k.info.kernel_id: k.info.path for k in sample.kernels},
             names={k.info.kernel_id: k.info.name for k in sample.kernels},
         )
-        if self._gpu_busy_time is None or any(
-                may_be_working(g, self.idle_threshold_percent) for g in sample.gpu.gpus):
+        if self._gpu_busy_time is None or server_idleness(
+                sample, self.idle_threshold_percent) != IDLE:
             self._gpu_busy_time = sample.time
+        self._work.observe(sample)
         now = self.alerts.clock()
         summary = self.alerts.summary(now)
         views = build_views(sample, cost, pricing, self.ledger, self.sample_interval,
                             self.idle_threshold_percent, alerts=summary,
                             stale_after_days=self.pricing_config.stale_after_days,
                             owner=self.owner, gpu_busy_time=self._gpu_busy_time,
+                            worked=dict(self._work.worked),
                             hub_budgets=budgets_doc(
                                 self.hub_budgets, self.ledger.server.spend
                                 - self._spend_at_start, sample.time))

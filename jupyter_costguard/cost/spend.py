@@ -9,10 +9,12 @@ over the CPUs the price pays for. The rates are the allocation model's (`cost/al
 which the offload estimate prices a job's request with. What nobody used stays unattributed, so
 for every interval: sum(consumers) + unattributed == R·Δt/3600 (conservation).
 
-A kernel's GPU cost counts as *waste* while the GPU is idle (below the threshold, by the one
-rule of `common/gpuactivity.py`) and the kernel is not busy: it holds an accelerator that does
-nothing. A GPU of unknown activity (a MIG instance: NVML reports no utilisation) is charged to
-its holders as spend but never as waste: what cannot be seen is not called idle.
+A kernel's GPU cost counts as *waste* while that GPU and the kernel are idle by every measure
+(`common/gpuactivity.idleness`, the one stop decision the idle rule, auto-stop and the hub's
+culler ask too): the GPU below the threshold and the kernel not executing. A busy GPU is never
+waste, whatever the kernel's execution state. A GPU of unknown activity (a MIG instance:
+NVML reports no utilisation) is charged to its holders as spend but never as waste: what
+cannot be seen is not called idle.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from jupyter_costguard.common.gpuactivity import GPU_BUSY_PERCENT, IDLE
+from jupyter_costguard.common.gpuactivity import GPU_BUSY_PERCENT, IDLE, executing, idleness
 from jupyter_costguard.cost.activity import activity_of
 from jupyter_costguard.cost.allocation import MachineRates, charged_cpu_seconds
 from jupyter_costguard.cost.allocation import gpu_count as priced_gpu_count
@@ -118,12 +120,12 @@ def split_interval(
         if not holders or cost == 0.0:
             continue
         mem_total = sum(m for _, m in holders)
-        idle_gpu = activity_of(gpu, idle_threshold_percent) == IDLE
+        activity = activity_of(gpu, idle_threshold_percent)
         for k, mem in holders:
             part = cost * (mem / mem_total if mem_total > 0 else 1.0 / len(holders))
             share = shares[k.info.kernel_id]
             share.gpu += part
-            if idle_gpu and k.info.execution_state != "busy":
+            if idleness(executing(k.info.execution_state), activity) == IDLE:
                 share.waste += part
             gpu_attributed += part
 

@@ -25,12 +25,14 @@ from typing import Any
 
 from jupyter_costguard.common.gpuactivity import (
     BUSY,
+    IDLE,
     UNKNOWN,
     Activity,
     combined_activity,
+    executing,
 )
 from jupyter_costguard.common.owner import Owner
-from jupyter_costguard.cost.activity import activity_of, may_be_working
+from jupyter_costguard.cost.activity import activity_of, server_idleness
 from jupyter_costguard.cost.ledger import (
     HISTORY_BUCKET_SECONDS,
     HistoryPoint,
@@ -122,15 +124,16 @@ def gpu_doc(g: GpuSample, owners: dict[int, str], activity: Activity) -> dict[st
 
 def gpu_activity_doc(sample: Sample | None, idle_threshold_percent: float,
                      busy_time: float | None) -> dict[str, Any]:
-    """How many GPUs are held, busy, and held of unknown activity now, and since when no GPU
-    may have been working (`busy_time`, the service's `may_be_working` clock): what a hub's
-    culler needs to tell a forgotten GPU server from a silent training run. A held GPU of
-    unknown activity (MIG) is not counted busy, but no idle clock runs while it is held."""
+    """How many GPUs are held, busy, and held of unknown activity now, and since when the
+    server has been idle by every measure (`busy_time`, the service's `server_idleness`
+    clock: no kernel executing, no GPU that may be working): what a hub's culler needs to
+    tell a forgotten GPU server from a silent training run. A held GPU of unknown activity
+    (MIG) is not counted busy, but no idle clock runs while it is held."""
     if sample is None:
         return {"gpus_held": 0, "gpus_busy": 0, "gpus_unknown": 0, "idle_since": None}
     gpus = sample.gpu.gpus
     busy = sum(1 for g in gpus if activity_of(g, idle_threshold_percent) == BUSY)
-    working = any(may_be_working(g, idle_threshold_percent) for g in gpus)
+    working = server_idleness(sample, idle_threshold_percent) != IDLE
     return {
         "gpus_held": sum(1 for g in gpus if g.processes),
         "gpus_busy": busy,
@@ -150,17 +153,19 @@ def alerts_doc(summary: dict[str, dict[str, Any]] | None, path: str) -> dict[str
 
 
 
-def idle_seconds(info: KernelInfo, now: float) -> float:
-    """How long a kernel has done nothing: `now - last_activity` in any state but busy, 0
-    while busy.
+def idle_seconds(info: KernelInfo, now: float, worked_at: float | None = None) -> float:
+    """How long a kernel has done nothing: 0 while it executes, else since the later of its
+    `last_activity` and `worked_at` (the last sample that saw a GPU it holds busy,
+    `cost/activity.WorkClock`): a kernel at its prompt whose training thread keeps its GPU
+    busy is not idle (the one stop decision, `common/gpuactivity.idleness`).
 
     The one meaning the API, the `costguard_kernel_idle_seconds` metric and the idle rule
     share. A kernel started without a client stays "starting" and one being restarted is
     not running anything either: to a user that is idle time, since the last thing it did.
     """
-    if info.execution_state == "busy":
+    if executing(info.execution_state):
         return 0.0
-    return max(0.0, now - info.last_activity)
+    return max(0.0, now - max(info.last_activity, worked_at or info.last_activity))
 
 
 @dataclass(frozen=True)
@@ -389,7 +394,8 @@ class Views:
 
 def kernel_view(k: KernelSample, sample: Sample, totals: Totals | None,
                 rate: float, utilization: Mapping[str, float] | None = None,
-                activities: Mapping[str, Activity] | None = None) -> KernelView:
+                activities: Mapping[str, Activity] | None = None,
+                worked_at: float | None = None) -> KernelView:
     """One kernel of `sample`, with the ledger's totals for it and its current rate
     (`utilization`: GPU uuid -> utilisation where known; `activities`: GPU uuid -> its
     activity; both worked out once per sample, the activity at the default threshold when
@@ -414,7 +420,7 @@ def kernel_view(k: KernelSample, sample: Sample, totals: Totals | None,
     return KernelView(
         kernel_id=info.kernel_id, name=info.name, notebook=info.path,
         execution_state=info.execution_state, last_activity=info.last_activity,
-        idle_seconds=round(idle_seconds(info, sample.time), 3),
+        idle_seconds=round(idle_seconds(info, sample.time, worked_at), 3),
         connections=info.connections, pids=list(k.pids),
         cpu_percent=round(100.0 * k.cpu_seconds / interval, 2) if interval else 0.0,
         rss_bytes=k.rss_bytes, gpus=sorted(k.gpu_memory_bytes),
@@ -548,13 +554,16 @@ def build_views(
     owner: Owner | None = None,
     gpu_busy_time: float | None = None,
     hub_budgets: list[dict[str, Any]] | None = None,
+    worked: Mapping[str, float] | None = None,
 ) -> Views:
     """Every view of the latest sample and the ledger's totals.
 
     `alerts` maps a notebook path to its active alerts (`AlertStore.summary`);
-    `gpu_busy_time` is when a GPU last may have been working (`may_be_working`: busy, or
-    held with unknown activity; the service tracks it across samples), for the status
-    document's `gpu_activity`.
+    `gpu_busy_time` is when the server was last not idle by every measure
+    (`server_idleness`: a kernel executing, a GPU busy or held with unknown activity; the
+    service tracks it across samples), for the status document's `gpu_activity`; `worked`
+    when each kernel was last at work (`WorkClock`: executing, or a GPU it holds busy),
+    where its idle time starts.
     """
     header = Header(simulated=sample.simulated if sample is not None else simulated,
                     currency=pricing.currency, time=sample.time if sample else None,
@@ -572,7 +581,8 @@ def build_views(
         for k in sample.kernels:
             info = k.info
             view = kernel_view(k, sample, ledger_kernels.get((info.kernel_id, info.path or "")),
-                               rates[info.kernel_id], utilization, activities)
+                               rates[info.kernel_id], utilization, activities,
+                               (worked or {}).get(info.kernel_id))
             kernels.append(view)
             if info.path:
                 by_path.setdefault(info.path, []).append(view)

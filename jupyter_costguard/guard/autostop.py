@@ -1,9 +1,14 @@
 """Guard rule `auto-stop`: when nothing has run for a while, stop the server (or the instance).
 
-Off unless `auto_stop_idle_seconds` is set. "Nothing has run" means, for that long:
+Off unless `auto_stop_idle_seconds` is set. "Nothing has run" means the server was idle by
+every measure for that long: the one stop decision (`common/gpuactivity.idleness`, which the
+idle-kernel rule, the waste split and the hub's culler ask too) called the server's kernels,
+jobs and GPUs together idle on every sample (a busy GPU is never idle, whatever the kernels'
+states), and nothing else happened:
 
-- no kernel busy (or starting, restarting) and no kernel activity (the newest `last_activity`
-  over the kernels: jupyter_server moves it on every IOPub message a kernel sends);
+- no kernel busy (executing) and no kernel activity (the newest `last_activity` over the
+  kernels: jupyter_server moves it on every IOPub message a kernel sends); a kernel starting
+  or restarting counts as activity too (something the user just did);
 - no kernel started or stopped;
 - no batch job running (`ctx.running_jobs`);
 - no GPU that may be doing work, whoever runs on it (a training script started from a
@@ -34,7 +39,16 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from jupyter_costguard.common.gpuactivity import BUSY, GPU_BUSY_PERCENT, UNKNOWN
+from jupyter_costguard.common.gpuactivity import (
+    BUSY,
+    GPU_BUSY_PERCENT,
+    IDLE,
+    UNKNOWN,
+    Activity,
+    combined_activity,
+    executing,
+    idleness,
+)
 from jupyter_costguard.cost.activity import activity_of
 from jupyter_costguard.guard.base import Act, Finding, GuardContext, RuleResult
 from jupyter_costguard.guard.config import GuardConfig
@@ -44,8 +58,9 @@ from jupyter_costguard.sampling.records import Sample
 log = logging.getLogger("jupyter_costguard")
 
 KEY = "server"
-#: Kernel execution states that mean something is running.
-RUNNING_STATES = frozenset({"busy", "starting", "restarting"})
+#: Kernel states that count as activity though the kernel executes nothing of the user's yet:
+#: a start or restart is something the user just did (executing is `executing`'s to say).
+LIFECYCLE_STATES = frozenset({"starting", "restarting"})
 #: Alert states in which the user has cancelled the countdown.
 CANCELLED_STATES = frozenset({"dismissed", "snoozed"})
 
@@ -199,21 +214,32 @@ class AutoStopRule:
             started, stopped = len(ids - self._kernel_ids), len(self._kernel_ids - ids)
             seen.append((now, f"{started} kernel(s) started, {stopped} stopped"))
         self._kernel_ids = ids
+        running: list[str] = []  # what executes now, by the one rule's measures
         for k in sample.kernels:
-            if k.info.execution_state in RUNNING_STATES:
-                seen.append((now, f"kernel {k.info.kernel_id} {k.info.execution_state}"))
+            state = k.info.execution_state
+            if executing(state):
+                running.append(f"kernel {k.info.kernel_id} {state}")
+            elif state in LIFECYCLE_STATES:
+                seen.append((now, f"kernel {k.info.kernel_id} {state}"))
             seen.append((k.info.last_activity, f"kernel {k.info.kernel_id} activity"))
         if ctx.running_jobs > 0:
-            seen.append((now, f"{ctx.running_jobs} batch job(s) running"))
+            running.append(f"{ctx.running_jobs} batch job(s) running")
+        working: list[str] = []  # GPUs that may be doing work, whoever runs on them
+        activities: list[Activity] = []
         for g in sample.gpu.gpus:
             if g.faulty is not None:
                 continue
             activity = activity_of(g, self.gpu_busy_percent)
             if activity == BUSY:
-                seen.append((now, f"GPU {g.index} at {g.utilization_percent:.0f}% utilisation"))
+                working.append(f"GPU {g.index} at {g.utilization_percent:.0f}% utilisation")
             elif activity == UNKNOWN and g.processes:
-                seen.append((now, f"GPU {g.index} in use, its activity unknown (no "
-                                  "utilisation reported, e.g. MIG)"))
+                working.append(f"GPU {g.index} in use, its activity unknown (no "
+                               "utilisation reported, e.g. MIG)")
+            else:
+                activity = IDLE  # nothing on it cannot be working, whatever it reports
+            activities.append(activity)
+        if idleness(bool(running), combined_activity(activities)) != IDLE:
+            seen.extend((now, why) for why in running + working)
         server = self._server_activity()
         if server is not None:
             seen.append((server, "terminal activity"))

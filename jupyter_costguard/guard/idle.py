@@ -1,15 +1,22 @@
 """Guard rule `idle-gpu-kernel`: a kernel that holds a GPU and has done nothing for a while.
 
-A kernel is idle when its execution state is anything but "busy" (a kernel started without
-a client stays "starting" indefinitely); its idle time is `now - last_activity`, the
-`cost.views.idle_seconds` the API and the metric report too. A kernel
-holds a GPU when telemetry puts one of its processes on it (`KernelSample.gpu_memory_bytes`
-has an entry for that GPU, even where the driver cannot say how much memory).
+A kernel is idle only when it is idle by every measure: the one stop decision,
+`common/gpuactivity.idleness` (through `cost/activity.kernel_idleness`), which the waste
+split, auto-stop and the hub's culler ask too. It runs no code (its execution state is
+anything but "busy": a kernel started without a client stays "starting" indefinitely) *and*
+no GPU it holds is busy: a busy GPU is never idle whatever the kernel's state, so a kernel
+back at its prompt whose training loop runs in a thread or a child process (telemetry puts
+the kernel's whole process tree on its GPUs) is not warned, culled or hibernated. Its idle
+time runs from the later of its `last_activity` and the last sample that saw it at work
+(`cost/activity.WorkClock`; the `cost.views.idle_seconds` the API and the metric report too):
+work that ended a moment ago is not hours of idleness. A kernel holds a GPU when telemetry
+puts one of its processes on it (`KernelSample.gpu_memory_bytes` has an entry for that GPU,
+even where the driver cannot say how much memory).
 
-A kernel whose GPUs are of *unknown* activity (`common/gpuactivity.py`: a MIG instance
-reports no utilisation, so work started in the background cannot be seen) is not judged:
-no alert and no cull, since its GPU cost is not waste either (`cost/spend.py`). It is not
-called busy; the API says "unknown" for it.
+A kernel whose GPUs are of *unknown* activity (a MIG instance reports no utilisation, so work
+started in the background cannot be seen) is not judged: no alert and no cull, since its GPU
+cost is not waste either (`cost/spend.py`). It is not called busy; the API says "unknown" for
+it.
 
 After `idle_kernel_seconds` the rule raises a warning naming the notebook, the GPUs, the
 memory held and what the kernel has wasted since it went idle. The money is the sum of the
@@ -22,9 +29,9 @@ idle time the alert turns critical ("will be shut down at HH:MM unless used"); t
 shut down once it has been idle `cull_after_seconds` *and* that critical warning has been up
 for at least `cull_warning_seconds` (a warning that came late, e.g. after a restart of the
 server, postpones the cull instead of shortening the notice). The shutdown is requested once
-per idle period. Any activity (busy, or a new `last_activity`) starts a new idle period: the
-alert resolves and a pending cull is cancelled. The turn to critical shows a dismissed or
-snoozed warning again (an escalation). Dismissing or snoozing the alert does not
+per idle period. Any activity (busy, a busy GPU, or a new `last_activity`) starts a new idle
+period: the alert resolves and a pending cull is cancelled. The turn to critical shows a
+dismissed or snoozed warning again (an escalation). Dismissing or snoozing the alert does not
 cancel a cull: using the kernel does.
 
 Hibernating is opt-in too (`hibernate_idle_after_seconds`), for a notebook's kernel only (its
@@ -44,9 +51,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from jupyter_costguard.common.gpuactivity import GPU_BUSY_PERCENT, UNKNOWN
-from jupyter_costguard.cost.activity import kernel_gpu_activity
-from jupyter_costguard.cost.views import idle_seconds
+from jupyter_costguard.common.gpuactivity import GPU_BUSY_PERCENT, IDLE
+from jupyter_costguard.cost.activity import WorkClock, kernel_idleness
 from jupyter_costguard.guard.base import Act, Finding, GuardContext, Outcome, RuleResult
 from jupyter_costguard.guard.config import GuardConfig
 from jupyter_costguard.guard.wording import clock_time, duration, gib, money
@@ -81,9 +87,10 @@ def hibernate_label(gpus: int) -> str:
 
 @dataclass
 class _IdlePeriod:
-    """One stretch of idleness of one kernel (identified by its `last_activity`)."""
+    """One stretch of idleness of one kernel (identified by when it began: the later of the
+    kernel's `last_activity` and the last sample that saw one of its GPUs busy)."""
 
-    last_activity: float
+    start: float
     #: when this rule started counting the waste (the first sample that saw it idle)
     since: float
     waste: float = 0.0
@@ -121,6 +128,8 @@ class IdleKernelRule:
         self.gpu_busy_percent = gpu_busy_percent
         self._periods: dict[str, _IdlePeriod] = {}
         self._hibernations: dict[str, _Hibernation] = {}
+        #: when each kernel was last at work (its idle clock starts after; as the API's)
+        self._work = WorkClock(gpu_busy_percent)
         #: outcomes of hibernations, heard on the IO loop, read at the next evaluation
         self._heard: list[Outcome] = []
         self._heard_lock = threading.Lock()
@@ -151,19 +160,23 @@ class IdleKernelRule:
         if sample is None:
             return result
         cost = ctx.published.cost
+        self._work.observe(sample)
         seen: set[str] = set()
         for k in sample.kernels:
             kid = k.info.kernel_id
-            if k.info.execution_state == "busy" or not k.gpu_memory_bytes:
-                continue  # in use, or holds no GPU: any idle period (and cull) is over
-            if kernel_gpu_activity(k, sample.gpu.gpus, self.gpu_busy_percent) == UNKNOWN:
-                continue  # its GPUs may be working where nobody can see: not judged idle
+            if not k.gpu_memory_bytes:
+                continue  # holds no GPU: any idle period (and cull) is over
+            if kernel_idleness(k, sample.gpu.gpus, self.gpu_busy_percent) != IDLE:
+                # executing, or a GPU it holds works (a training thread or child process
+                # while the kernel waits at its prompt): any idle period (and cull, and
+                # hibernation) is over; of unknown activity it may be working: not judged
+                continue
             seen.add(kid)
+            start = self._idle_from(k)
             period = self._periods.get(kid)
-            if period is None or period.last_activity != k.info.last_activity:
+            if period is None or period.start != start:
                 period = self._periods[kid] = _IdlePeriod(
-                    last_activity=k.info.last_activity,
-                    since=max(k.info.last_activity, ctx.now - sample.interval))
+                    start=start, since=max(start, ctx.now - sample.interval))
             share = cost.shares.get(kid) if cost is not None else None
             if share is not None:
                 period.waste += share.waste
@@ -175,11 +188,17 @@ class IdleKernelRule:
             del self._hibernations[kid]
         return result
 
+    def _idle_from(self, k: KernelSample) -> float:
+        """When this kernel's idleness by every measure began: its last activity, or the last
+        sample that saw a GPU it holds busy, whichever is later."""
+        return self._work.idle_from(k.info)
+
     def _judge(self, ctx: GuardContext, k: KernelSample, period: _IdlePeriod,
                result: RuleResult) -> None:
         cfg = self.config
         now = ctx.now
-        idle = idle_seconds(k.info, now)
+        start = period.start
+        idle = max(0.0, now - start)
         cull = cfg.cull_idle_kernels
         warn_from = max(0.0, cfg.cull_after_seconds - cfg.cull_warning_seconds)
         cull_warning = cull and idle >= warn_from
@@ -200,7 +219,7 @@ class IdleKernelRule:
             period.warned_at = now  # raised as an alert by the engine this very tick
         cull_at: float | None = None
         if cull:
-            cull_at = k.info.last_activity + cfg.cull_after_seconds
+            cull_at = start + cfg.cull_after_seconds
             if period.warned_at is not None:
                 cull_at = max(cull_at, period.warned_at + cfg.cull_warning_seconds)
             if (period.culled_at is None and period.warned_at is not None and now >= cull_at
@@ -221,7 +240,7 @@ class IdleKernelRule:
         after = self.config.hibernate_idle_after_seconds
         if after is None or not k.info.path:
             return None
-        at = k.info.last_activity + after
+        at = self._idle_from(k) + after
         if h.retry_at is not None:
             at = max(at, h.retry_at)
         return at
@@ -302,7 +321,7 @@ class IdleKernelRule:
         cfg = self.config
         currency = ctx.published.pricing.currency
         who = self._who(k)
-        partial = period.since > period.last_activity + 1.0
+        partial = period.since > period.start + 1.0
         wasted = (f"it has wasted {money(period.waste, currency)} "
                   + ("since the server started watching it" if partial else "while idle"))
         message = (f"{who} has been idle for {duration(idle)} holding "

@@ -87,7 +87,7 @@ class CostGuardHub(HubSettings, Application):
         #: a server starts reporting a little after the Hub starts it, then every interval
         grace = self.reconcile_grace_seconds
         self.reconcile = Reconcile(self.reconcile_tolerance, 2 * self.report_interval + 60.0
-                                   if grace is None else max(0.0, grace), self.node_fresh)
+                                   if grace is None else max(0.0, grace), self.fresh)
         self.collector = HubCollector(self.store, self.budgets, self._last_poll,
                                       self.currency, self.reconcile)
         self.worker = ThreadPoolExecutor(2, thread_name_prefix="costguard-hub")
@@ -196,11 +196,6 @@ class CostGuardHub(HubSettings, Application):
                                cookie_secret=os.urandom(32), xsrf_cookies=False,
                                default_handler_class=handlers.NotFoundHandler)
 
-    @property
-    def node_fresh(self) -> float:
-        """How old the node's reading of a pod may be and still decide."""
-        return 2 * self.poll_interval + 10.0
-
     async def poll_once(self) -> Cycle:
         """One look at the Hub and what follows it (hub/cycle.py)."""
         return await self.poller.poll_once()
@@ -215,7 +210,8 @@ class CostGuardHub(HubSettings, Application):
             self.culler = Culler(self.policies, self.hub.stop_server,
                                  dry_run=self.cull_dry_run, record=self._record_event,
                                  log=self.log, keeps_per_day=self.cull_keeps_per_day,
-                                 keep_ceiling=self.cull_keep_ceiling_minutes * 60)
+                                 keep_ceiling=self.cull_keep_ceiling_minutes * 60,
+                                 fresh_seconds=self.fresh)
             self.culler.kept.update(await self.run(self.store.kept))
             self.culler.keeps.update(await self.run(self.store.keeps, time.time() - 86400))
         if self.budget_stop != "off":

@@ -1,16 +1,22 @@
 """GPU-aware culling: per group or spawner profile, stop servers whose GPUs have all sat idle
 too long, after warning the user in their own JupyterLab.
 
-One decision function serves both the service's own culler and the arbiter hook for
-jupyterhub-idle-culler 2, so the two can never disagree. Silence is never a reason to keep:
+One decision function (`decide`) serves both the service's own culler and the arbiter hook
+for jupyterhub-idle-culler 2, on the same inputs (`judged_row`: the node's GPU activity where
+its reading is fresh, the profile the site judges the server as, no profile = the site's
+default; one freshness window, `HubSettings.fresh`), so the two can never disagree. Whether a
+server is idle is the one stop decision every part of costguard asks
+(`common/gpuactivity.idleness`, through `row_idleness`): a busy GPU is never idle, whatever its
+kernels' states. Silence is never a reason to keep:
 
 - no fresh report from the server (missing, stale or refused): *defer*, the usual culler's
   own rule decides (the service's culler leaves it alone);
 - no policy matches the server's profile or the user's groups: defer;
-- the server reports a busy GPU (or batch jobs running): that is the user's word, so it keeps
-  the server only under a policy with `trust_reported_activity: true`; otherwise defer;
-- the node shows a GPU of unknown activity (its series has no number): it may be working, so
-  no idle clock runs (`common/gpuactivity.py`, the servers' rule too): keep;
+- the server reports a busy GPU (or batch jobs running, or no idle clock: a kernel at work):
+  that is the user's word, so it keeps the server only under a policy with
+  `trust_reported_activity: true`; otherwise defer;
+- the node shows a busy GPU, or one of unknown activity (its series has no number): it may be
+  working, so no idle clock runs: keep;
 - every GPU idle for the policy's limit (counted from the later of when they went idle and
   when the user last chose "keep running"): stop; within `warn_minutes` of it: warn.
 
@@ -26,13 +32,16 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from jupyter_costguard.common.gpuactivity import BUSY, IDLE, UNKNOWN, Activity, idleness
 from jupyter_costguard.common.hubprotocol import WARNING_KIND, warning_doc
+from jupyter_costguard.hub.siteprofiles import SiteProfiles
 from jupyter_costguard.hub.store import (
+    DEFAULT_FRESH_SECONDS,
     OK,
     SERVER_COLUMNS,
     ServerRow,
@@ -104,8 +113,31 @@ class Decision:
     idle_start: float | None = None
 
 
+def judged_row(row: ServerRow, site: SiteProfiles, now: float, fresh_seconds: float,
+               ) -> ServerRow:
+    """A server's row as every cull decision reads it, the service's culler and the arbiter
+    hook alike: its GPU activity from the node where the node's reading is fresh, and the
+    profile the site judges it as (no profile: the site's default; one the site does not
+    list: the listed one it is counted at)."""
+    row = with_node_activity(row, now, fresh_seconds)
+    slug = site.of(row.profile).policy_slug
+    return row if slug == row.profile else replace(row, profile=slug)
+
+
+def row_idleness(row: ServerRow) -> Activity:
+    """Whether a server is idle by every measure, by the one stop decision (`idleness`): busy
+    while a GPU is busy or (by its own report) a batch job runs; unknown while a GPU's activity
+    is unknown or no idle clock runs (a GPU that may be working, a kernel at work); else
+    idle. The node's figures say nothing of jobs: a job's GPU work shows on them."""
+    gpus: Activity = (BUSY if row.gpus_busy > 0
+                      else UNKNOWN if row.gpu_idle_since is None else IDLE)
+    jobs = row.activity_source != "node" and row.active_jobs > 0
+    return idleness(jobs, gpus)
+
+
 def decide(row: ServerRow | None, groups: Iterable[str], policies: list[CullPolicy],
-           now: float, kept_at: float | None = None, fresh_seconds: float = 120.0,
+           now: float, kept_at: float | None = None,
+           fresh_seconds: float = DEFAULT_FRESH_SECONDS,
            keep_ceiling: float = 0.0) -> Decision:
     """What to do with one server. `kept_at`: the user's last Keep running, which restarts
     the idle clock, except where the node's figures show every GPU idle for `keep_ceiling`
@@ -117,16 +149,17 @@ def decide(row: ServerRow | None, groups: Iterable[str], policies: list[CullPoli
     policy = policy_for(policies, row.profile, groups)
     if policy is None:
         return Decision(DEFER, "no GPU culling policy for this profile or group")
+    activity = row_idleness(row)
     if node:  # the node's figures (dcgm-exporter): what the user cannot touch decides
         if row.gpus_held == 0:
             return Decision(DEFER, "the node shows no GPU held by this server's pod",
                             policy.name)
-        if row.gpus_busy > 0 or row.gpu_idle_since is None:
+        if activity != IDLE:
             unknown = (f", {row.node_unknown} of unknown activity (may be working)"
                        if row.node_unknown else "")
             return Decision(KEEP, f"the node shows {row.gpus_busy} GPU(s) busy{unknown}",
                             policy.name)
-    elif row.gpus_busy > 0 or row.gpu_idle_since is None or row.active_jobs > 0:
+    elif activity != IDLE:
         claim = (f"{row.active_jobs} batch job(s) running" if row.active_jobs
                  else f"{row.gpus_busy} GPU(s) busy" if row.gpus_busy
                  else "no GPU idle clock")
@@ -134,6 +167,7 @@ def decide(row: ServerRow | None, groups: Iterable[str], policies: list[CullPoli
             return Decision(KEEP, f"the server reports {claim}", policy.name)
         return Decision(DEFER, f"the server reports {claim}; policy {policy.name} does not "
                                "take a server's word for it", policy.name)
+    assert row.gpu_idle_since is not None  # idle: its idle clock runs
     if node and keep_ceiling > 0 and now - row.gpu_idle_since >= keep_ceiling:
         kept_at = None  # idle past the ceiling by what the user cannot touch: no keep holds
     start = max(row.gpu_idle_since, kept_at or 0.0)
@@ -174,15 +208,18 @@ def cull_arbiter_hook(config_file: str | Path,
                       clock: Callable[[], float] = time.time) -> Callable[..., bool]:
     """`c.IdleCuller.cull_arbiter_hook = cull_arbiter_hook("/srv/costguard_hub_config.py")`.
 
-    Uses the service's policies and figures (its SQLite, read-only): a GPU-busy server is
-    never culled for kernel silence, a GPU-idle one under a policy is culled at the policy's
-    limit even while a forgotten tab keeps it "active"; the rest keep the culler's rule."""
+    Uses the service's policies and figures (its SQLite, read-only) and the service culler's
+    inputs (`judged_row`, the one freshness window `HubSettings.fresh`, `decide`): a server
+    the node shows GPU-busy is never culled for kernel silence, a GPU-idle one under a policy
+    is culled at the policy's limit even while a forgotten tab keeps it "active"; the rest
+    keep the culler's rule."""
     from jupyter_costguard.hub.spawn import load_settings
 
     settings = load_settings(config_file)
     policies = policies_from(settings.cull_policies)
     db = settings.db_path
-    fresh = 4 * settings.poll_interval + 10.0
+    fresh = settings.fresh
+    site = settings.site
     ceiling = settings.cull_keep_ceiling_minutes * 60
 
     def arbiter(*, inactive: timedelta, inactive_limit: float, server: dict[str, Any],
@@ -190,8 +227,8 @@ def cull_arbiter_hook(config_file: str | Path,
         user, _slash, name = str(server.get("full_name", "")).partition("/")
         row, groups, kept = read_row(db, user, name)
         now = clock()
-        if row is not None:  # the node's GPU figures, where the service reads them
-            row = with_node_activity(row, now, fresh)
+        if row is not None:  # as the service's culler reads it
+            row = judged_row(row, site, now, fresh)
         decision = decide(row, groups, policies, now, kept, fresh, ceiling)
         if decision.action == DEFER:
             return inactive.total_seconds() >= inactive_limit
@@ -226,8 +263,11 @@ class Culler:
     def __init__(self, policies: list[CullPolicy],
                  stop_server: Callable[[str, str], Awaitable[None]], *, dry_run: bool,
                  record: Callable[[float, str, str, str, str], None], log: Any,
-                 keeps_per_day: int | None = None, keep_ceiling: float = 0.0) -> None:
+                 keeps_per_day: int | None = None, keep_ceiling: float = 0.0,
+                 fresh_seconds: float = DEFAULT_FRESH_SECONDS) -> None:
         self.policies = policies
+        #: how old a report may be and still decide (`HubSettings.fresh`, the arbiter's too)
+        self.fresh_seconds = fresh_seconds
         #: the most Keep running answers a server's user may give in 24 h (None: no limit)
         self.keeps_per_day = keeps_per_day
         self.keep_ceiling = keep_ceiling
@@ -320,7 +360,7 @@ class Culler:
     async def _one(self, row: ServerRow, groups: list[str], now: float) -> Decision:
         key = (row.user, row.server)
         d = decide(row, groups, self.policies, now, self.kept.get(key),
-                   keep_ceiling=self.keep_ceiling)
+                   fresh_seconds=self.fresh_seconds, keep_ceiling=self.keep_ceiling)
         if d.action in (KEEP, DEFER):
             if (d.action == KEEP and d.idle_seconds is None) or d.action == DEFER:
                 self.rounds.pop(key, None)  # busy again, or no longer judged: withdrawn

@@ -7,11 +7,12 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from tornado.httpclient import HTTPClientError
 
+from jupyter_costguard.hub.cull import judged_row
 from jupyter_costguard.hub.hubapi import RunningServer
 from jupyter_costguard.hub.nodegpu import NodeGpuError, pod_name
 from jupyter_costguard.hub.store import with_node_activity
@@ -59,12 +60,11 @@ class Poller:
         rows = [r for r in await self.ctx.run(self.ctx.store.servers)
                 if (r.user, r.server) in cycle.running]
         if self.ctx.node is not None:
-            rows = [with_node_activity(r, cycle.time, self.ctx.node_fresh) for r in rows]
+            rows = [with_node_activity(r, cycle.time, self.ctx.fresh) for r in rows]
         cycle.reporting = sum(1 for r in rows if r.state == "ok")
         if self.ctx.culler is not None:
-            # a profile the site does not list is judged as the one it is counted at
-            judged = [r if (p := self.ctx.site.of(r.profile).policy_slug) == r.profile
-                      else replace(r, profile=p) for r in rows]
+            # the rows as the arbiter hook reads them too (`judged_row`): the same inputs
+            judged = [judged_row(r, self.ctx.site, cycle.time, self.ctx.fresh) for r in rows]
             await self.ctx.culler.run(judged, cycle.memberships, time.time())
         if self.ctx.budget_hold is not None:
             await self.hold_budgets(rows, cycle.memberships)

@@ -23,6 +23,7 @@ from typing import Any
 
 from jupyter_costguard.hub.budgets import Budgets, BudgetState, budget_states
 from jupyter_costguard.hub.store import (
+    DEFAULT_FRESH_SECONDS,
     OK,
     REFUSED,
     STALE,
@@ -52,8 +53,8 @@ class Reconcile:
     tolerance: float = 0.05
     grace_seconds: float = 120.0
     #: how old the node's GPU reading of a pod may be and still stand for the server's GPU
-    #: figures (hub/nodegpu.py; the service's node_fresh)
-    node_fresh_seconds: float = 70.0
+    #: figures (hub/nodegpu.py): the service's one freshness window (`HubSettings.fresh`)
+    node_fresh_seconds: float = DEFAULT_FRESH_SECONDS
 
 
 def flags_of(s: ServerRow, m: MeterRow | None, r: Reconcile) -> list[str]:

@@ -28,7 +28,7 @@ from jupyter_costguard.hub.budgethold import MODES as BUDGET_STOP_MODES
 from jupyter_costguard.hub.budgets import Budgets
 from jupyter_costguard.hub.meter import ProfilePrice, price_profiles
 from jupyter_costguard.hub.siteprofiles import SiteProfiles, site_profiles
-from jupyter_costguard.hub.store import COUNTS
+from jupyter_costguard.hub.store import COUNTS, fresh_window
 
 #: the config file's section
 SECTION = "CostGuardHub"
@@ -45,6 +45,13 @@ class HubSettings(CatalogTraits, Configurable):
     report_interval = Float(30.0, config=True,
                             help="Seconds between a server's reports (told to every server "
                                  "in each answer); a server silent for two is stale.")
+    fresh_seconds = Float(None, allow_none=True, config=True,
+                          help="How old a server's accepted report, or the node's reading of "
+                               "its pod, may be and still decide culling (older: the culler "
+                               "defers) and stand for its GPU figures on the pages. The "
+                               "service's culler and the idle culler's arbiter hook read this "
+                               "one window. Default: two of the longer of poll_interval and "
+                               "report_interval, and 10 s (70 s at the defaults).")
     hub_timeout = Float(10.0, config=True, help="Seconds the Hub's API may take to answer.")
     max_rate_per_hour = Float(1000.0, config=True,
                               help="The most one server may cost per hour on this site: a "
@@ -177,6 +184,13 @@ class HubSettings(CatalogTraits, Configurable):
         if isinstance(settings, HubSettings):
             return settings
         return cls(config=Config({cls.__name__: dict(settings)}))
+
+    @property
+    def fresh(self) -> float:
+        """The one freshness window: `fresh_seconds`, or its default from the intervals."""
+        if self.fresh_seconds is not None:
+            return max(0.0, float(self.fresh_seconds))
+        return fresh_window(self.poll_interval, self.report_interval)
 
     @cached_property
     def budgets(self) -> Budgets:

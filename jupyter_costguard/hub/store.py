@@ -89,6 +89,18 @@ def server_row(r: Sequence[Any], spend: float = 0.0, waste: float = 0.0) -> Serv
                      node_idle_since=r[19], node_unknown=r[20])
 
 
+def fresh_window(poll_interval: float, report_interval: float) -> float:
+    """How old a server's accepted report, or the node's reading of its pod, may be and still
+    decide: two of the longer interval (one may be missed) and 10 s. The one freshness window
+    (`HubSettings.fresh`) the service's culler, the arbiter hook, the pages and the budget hold
+    read."""
+    return 2 * max(poll_interval, report_interval) + 10.0
+
+
+#: the freshness window at the default intervals (30 s each): 70 s
+DEFAULT_FRESH_SECONDS = fresh_window(30.0, 30.0)
+
+
 def with_node_activity(row: ServerRow, now: float, fresh_seconds: float) -> ServerRow:
     """The row with its GPU activity from the node where the node's reading is fresh: what
     culling and the pages then go by, whatever the server reports."""
