@@ -291,6 +291,8 @@ class Result:
     busy_seconds: float = 0.0
     spend: float = 0.0
     idle_held_spend: float = 0.0
+    #: of it, the kernels holding a value that cannot be saved (auto-hibernation refused)
+    idle_held_spend_unsaveable: float = 0.0
     unattributed: float = 0.0
     kernels_spend: float = 0.0
     kernels_stopped: int = 0
@@ -301,6 +303,7 @@ class Result:
     hibernations: int = 0
     hibernations_refused: int = 0
     restores: int = 0
+    variables_restored: int = 0
     restore_wait_seconds: list[float] = field(default_factory=list)
     waste_avoided: float = 0.0
     rate_per_hour: float = 0.0
@@ -315,6 +318,7 @@ class Result:
             "gpu_hours_busy": round(self.busy_seconds / HOUR, 3),
             "spend": round(self.spend, 4),
             "idle_held_spend": round(self.idle_held_spend, 4),
+            "idle_held_spend_unsaveable_kernels": round(self.idle_held_spend_unsaveable, 4),
             "spend_removed": round((none.spend - self.spend) if none else 0.0, 4),
             "idle_held_spend_removed": round(
                 (none.idle_held_spend - self.idle_held_spend) if none else 0.0, 4),
@@ -327,6 +331,7 @@ class Result:
             "hibernations": self.hibernations,
             "hibernations_refused": self.hibernations_refused,
             "restores": self.restores,
+            "variables_restored": self.variables_restored,
             "restore_wait_seconds_total": round(sum(waits), 1),
             "restore_wait_seconds_median": round(waits[len(waits) // 2], 2) if waits else 0.0,
             "restore_wait_seconds_max": round(waits[-1], 2) if waits else 0.0,
@@ -401,6 +406,7 @@ class Replay:
         if self.snapshot is not None:  # resume on use: restored before the cell runs
             variables = list(self.snapshot_vars)
             self.r.restores += 1
+            self.r.variables_restored += len(variables)
             self.r.restore_wait_seconds.append(self.tp.restore_wait(sum(variables)))
             restored = dataclasses.replace(self.snapshot, restored=t)
             self.r.waste_avoided += restored.waste_avoided(t)
@@ -450,7 +456,7 @@ class Replay:
                 executing = executing or x.start <= t < end
                 if end <= t and x.var_bytes and id(x) not in self.defined:
                     self.defined.add(id(x))
-                    if sum(k.variables) + x.var_bytes <= Params().var_cap_bytes:
+                    if sum(k.variables) + x.var_bytes <= Params.var_cap_bytes:
                         k.variables.append(x.var_bytes)
             # a cell's messages and a printing thread's progress are kernel activity; a
             # silent thread's last message is the cell that started it
@@ -586,7 +592,7 @@ def run_policy(name: str, users: list[User], config: GuardConfig | None, pricing
     replays = [Replay(u, policy, config, pricing, tp, result) for u in users]
     ledger = Ledger(folder / f"{name}.sqlite", now=T0)
     try:
-        steps = int(math.ceil(span / dt))
+        steps = math.ceil(span / dt)
         for i in range(1, steps + 1):
             t = T0 + i * dt
             costs = [c for r in replays if (c := r.step(t, dt)) is not None]
@@ -602,6 +608,9 @@ def run_policy(name: str, users: list[User], config: GuardConfig | None, pricing
         result.idle_held_spend = s.waste
         result.unattributed = s.unattributed
         result.kernels_spend = sum(tot.spend for tot in ledger.kernels.values())
+        blocked = {f"{u.name}.ipynb" for u in users if u.unsaveable}
+        result.idle_held_spend_unsaveable = sum(
+            tot.waste for (_, path), tot in ledger.kernels.items() if path in blocked)
     finally:
         ledger.db.close()
     return result
@@ -629,6 +638,10 @@ def invariants(results: dict[str, Result]) -> list[str]:
             if r.variables_lost or r.busy_seconds_interrupted:
                 bad.append(f"{name}: lost {r.variables_lost} variables and interrupted "
                            f"{r.busy_seconds_interrupted:.0f} busy GPU-seconds")
+            removed = none.spend - r.spend
+            if removed > r.waste_avoided + 1e-6:
+                bad.append(f"{name}: removed {removed:.4f} of spend but its snapshots "
+                           f"account for {r.waste_avoided:.4f} (it freed GPUs otherwise)")
             if not math.isclose(r.busy_seconds, none.busy_seconds, rel_tol=1e-9,
                                 abs_tol=1e-6):
                 bad.append(f"{name}: busy GPU time {r.busy_seconds:.1f} s differs from no "
@@ -641,7 +654,8 @@ def invariants(results: dict[str, Result]) -> list[str]:
 
 def table(results: dict[str, Result], currency: str) -> str:
     none = results["none"]
-    head = ("| policy | GPU-h held | GPU-h busy | idle-held spend | removed vs none | "
+    head = ("| policy | GPU-h held | GPU-h busy | idle-held spend (of it, kernels with an "
+            "unsaveable value) | removed vs none | "
             "variables lost (bytes) | busy GPU-s interrupted | hibernations (refused) | "
             "restores: median / max wait |")
     lines = [head, "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
@@ -649,7 +663,8 @@ def table(results: dict[str, Result], currency: str) -> str:
         d = r.doc(none)
         lines.append(
             f"| {name} | {d['gpu_hours_held']:.1f} | {d['gpu_hours_busy']:.1f} | "
-            f"{d['idle_held_spend']:.2f} {currency} | {100 * d['removed_share']:.1f}% | "
+            f"{d['idle_held_spend']:.2f} {currency} "
+            f"({d['idle_held_spend_unsaveable_kernels']:.2f}) | {100 * d['removed_share']:.1f}% | "
             f"{d['variables_lost']} ({d['variables_lost_bytes'] / GIB:.1f} GiB) | "
             f"{d['busy_seconds_interrupted']:.0f} | {d['hibernations']} "
             f"({d['hibernations_refused']}) | {d['restores']}: "
@@ -670,6 +685,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="the catalog instance each user's GPU is priced as")
     ap.add_argument("--shortest-candidates", default="300,600,900,1200,1800",
                     help="hibernate_idle_after_seconds tried, shortest first")
+    ap.add_argument("--unsaveable", type=float, default=Params.unsaveable,
+                    help="share of kernels holding a value that cannot be saved")
     ap.add_argument("--quick", action="store_true",
                     help="CI: 8 users, a 3-hour day and a 3-hour night, 60 s samples")
     ap.add_argument("--json", type=Path, help="write every figure here")
@@ -677,7 +694,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick:
         args.users, args.hours, args.night, args.dt = 8, 3.0, 3.0, 60.0
     started = time.monotonic()
-    params = Params()
+    params = Params(unsaveable=args.unsaveable)
     users = make_day(args.users, args.hours, args.seed, params)
     catalog = _CATALOG
     pricing = resolve_pricing(catalog, instance_type=args.instance, environ={}, gpu=None,
@@ -719,6 +736,7 @@ def main(argv: list[str] | None = None) -> int:
         "training_threads": sum(1 for x in tasks if not x.cell),
         "end_of_day": {e: sum(1 for u in users if u.end == e)
                        for e in ("shutdown", "close-tab", "open-tab")},
+        "unsaveable_share": args.unsaveable,
         "unsaveable_kernels": sum(1 for u in users if u.unsaveable),
         "busy_share_of_held_none": round(none.busy_seconds / none.held_seconds, 4)
         if none.held_seconds else 0.0,
