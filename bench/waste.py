@@ -33,8 +33,10 @@ seconds per user's server):
   kernel's variables are saved and its GPU freed; the user's next cell restores them first
   (resume on use), after a wait from `bench/hibernate.py`'s measured throughput. A kernel
   holding a value that cannot be saved (a generator, a socket: `--unsaveable` of kernels)
-  is not shut down by an automatic hibernation (issue 44): the save answers an error, the
-  rule hears it (`IdleKernelRule.heard`) and asks again after its back-off;
+  is not shut down by an automatic hibernation (issue 44; unless
+  `c.CostGuard.hibernate_may_leave_behind`, whose default is read at run time, lets it leave
+  the value behind: then that value counts as lost): the save answers an error, the rule
+  hears it (`IdleKernelRule.heard`) and asks again after its back-off;
 - `costguard-shortest`: the same with the shortest `hibernate_idle_after_seconds` of
   `--shortest-candidates` that loses nothing and interrupts nothing.
 
@@ -99,6 +101,19 @@ POLICIES = ("none", "jupyter-server-cull", "idle-culler", "costguard-defaults",
             "costguard-shortest")
 #: utilisation a GPU reports while a cell or a training loop runs (percent)
 BUSY_UTIL = 90.0
+
+
+def may_leave_behind() -> bool:
+    """`c.CostGuard.hibernate_may_leave_behind`'s default, read from its config class (issue
+    44 item 4): whether an automatic hibernation may leave a value that cannot live outside
+    the process behind (lost) rather than keep the kernel running. False where the option
+    does not exist yet (a tree before it: automatic hibernation saved what it could)."""
+    try:
+        from jupyter_costguard.hibernate.settings import HibernateTraits
+    except ImportError:
+        return False
+    trait = HibernateTraits.class_traits().get("hibernate_may_leave_behind")
+    return bool(trait.default_value) if trait is not None else False
 
 
 # --- the workload ---------------------------------------------------------------------------
@@ -355,8 +370,10 @@ class Replay:
     """One user's day under one policy; `step` is one sample of that user's server."""
 
     def __init__(self, user: User, policy: str, config: GuardConfig | None,
-                 pricing: Pricing, tp: Throughput, result: Result) -> None:
+                 pricing: Pricing, tp: Throughput, result: Result,
+                 leave_behind: bool = False) -> None:
         self.user = user
+        self.leave_behind = leave_behind
         self.policy = policy
         self.pricing = pricing
         self.tp = tp
@@ -521,11 +538,13 @@ class Replay:
         error = ("a cell ran while the snapshot was written: the kernel keeps running"
                  if used else
                  "not hibernated: `stream` (a generator) cannot be saved; the kernel keeps "
-                 "running" if self.user.unsaveable else None)
+                 "running" if self.user.unsaveable and not self.leave_behind else None)
         if error is not None:
             self.r.hibernations_refused += 1
             self.rule.heard(Outcome(act=act, time=t, error=error))
             return
+        if self.user.unsaveable:  # left behind, named (hibernate_may_leave_behind): lost
+            self.r.variables_lost += 1
         nbytes = sum(k.variables)
         self.r.hibernations += 1
         self.snapshot = SnapshotRecord(
@@ -589,7 +608,10 @@ def run_policy(name: str, users: list[User], config: GuardConfig | None, pricing
                            "idle_kernel_seconds": config.idle_kernel_seconds,
                            "cull_idle_kernels": config.cull_idle_kernels}
     policy = "costguard" if name.startswith("costguard") else name
-    replays = [Replay(u, policy, config, pricing, tp, result) for u in users]
+    leave = may_leave_behind()
+    if config is not None:
+        result.settings["hibernate_may_leave_behind"] = leave
+    replays = [Replay(u, policy, config, pricing, tp, result, leave) for u in users]
     ledger = Ledger(folder / f"{name}.sqlite", now=T0)
     try:
         steps = math.ceil(span / dt)
@@ -743,7 +765,8 @@ def main(argv: list[str] | None = None) -> int:
         "guard_defaults": {"hibernate_idle_after_seconds":
                            defaults.hibernate_idle_after_seconds,
                            "idle_kernel_seconds": defaults.idle_kernel_seconds,
-                           "cull_idle_kernels": defaults.cull_idle_kernels},
+                           "cull_idle_kernels": defaults.cull_idle_kernels,
+                           "hibernate_may_leave_behind": may_leave_behind()},
         "restore_throughput_bytes_per_s": tp.restore_bytes_per_s,
         "save_throughput_bytes_per_s": tp.save_bytes_per_s,
     }
