@@ -671,6 +671,128 @@ def invariants(results: dict[str, Result]) -> list[str]:
     return bad
 
 
+# --- the live leg: a real server, real kernels, the NVML stand-in --------------------------
+
+#: the live notebook's variables, and a fingerprint of all of them (printed by both cells)
+LIVE_SETUP = """
+import os, hashlib, pickle
+blob = os.urandom(8 << 20)
+table = {i: str(i) * 3 for i in range(20000)}
+weights = [i / 7 for i in range(200000)]
+settings = {"lr": 0.1, "layers": [64, 32], "name": "live"}
+class Model:
+    def __init__(self, w): self.w = w
+model = Model(weights[:10])
+"""
+LIVE_CHECK = """
+import hashlib, pickle, os
+print(os.getpid(), hashlib.sha256(pickle.dumps(
+    [blob, table, weights, settings, model.w])).hexdigest(), flush=True)
+"""
+LIVE_TRAIN = """
+import threading, time, pathlib
+def _train(go=pathlib.Path({go!r})):
+    while not go.exists():
+        time.sleep(0.05)
+threading.Thread(target=_train, daemon=True).start()
+"""
+
+
+def live(seconds: float = 120.0) -> dict[str, Any]:
+    """A real Jupyter server with costguard on the NVML stand-in (one GPU): a notebook's kernel
+    defines variables, trains in a thread (its GPU at 90% while it waits at its prompt: never
+    hibernated), goes idle and is hibernated by the idle rule; the notebook's next kernel
+    (a new session, as a user reopening it) runs a cell that finds every variable back, by a
+    fingerprint of them all. Opt-in (`--live`): it takes a minute."""
+    from jupyter_client import BlockingKernelClient
+
+    from tests.support.nvmlstub import Gpu, Proc, Scenario, subprocess_env
+    from tests.support.server_proc import ServerProcess
+
+    def wait(what: Any, why: str, timeout: float = seconds) -> Any:
+        deadline = time.monotonic() + timeout
+        while True:
+            found = what()
+            if found:
+                return found
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"live: timed out waiting until {why}")
+            time.sleep(0.1)
+
+    after = 3.0
+    with tempfile.TemporaryDirectory(prefix="costguard-waste-live-") as tmp:
+        root = Path(tmp)
+        gpu = Gpu(uuid="GPU-0000-live", name="Tesla V100-SXM2-16GB", mem_total=16 * GIB, util=0)
+        scenario = root / "scenario.txt"
+        Scenario(gpus=[gpu]).write(scenario)
+        config = {"db_path": str(root / "ledger.sqlite"), "sample_interval": 0.25,
+                  "instance_type": "p3.2xlarge", "hibernate_on_stop_seconds": 0,
+                  "offload_warm_kernels": 0, "idle_kernel_seconds": 1.0,
+                  "hibernate_idle_after_seconds": after}
+        server = ServerProcess(root / "srv", config, env=subprocess_env(scenario)).start()
+
+        def run(kid: str, code: str) -> str:
+            conn = root / "srv" / "runtime" / f"kernel-{kid}.json"
+            client = BlockingKernelClient(connection_file=str(conn))
+            client.load_connection_file()
+            client.start_channels()
+            out: list[str] = []
+            try:
+                client.wait_for_ready(timeout=60)
+                reply = client.execute_interactive(
+                    code, timeout=120, output_hook=lambda m: out.append(
+                        m["content"].get("text", "") if m["msg_type"] == "stream" else
+                        f"{m['content'].get('ename')}: {m['content'].get('evalue')}"
+                        if m["msg_type"] == "error" else ""))
+            finally:
+                client.stop_channels()
+            if reply["content"]["status"] != "ok":
+                raise RuntimeError(f"live: the cell failed: {''.join(out)}")
+            return "".join(out).strip()
+
+        def kernels() -> set[str]:
+            return {k["id"] for k in server.get("api/kernels")}
+
+        try:
+            kid = server.start_session("live.ipynb")["kernel"]["id"]
+            run(kid, LIVE_SETUP)
+            pid, before = run(kid, LIVE_CHECK).split()
+            go = root / "go"
+            run(kid, LIVE_TRAIN.format(go=str(go)))
+            # the kernel trains in a thread: its process on the GPU at 90% while it waits
+            gpu.procs, gpu.mem_used, gpu.util = [Proc(int(pid), 4 * GIB)], 4 * GIB, 90
+            Scenario(gpus=[gpu]).write(scenario)
+            wait(lambda: any(k["kernel_id"] == kid and k["gpus"] == [gpu.uuid]
+                             for k in server.get("costguard/api/kernels")["kernels"]),
+                 "the kernel holds the GPU")
+            time.sleep(3 * after)  # well past hibernate_idle_after_seconds of prompt time
+            trained_through = kid in kernels()
+            go.write_text("go")
+            gpu.util = 0  # the training ended: now idle by every measure
+            Scenario(gpus=[gpu]).write(scenario)
+            started = time.monotonic()
+            wait(lambda: kid not in kernels(), "the idle kernel is hibernated")
+            hibernated_after = time.monotonic() - started
+            snaps = server.get("costguard/api/snapshots?notebook=live.ipynb")["snapshots"]
+            snap = snaps[0] if snaps else {}
+            # the user reopens the notebook and runs a cell: resume on use restores first
+            started = time.monotonic()
+            fresh = server.start_session("live.ipynb")["kernel"]["id"]
+            out = run(fresh, LIVE_CHECK)
+            resumed_in = time.monotonic() - started
+        finally:
+            server.stop()
+    after_pid, after_fp = out.split() if len(out.split()) == 2 else ("", out)
+    return {"ok": trained_through and after_fp == before and fresh != kid,
+            "never_hibernated_while_training": trained_through,
+            "hibernated_seconds_after_idle": round(hibernated_after, 2),
+            "variables_saved": sorted(snap.get("saved") or []),
+            "snapshot_bytes": snap.get("bytes"),
+            "fingerprint_before": before, "fingerprint_after": after_fp,
+            "new_kernel": fresh != kid and after_pid != pid,
+            "first_cell_seconds_after_reopen": round(resumed_in, 2)}
+
+
 # --- the run ----------------------------------------------------------------------------------
 
 
@@ -712,6 +834,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true",
                     help="CI: 8 users, a 3-hour day and a 3-hour night, 60 s samples")
     ap.add_argument("--json", type=Path, help="write every figure here")
+    ap.add_argument("--live", action="store_true",
+                    help="also a short live leg: a real server and kernels on the NVML "
+                    "stand-in hibernate an idle kernel and resume it on use (a minute)")
     args = ap.parse_args(argv)
     if args.quick:
         args.users, args.hours, args.night, args.dt = 8, 3.0, 3.0, 60.0
@@ -771,9 +896,18 @@ def main(argv: list[str] | None = None) -> int:
         "save_throughput_bytes_per_s": tp.save_bytes_per_s,
     }
     bad = invariants(results)
+    live_doc: dict[str, Any] | None = None
+    if args.live:
+        try:
+            live_doc = live()
+        except Exception as e:  # said in the report, and a violation
+            live_doc = {"ok": False, "error": f"{type(e).__name__}: {e}"}
+        if not live_doc["ok"]:
+            bad.append(f"live: not every variable came back on use: {live_doc}")
     doc = {"workload": workload,
            "policies": {n: r.doc(none) for n, r in results.items()},
            "invariants": {"ok": not bad, "violations": bad},
+           **({"live": live_doc} if live_doc is not None else {}),
            "seconds": round(time.monotonic() - started, 1)}
     cmd = "python bench/waste.py" + (" --quick" if args.quick else "")
     print(f"{cmd}: {args.users} users, {args.hours:g} h day + {args.night:g} h night, "
@@ -784,6 +918,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"GPU busy share of held time without a guard: "
           f"{100 * workload['busy_share_of_held_none']:.1f}%\n")
     print(table(results, pricing.currency))
+    if live_doc is not None:
+        print(f"\nlive: {json.dumps(live_doc, indent=1)}")
     if args.json:
         args.json.write_text(json.dumps(doc, indent=2) + "\n")
     if bad:
