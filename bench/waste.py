@@ -308,6 +308,9 @@ class Result:
     idle_held_spend: float = 0.0
     #: of it, the kernels holding a value that cannot be saved (auto-hibernation refused)
     idle_held_spend_unsaveable: float = 0.0
+    #: of it, what hibernated kernels wasted before they were (the rule's own idle waste of
+    #: the idle period it hibernated them in: `idle_waste` of its finding)
+    idle_held_spend_before_hibernation: float = 0.0
     unattributed: float = 0.0
     kernels_spend: float = 0.0
     kernels_stopped: int = 0
@@ -334,6 +337,13 @@ class Result:
             "spend": round(self.spend, 4),
             "idle_held_spend": round(self.idle_held_spend, 4),
             "idle_held_spend_unsaveable_kernels": round(self.idle_held_spend_unsaveable, 4),
+            "idle_held_spend_before_hibernation": round(
+                self.idle_held_spend_before_hibernation, 4),
+            # the rest: idle gaps shorter than the threshold (the user thinking, a short
+            # break), and waits after a refused hibernation (the rule's back-off)
+            "idle_held_spend_other": round(
+                self.idle_held_spend - self.idle_held_spend_unsaveable
+                - self.idle_held_spend_before_hibernation, 4),
             "spend_removed": round((none.spend - self.spend) if none else 0.0, 4),
             "idle_held_spend_removed": round(
                 (none.idle_held_spend - self.idle_held_spend) if none else 0.0, 4),
@@ -364,6 +374,8 @@ class Kernel:
     variables: list[int] = field(default_factory=list)
     #: the hibernation asked for at the last sample, whose answer comes at the next
     hibernating: Act | None = None
+    #: the idle waste the rule counted in the idle period it asked to hibernate in
+    hibernating_waste: float = 0.0
 
 
 class Replay:
@@ -396,6 +408,7 @@ class Replay:
         #: the Hub's view of the server's last activity (reported every 300 s)
         self.hub_activity = user.arrival
         self.next_hub_report = user.arrival + 300.0
+        self._last_cost = IntervalCost(total=0.0, unattributed=0.0, unattributed_gpu=0.0)
 
     def _end(self, x: Task) -> float:
         return min(x.end, self.cut.get(id(x), math.inf))
@@ -485,6 +498,7 @@ class Replay:
         cost = split_interval(sample, self.pricing.rate_per_hour, self.pricing.gpu_share)
         self.r.held_seconds += held
         self.r.busy_seconds += busy
+        self._last_cost = cost
         self._decide(t, sample, cost, bool(begun))
         self.active = [x for x in self.active if self._end(x) > t]
         return cost
@@ -522,9 +536,13 @@ class Replay:
                                   views=Views(time=t))
             ctx = GuardContext(now=t, published=published, ledger=_NO_LEDGER,
                                catalog=_CATALOG, config=self.rule.config)
-            for act in self.rule.evaluate(ctx).acts:
+            judged = self.rule.evaluate(ctx)
+            for act in judged.acts:
                 if act.action == "hibernate-kernel" and act.kernel_id == k.kid:
                     k.hibernating = act  # the save runs; its answer comes with the next sample
+                    k.hibernating_waste = sum(
+                        float(f.details.get("idle_waste") or 0.0) for f in judged.findings
+                        if f.kind == IdleKernelRule.kind and f.kernel_id == k.kid)
                 elif act.action == "shutdown-kernel":
                     self._stop(t)
 
@@ -547,6 +565,9 @@ class Replay:
             self.r.variables_lost += 1
         nbytes = sum(k.variables)
         self.r.hibernations += 1
+        # the saving sample is idle too (charged as waste, not hidden): counted with it
+        self.r.idle_held_spend_before_hibernation += k.hibernating_waste + sum(
+            sh.waste for sh in self._last_cost.shares.values())
         self.snapshot = SnapshotRecord(
             id=f"{k.kid}-snap", notebook=f"{self.user.name}.ipynb", created=t, bytes=nbytes,
             saved=[f"v{i}" for i in range(len(k.variables))], skipped=[],
