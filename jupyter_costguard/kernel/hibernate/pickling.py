@@ -22,6 +22,8 @@ from typing import IO, Any
 
 import cloudpickle
 
+from jupyter_costguard.kernel.hibernate.unsaveable import LiveResource, why_not
+
 #: the namespace a restore is loading into; notebook functions' globals resolve to it
 _target: contextvars.ContextVar[dict[str, Any]] = contextvars.ContextVar("hibernate_target")
 
@@ -70,6 +72,18 @@ class Pickler(cloudpickle.Pickler):
             slotstate = {**slotstate, "__globals__": {}}
             reduced = (make, args, (state, slotstate), *rest)
         return reduced
+
+    def reducer_override(self, obj: Any) -> Any:
+        # called for every object but the plain builtins: a live resource inside a value
+        # (an object holding a lock, a socket, an open file) is named as what it is, so the
+        # save can tell it from an unexpected failure
+        try:
+            reason = why_not(obj)
+        except Exception:  # an object that fails to be looked at: pickling says what next
+            reason = None
+        if reason is not None:
+            raise LiveResource(f"holds {reason}")
+        return super().reducer_override(obj)
 
     def persistent_id(self, obj: Any) -> Any:
         # called for every object pickled: the id lookup first, which misses for nearly all
