@@ -418,7 +418,7 @@ class _Broken:
 
 
 def test_a_value_that_cannot_even_be_inspected_is_named(tmp_path: Path):
-    with pytest.raises(Unsaved, match="proxy .cannot be inspected"):
+    with pytest.raises(Unsaved, match=r"proxy \(cannot be inspected"):
         save(_namespace(proxy=_Broken(), fine=1), tmp_path / "snap", GB)
     manifest = save(_namespace(proxy=_Broken(), fine=1), tmp_path / "snap", GB,
                     leave=LEAVE_ANY)
