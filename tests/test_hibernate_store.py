@@ -60,14 +60,22 @@ def test_leftovers_are_cleared_at_start_whatever_their_age_and_indexed_snapshots
     cut = new_id()  # a save of this (now stopped) server: noted, then cut off
     store.begin(cut, store.new_location(cut))
     orphan, partial, other = root / new_id(), root / f".{cut}.x1.partial", root / "notes"
-    for folder in (orphan, partial, other):
+    fetched = root / ".fetch.x2.partial"  # a restore's copy: whose, it does not say
+    for folder in (orphan, partial, other, fetched):
         folder.mkdir()
     store.close()
 
     again = SnapshotStore(root)
     # just written, and still removed: no snapshot owns them (issue 44: they stayed until a
     # start 10 minutes later)
-    assert sorted(again.clear_leftovers()) == sorted([orphan, partial])
+    now = fetched.stat().st_mtime
+    assert sorted(again.clear_leftovers(older_than=60, now=now + 30)) == \
+        sorted([orphan, partial])
+    assert fetched.is_dir()  # another server's restore may be under way: only an old one goes
+    # (and the marker that told the cut-off save's kernel to keep nothing goes at a start
+    # after the one that made it)
+    assert again.clear_leftovers(older_than=60, now=now + 61) == [
+        fetched, Path(again.abandoned_marker(cut))]
     assert again.folder(kept).is_dir() and other.is_dir()
     assert [r.id for r in again.list()] == [kept] and again.list("elsewhere") == []
     assert again.remove(kept) and not again.folder(kept).exists() and not again.remove(kept)
@@ -111,6 +119,9 @@ def test_a_server_killed_mid_save_leaves_nothing_after_the_next_start_and_a_live
     again = SnapshotStore(root)
     assert again.clear_leftovers() == [root / f".{killed}.k1.partial"]
     assert in_flight.is_dir()
+    # its kernel, should it outlive the server and finish, is told to keep nothing
+    assert Path(again.abandoned_marker(killed)).exists()
+    assert not Path(again.abandoned_marker(theirs)).exists()
     # the killed server's lock file is gone too; the live one's and ours stay
     locks = sorted(p.name for p in root.iterdir() if p.name.startswith(".server-"))
     assert locks == sorted([f".server-{live.instance}.lock", f".server-{again.instance}.lock"])

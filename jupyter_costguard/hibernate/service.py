@@ -118,7 +118,7 @@ class HibernateService:
         self.listeners: list[Callable[[str], Awaitable[None]]] = []
         #: kernels being hibernated or restored into now: one operation per kernel at a time
         self._working: set[str] = set()
-        removed = self.store.clear_leftovers()
+        removed = self.store.clear_leftovers(older_than=settings.timeout_seconds)
         #: the index as last read on the worker: what a scrape reads, without touching disk
         self._records: list[SnapshotRecord] = self.store.list()
         if removed and logger is not None:
@@ -218,9 +218,14 @@ class HibernateService:
                                 save_code(dest, self.settings.max_bytes, leave,
                                           self.store.abandoned_marker(snapshot_id)),
                                 self.settings.timeout_seconds, "saving its variables")
-        except (Exception, asyncio.CancelledError):  # given up (a timeout, cut off at a
-            # stop): nothing is kept
-            await asyncio.shield(self._in_store(self._abandon, snapshot_id, dest, True))
+        except asyncio.CancelledError:  # cut off (a stop's budget): a folder's removal ends
+            # before the server does; an object store, which may not answer and so hold up
+            # the stop, is cleared at the next start (the save stays noted pending)
+            if not where.is_remote(dest):
+                self._pool.submit(self._abandon, snapshot_id, dest, True)
+            raise
+        except Exception:  # given up (its timeout): nothing is kept
+            await self._in_store(self._abandon, snapshot_id, dest, True)
             raise
         if "error" in answer:
             await self._in_store(self._abandon, snapshot_id, dest)

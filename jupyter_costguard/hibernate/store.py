@@ -257,20 +257,34 @@ class SnapshotStore:
             gone.append(where.shown(location))
         return gone
 
-    def clear_leftovers(self) -> list[Path]:
+    def clear_leftovers(self, older_than: float = 600.0, now: float | None = None
+                        ) -> list[Path]:
         """Remove, at start, what no snapshot owns, whatever its age: folders a kernel killed
         while saving left (`partial_folders`), snapshot folders the index does not name (a
         save that finished after its request gave up, or a server stopped between the save
         and the index) and the markers of abandoned saves. None of them could be loaded. A
         `snapshot_dir` shared by several servers may hold another live server's save under
-        way: what its noted saves wrote stays. Returns what was removed."""
+        way: what its noted saves wrote stays. A partial folder that names no snapshot (a
+        restore's fetched copy) cannot be told apart so: it goes once untouched for
+        `older_than` seconds (the timeout). Returns what was removed."""
+        limit = (time.time() if now is None else now) - older_than
+        gone = []
+        for path in partial_folders(self.root):
+            if _OWN.match(path.name):
+                continue
+            try:
+                if path.stat().st_mtime > limit:
+                    continue
+            except OSError:
+                continue
+            shutil.rmtree(path, ignore_errors=True)
+            gone.append(path)
         # what is here first: a save begun after this look is not seen, and one seen was
         # noted in `pending` before its kernel wrote anything
         found = [p for p in sorted(self.root.iterdir()) if _OWN.match(p.name)]
         with self._lock:
             known = {row[0] for row in self._db.execute("SELECT id FROM snapshots")}
         claimed = self._claimed()
-        gone = []
         for path in found:
             match = _OWN.match(path.name)
             assert match is not None
@@ -285,11 +299,18 @@ class SnapshotStore:
                 with contextlib.suppress(OSError):
                     path.unlink()
             gone.append(path)
-        with self._lock:  # the local saves of gone instances: nothing of them is left
+        with self._lock:
             rows = self._db.execute("SELECT id, location FROM pending").fetchall()
-            for snapshot_id, location in rows:
-                if snapshot_id not in claimed and not where.is_remote(location):
-                    self._db.execute("DELETE FROM pending WHERE id = ?", (snapshot_id,))
+        for snapshot_id, location in rows:  # the local saves of gone instances
+            if snapshot_id in claimed or where.is_remote(location):
+                continue
+            # its kernel may outlive its server and still be writing: marked, it keeps
+            # nothing (the marker goes at the start after this one)
+            with contextlib.suppress(OSError):
+                os.close(os.open(self.abandoned_marker(snapshot_id),
+                                 os.O_WRONLY | os.O_CREAT, 0o600))
+            with self._lock:
+                self._db.execute("DELETE FROM pending WHERE id = ?", (snapshot_id,))
         return gone
 
     def add(self, record: SnapshotRecord) -> None:
