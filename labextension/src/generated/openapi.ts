@@ -1527,6 +1527,8 @@ export interface components {
         Restored: {
             restored: string[];
             skipped: components["schemas"]["Skipped"][];
+            /** @description Restored names that already had a value in the kernel (set after it started, perhaps newer than the snapshot); the restore overwrote it. */
+            replaced?: string[];
             /** @description Something to know about a value that came back (a tensor on the CPU because its GPU is not here). */
             notes?: {
                 name: string;
