@@ -908,13 +908,18 @@ export interface paths {
         put?: never;
         /**
          * Save a notebook kernel's variables, then shut the kernel down (its GPUs freed).
-         * @description The kernel writes its variables to a snapshot (what cannot be saved is named in
-         *     `skipped` with the reason); the server reads the snapshot back, MACs it with a key
-         *     kept in its data folder and records it, and only then shuts the kernel down. If
-         *     saving fails (too large, no space, the kernel busy or not answering within
-         *     `hibernate_timeout_seconds`, costguard missing from the kernel's environment) the
-         *     answer is 409 saying why and the kernel keeps running. 404 for an unknown kernel; 409
-         *     for a kernel with no notebook session. Takes no body.
+         * @description The kernel writes its variables to a snapshot (values that cannot live outside the
+         *     process, such as generators, open files, sockets, locks or threads, are left behind
+         *     and named in `skipped` with the reason); the server reads the snapshot back, MACs it
+         *     with a key kept in its data folder and records it, and only then, if no cell ran or
+         *     was queued since the save began, shuts the kernel down. If saving fails (a value that
+         *     fails to save for any other reason, named with the error; too large; no space; the
+         *     kernel busy or not answering within `hibernate_timeout_seconds`; costguard missing
+         *     from the kernel's environment), or a cell ran since the save began (the snapshot is
+         *     then discarded), the answer is 409 saying why and the kernel keeps running; a save
+         *     given up leaves nothing on disk. 404 for an unknown kernel; 409 for a kernel with no
+         *     notebook session; 503 when hibernate is off on this server (the message says why).
+         *     Takes no body.
          */
         post: {
             parameters: {
@@ -1008,7 +1013,9 @@ export interface paths {
          *     or swapped-in snapshot is refused with 409 and nothing is loaded), it must be the
          *     server owner's (403 otherwise), and the kernel's session must be the snapshot's
          *     notebook (409 otherwise). A variable that needs a module missing here is named in
-         *     `skipped` with it; the rest come back. 404 for an unknown snapshot or kernel. A busy
+         *     `skipped` with it; the rest come back. A restored name the kernel already had a value
+         *     for is listed in `replaced` (that value is overwritten). 404 for an unknown snapshot
+         *     or kernel. A busy
          *     kernel (one JupyterLab has just started is, a moment) is waited for, up to 10 s,
          *     before a 409 that says how long it waited.
          */
