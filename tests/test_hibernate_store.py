@@ -116,8 +116,16 @@ def test_a_server_killed_mid_save_leaves_nothing_after_the_next_start_and_a_live
     assert done.returncode == -9, done.stderr
     assert (root / f".{killed}.k1.partial").is_dir()
 
+    elsewhere = SnapshotStore(root, str(tmp_path / "store"))  # a local snapshot_store_url
+    cut = new_id()
+    elsewhere.begin(cut, elsewhere.new_location(cut))
+    Path(elsewhere.new_location(cut)).mkdir(parents=True)
+    elsewhere.close()
+
     again = SnapshotStore(root)
-    assert again.clear_leftovers() == [root / f".{killed}.k1.partial"]
+    assert again.clear_leftovers() == [root / f".{killed}.k1.partial",
+                                       Path(elsewhere.new_location(cut))]
+    assert not Path(elsewhere.new_location(cut)).exists()
     assert in_flight.is_dir()
     # its kernel, should it outlive the server and finish, is told to keep nothing
     assert Path(again.abandoned_marker(killed)).exists()

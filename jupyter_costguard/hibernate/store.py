@@ -309,6 +309,13 @@ class SnapshotStore:
             with contextlib.suppress(OSError):
                 os.close(os.open(self.abandoned_marker(snapshot_id),
                                  os.O_WRONLY | os.O_CREAT, 0o600))
+            folder = where.local_path(location)
+            if folder.parent != self.root:  # a local snapshot_store_url: not scanned above
+                existed = folder.exists()
+                with contextlib.suppress(Exception):
+                    self._remove_files(snapshot_id, location)
+                if existed:
+                    gone.append(folder)
             with self._lock:
                 self._db.execute("DELETE FROM pending WHERE id = ?", (snapshot_id,))
         return gone
