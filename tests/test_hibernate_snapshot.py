@@ -377,6 +377,7 @@ def test_an_automatic_save_leaves_nothing_behind_or_fails_naming_each(tmp_path: 
             save(ns, tmp_path / "snap", GB, leave=LEAVE_NOTHING)
     assert {b.name for b in e.value.blocking} == {"gen", "handle"}
     assert "every variable must be saved" in str(e.value) and "gen (a generator" in str(e.value)
+    assert "A hand-made Hibernate leaves such values behind" in str(e.value)
     assert list(tmp_path.iterdir()) == []
     inside = _namespace(box={"lock": threading.Lock()}, fine=1)
     with pytest.raises(Unsaved, match=r"box \(holds a lock"):

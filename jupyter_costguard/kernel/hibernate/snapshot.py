@@ -137,7 +137,7 @@ def _planned(namespace: Mapping[str, Any], hidden: Mapping[str, Any] | None, max
     plan, skipped, live = _plan(namespace, hidden)
     blocking = [s for s in skipped if not _may_leave(s.name in live, leave)]
     if blocking:
-        raise _unsaved(blocking, leave)
+        raise _unsaved(blocking, leave, all(s.name in live for s in blocking))
     sizes = {name: formats.estimate(value, kind) for name, value, kind in plan}
     total = sum(sizes.values())
     if total > max_bytes:
@@ -151,12 +151,14 @@ def _may_leave(live: bool, leave: str) -> bool:
     return leave == LEAVE_ANY or (leave == LEAVE_LIVE and live)
 
 
-def _unsaved(blocking: list[Skipped], leave: str) -> Unsaved:
+def _unsaved(blocking: list[Skipped], leave: str, all_live: bool) -> Unsaved:
     named = "; ".join(f"{s.name} ({s.reason})" for s in blocking)
     what = ("every variable must be saved" if leave == LEAVE_NOTHING else
             "only values that cannot live outside the process may be left behind")
+    hint = (". A hand-made Hibernate leaves such values behind; or delete them first"
+            if leave == LEAVE_NOTHING and all_live else "")
     return Unsaved(f"{_plural(len(blocking), 'variable')} could not be saved, and {what}: "
-                   f"{named}", blocking)
+                   f"{named}{hint}", blocking)
 
 
 def _plural(n: int, word: str) -> str:
@@ -260,7 +262,7 @@ def _write(namespace: Mapping[str, Any], plan: list[tuple[str, Any, str]],
             is_live = isinstance(e, LiveResource)
             left = Skipped(name, str(e) if is_live else f"cannot be pickled: {_short(e)}")
             if not _may_leave(is_live, leave):
-                raise _unsaved([left], leave) from None
+                raise _unsaved([left], leave, is_live) from None
             skipped.append(left)
             continue
         sizes[name] = sink.bytes
