@@ -16,6 +16,7 @@ is left alone.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import re
@@ -417,7 +418,13 @@ def _hold_lock(root: Path, instance: str) -> int | None:
     fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0),
                  0o600)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as e:
+            if e.errno in (errno.EAGAIN, errno.EWOULDBLOCK):
+                raise
+            # a filesystem without flock: the file alone says this instance may live (the
+            # others cannot lock it either, so they leave its saves alone)
         os.replace(tmp, root / f".server-{instance}.lock")
     except BaseException:
         os.close(fd)
@@ -448,7 +455,7 @@ def _live_instances(root: Path) -> set[str]:
             continue
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:  # held: that instance lives
+        except OSError:  # held (that instance lives), or no flock here: it may live
             live.add(match.group(1))
         else:
             with contextlib.suppress(OSError):
