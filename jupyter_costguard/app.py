@@ -235,6 +235,11 @@ class CostGuard(ExtensionApp, CostTraits, SamplingTraits, GuardTraits, OffloadTr
         owner = owner_from_environ(os.environ)
         paths = snapshot_paths(data, self.snapshot_dir, owner.user if owner else None)
         root = paths.root
+        if self.store_url_refused is not None:
+            self.log.error("costguard: hibernate is off: %s", self.store_url_refused)
+            self.settings["costguard_hibernate_off"] = \
+                f"hibernate is off on this server: {self.store_url_refused}"
+            return None
 
         def held(kernel_id: str) -> Held:
             if self.service is None:
@@ -254,12 +259,15 @@ class CostGuard(ExtensionApp, CostTraits, SamplingTraits, GuardTraits, OffloadTr
                 self.server.session_manager,
                 HibernateSettings(timeout_seconds=self.hibernate_timeout_seconds,
                                   max_bytes=self.hibernate_max_bytes,
+                                  may_leave_behind=self.hibernate_may_leave_behind,
                                   store_url=self.snapshot_store_url or None,
                                   price=self.snapshot_store_price(self.price_stale_after_days)),
                 held=held, owner=owner.user if owner else None, logger=self.log,
                 currency=lambda: self._published().pricing.currency)
         except Exception as e:
             self.log.error("costguard: hibernate is off: cannot use %s: %s", root, e)
+            self.settings["costguard_hibernate_off"] = \
+                f"hibernate is off on this server: cannot use its snapshot folder ({e})"
             return None
 
     async def _snapshot_gone(self, snapshot_id: str) -> None:
@@ -270,10 +278,13 @@ class CostGuard(ExtensionApp, CostTraits, SamplingTraits, GuardTraits, OffloadTr
             await service.alerts_changed()
 
     async def _hibernate_idle(self, kernel_id: str) -> dict[str, Any]:
-        """The idle rule's `hibernate-kernel` (`hibernate_idle_after_seconds`)."""
+        """The idle rule's `hibernate-kernel` (`hibernate_idle_after_seconds`): automatic, so
+        the kernel is shut down only if every variable was saved (or what is left behind is
+        what `hibernate_may_leave_behind` allows)."""
         if self.hibernation is None:
-            raise RuntimeError("hibernate is off on this server (the log at start says why)")
-        return await self.hibernation.hibernate(kernel_id)
+            raise RuntimeError(self.settings.get("costguard_hibernate_off")
+                               or "hibernate is off on this server (the log at start says why)")
+        return await self.hibernation.hibernate(kernel_id, automatic=True)
 
     def _local_capacity(self) -> Any:
         limit = self.offload_max_local_jobs

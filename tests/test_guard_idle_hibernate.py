@@ -216,3 +216,29 @@ async def test_a_failed_save_keeps_the_kernel_and_the_alert_says_why(jp_fetch, j
     assert alert["details"]["hibernate"]["failures"] == 1, alert
     assert kernel_id in {k["id"] for k in await get_json(jp_fetch, "api", "kernels")}
     assert "10000" in await run(jp_serverapp, kernel_id, "print(len(items))")
+
+
+@pytest.mark.timeout(120)
+async def test_an_idle_kernel_with_an_unsaveable_value_keeps_running_and_the_alert_names_it(
+        jp_fetch, jp_serverapp):
+    """Issue 44: an automatic hibernation shuts a kernel down only when every variable was
+    saved. A generator (which cannot live outside the process) blocks it: the kernel keeps
+    running, nothing is kept on disk, and the alert names the variable and why."""
+    kernel_id = (await start_session(jp_fetch, "gen.ipynb"))["kernel"]["id"]
+    assert "Error" not in await run(jp_serverapp, kernel_id,
+                                    "items = list(range(10))\nbatches = (i for i in items)")
+
+    async def failed() -> dict[str, Any] | None:
+        for a in await _alerts(jp_fetch, KIND):
+            if a["key"] == kernel_id and a["resolved"] is None \
+                    and a["details"]["hibernate"]["failures"]:
+                return a
+        return None
+
+    alert = await _until(failed)
+    assert "Hibernating it failed, so it keeps running" in alert["message"], alert
+    assert "batches (a generator" in alert["message"], alert["message"]
+    assert kernel_id in {k["id"] for k in await get_json(jp_fetch, "api", "kernels")}
+    assert "10" in await run(jp_serverapp, kernel_id, "print(len(items))")
+    listed = await get_json(jp_fetch, "costguard", "api", "snapshots")
+    assert listed["snapshots"] == []

@@ -11,12 +11,14 @@ import asyncio
 import dataclasses
 import json
 import shutil
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 from tornado.httpclient import HTTPClientError
 
+from jupyter_costguard.hibernate.errors import HibernateError
 from jupyter_costguard.hibernate.service import HibernateService, HibernateSettings
 from jupyter_costguard.kernel.hibernate.records import MANIFEST
 from tests.support.notebooks import code, write_notebook
@@ -191,8 +193,137 @@ async def test_a_failed_save_keeps_the_kernel_running(jp_fetch, jp_root_dir, jp_
     validate(f"/kernels/{kernel_id}/hibernate", 409, doc, method="post")
     assert "100000" in await run(jp_serverapp, kernel_id, "print(len(items))")
     assert (await api(jp_fetch, "snapshots"))["snapshots"] == []
-    assert [p.name for p in (tmp_path / "snapshots").iterdir()
-            if not p.name.startswith("index.sqlite")] == []
+    assert left_on_disk(tmp_path) == []
+
+
+def left_on_disk(tmp_path: Path) -> list[str]:
+    """What the snapshot root holds besides its index and the server's own lock: snapshot
+    folders, partial ones, markers of abandoned saves."""
+    return sorted(p.name for p in (tmp_path / "snapshots").iterdir()
+                  if not p.name.startswith(("index.sqlite", ".server-"))
+                  and not p.name.endswith(".abandoned"))
+
+
+#: send one cell to a kernel at once (no wait for the kernel to be ready: it is busy saving)
+#: and print its reply's status
+SEND_CELL = """
+import sys
+from jupyter_client import BlockingKernelClient
+client = BlockingKernelClient(connection_file=sys.argv[1])
+client.load_connection_file()
+client.start_channels()
+msg_id = client.execute(sys.argv[2])
+print("sent", flush=True)
+while True:
+    reply = client.get_shell_msg(timeout=120)
+    if reply["parent_header"].get("msg_id") == msg_id:
+        break
+client.stop_channels()
+print(reply["content"]["status"])
+"""
+
+SLOW = ("class Slow:\n    def __reduce__(self):\n"
+        "        import time; time.sleep({seconds}); return (int, ())\n")
+
+
+async def test_an_automatic_hibernation_keeps_a_kernel_whose_every_variable_is_not_saved(
+        jp_fetch, jp_root_dir, jp_serverapp, tmp_path):
+    """Issue 44: an automatic hibernation shuts a kernel down only when every variable was
+    saved; otherwise it keeps running and the error names what blocks it. A hand-made one
+    leaves behind only what cannot live outside the process."""
+    svc = service(jp_serverapp)
+    kernel_id = await new_kernel(jp_fetch, jp_root_dir)
+    assert "Error" not in await run(jp_serverapp, kernel_id, SETUP)  # `gen`: a generator
+    with pytest.raises(HibernateError) as e:
+        await svc.hibernate(kernel_id, automatic=True)
+    assert e.value.status == 409 and "keeps running" in str(e.value)
+    assert "gen (a generator" in str(e.value) and "every variable must be saved" in str(e.value)
+    assert "100000" in await run(jp_serverapp, kernel_id, "print(len(items))")
+    assert (await api(jp_fetch, "snapshots"))["snapshots"] == [] and left_on_disk(tmp_path) == []
+
+    # a value whose pickling fails unexpectedly blocks even a hand-made hibernation
+    await run(jp_serverapp, kernel_id, "class Odd:\n    def __reduce__(self):\n"
+                                       "        raise ValueError('no reduce')\nodd = Odd()")
+    doc = await api(jp_fetch, "kernels", kernel_id, "hibernate", method="POST", expect=409)
+    assert "odd (cannot be pickled: ValueError: no reduce)" in doc["message"], doc
+    assert "keeps running" in doc["message"]
+    validate(f"/kernels/{kernel_id}/hibernate", 409, doc, method="post")
+    assert "100000" in await run(jp_serverapp, kernel_id, "print(len(items))")
+
+    # the admin's setting lets an automatic one leave the generator, as a user may
+    await run(jp_serverapp, kernel_id, "del odd")
+    svc.settings = dataclasses.replace(svc.settings, may_leave_behind=True)
+    snap = await svc.hibernate(kernel_id, automatic=True)
+    assert [s["name"] for s in snap["skipped"]] == ["gen"] and "items" in snap["saved"]
+
+
+async def test_a_cell_sent_while_the_snapshot_is_written_keeps_the_kernel(
+        jp_fetch, jp_root_dir, jp_serverapp, tmp_path):
+    """Issue 44: a cell sent during the save ran after it, then the kernel was shut down and
+    its work lost. Now the kernel keeps running (409, saying why), the cell's work is there,
+    and the snapshot, which would miss it, is discarded."""
+    kernel_id = await new_kernel(jp_fetch, jp_root_dir)
+    started, sent = tmp_path / "saving", tmp_path / "sent"
+    # the save writes `slow` until the user's cell is sent (and a moment more)
+    await run(jp_serverapp, kernel_id, "class Slow:\n    def __reduce__(self):\n"
+              "        import os, time\n"
+              f"        open({str(started)!r}, 'w').close()\n"
+              f"        while not os.path.exists({str(sent)!r}): time.sleep(0.05)\n"
+              "        time.sleep(0.5); return (int, ())\n"
+              "slow = Slow()\nkept = 1")
+    kernel = jp_serverapp.kernel_manager.get_kernel(kernel_id)
+    task = asyncio.ensure_future(service(jp_serverapp).hibernate(kernel_id))
+    for _ in range(1200):  # the save is writing the snapshot
+        if started.exists() or task.done():
+            break
+        await asyncio.sleep(0.025)
+    assert started.exists() and not task.done()
+    # a user's cell, sent by another client (as JupyterLab's, through the server) while
+    # the save runs: it waits in the kernel's queue
+    user = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", SEND_CELL, kernel.connection_file,
+        "work = 'done after the save'", stdout=asyncio.subprocess.PIPE)
+    assert user.stdout is not None
+    assert await asyncio.wait_for(user.stdout.readline(), 120) == b"sent\n"
+    sent.touch()
+    with pytest.raises(HibernateError) as e:
+        await task
+    out, _ = await user.communicate()
+    assert out == b"ok\n", out
+    assert e.value.status == 409 and "keeps running" in str(e.value), e.value
+    assert "after its variables were saved" in str(e.value) or "still running" in str(e.value)
+    assert "done after the save" in await run(jp_serverapp, kernel_id, "print(work)")
+    assert (await api(jp_fetch, "snapshots"))["snapshots"] == [] and left_on_disk(tmp_path) == []
+
+
+async def test_a_save_given_up_at_its_timeout_leaves_nothing_on_disk(
+        jp_fetch, jp_root_dir, jp_serverapp, tmp_path):
+    """Issue 44: a save that outlived its timeout left a full copy of the variables on disk
+    (the kernel finished it later) until a restart. What it wrote is removed when it is
+    given up, and the kernel, finishing later, keeps nothing."""
+    service(jp_serverapp).settings = HibernateSettings(timeout_seconds=2, max_bytes=10**9)
+    kernel_id = await new_kernel(jp_fetch, jp_root_dir)
+    # `big` is written first (names in order), then the save sleeps in `zslow`
+    await run(jp_serverapp, kernel_id, SLOW.format(seconds=5) +
+              "big = bytes(50_000_000)\nzslow = Slow()\nkept = 42")
+    doc = await api(jp_fetch, "kernels", kernel_id, "hibernate", method="POST", expect=409)
+    assert "did not finish" in doc["message"], doc
+    assert left_on_disk(tmp_path) == []
+    assert "42" in await run(jp_serverapp, kernel_id, "print(kept)")  # after the late save
+    assert left_on_disk(tmp_path) == []
+    assert (await api(jp_fetch, "snapshots"))["snapshots"] == []
+
+
+async def test_a_restore_says_which_newer_values_it_replaced(jp_fetch, jp_root_dir,
+                                                             jp_serverapp):
+    """Issue 44: a restore overwrote newer values of the same names without a word."""
+    snap = await hibernated(jp_fetch, jp_root_dir, jp_serverapp)
+    kernel_id = await new_kernel(jp_fetch, jp_root_dir)
+    await run(jp_serverapp, kernel_id, "settings = 'set in the new kernel'\nfresh = 1")
+    restored = await api(jp_fetch, "snapshots", snap["id"], "restore", method="POST",
+                         body={"kernel_id": kernel_id})
+    validate(f"/snapshots/{snap['id']}/restore", 200, restored, method="post")
+    assert restored["replaced"] == ["settings"], restored
 
 
 def _nothing_loaded(out: str) -> None:

@@ -19,9 +19,14 @@ from typing import Any
 import pytest
 
 from jupyter_costguard.kernel.hibernate import (
+    LEAVE_ANY,
+    LEAVE_LIVE,
+    LEAVE_NOTHING,
     CorruptSnapshot,
     NotEnoughSpace,
+    SnapshotError,
     SnapshotTooLarge,
+    Unsaved,
     canonical_bytes,
     manifest_digest,
     parse_reply,
@@ -323,11 +328,86 @@ def test_live_resources_and_unpicklable_values_are_named_with_reasons(tmp_path: 
     assert reasons["sock"].startswith("a socket")
     assert reasons["db"].startswith("a database connection")
     assert reasons["lock"].startswith("a lock") and reasons["worker"].startswith("a thread")
-    assert reasons["holds_lock"].startswith("cannot be pickled: TypeError") and \
-        "RLock" in reasons["holds_lock"]
+    # a live resource found inside a value is named as what it is
+    assert reasons["holds_lock"].startswith("holds a lock"), reasons
     # the failed value's file was removed: only the saved ones and the manifest remain
     assert sorted(p.name for p in (tmp_path / "snap").iterdir()) == [
         manifest.entries[0].file, "manifest.json"]
+
+
+class _Refuses:
+    """A value whose pickling fails unexpectedly (its `__reduce__` raises)."""
+
+    def __reduce__(self) -> Any:
+        raise ValueError("cannot reduce this one")
+
+
+def _too_deep() -> list[Any]:
+    deep: list[Any] = []
+    for _ in range(100_000):
+        deep = [deep]
+    return deep
+
+
+@pytest.mark.parametrize("leave", [LEAVE_LIVE, LEAVE_NOTHING])
+@pytest.mark.parametrize("value, why", [(_Refuses(), "ValueError: cannot reduce this one"),
+                                        (_too_deep(), "PicklingError: .*excessively deep")])
+def test_an_unexpected_failure_to_save_a_value_fails_the_save(tmp_path: Path, leave: str,
+                                                              value: Any, why: str):
+    """Only what cannot live outside the process may be left behind: a value that fails to
+    pickle for any other reason (its __reduce__ raises, it is too deep) fails the save,
+    naming it, and leaves nothing on disk. Issue 44: it was skipped and the kernel shut down
+    anyway."""
+    ns = _namespace(model=value, fine=[1, 2])
+    with pytest.raises(Unsaved, match=f"model \\(cannot be pickled: {why}") as e:
+        save(ns, tmp_path / "snap", GB, leave=leave)
+    assert [b.name for b in e.value.blocking] == ["model"]
+    assert list(tmp_path.iterdir()) == []
+    # the server stopping (the kernel ends anyway) keeps what can be kept
+    manifest = save(ns, tmp_path / "snap", GB, leave=LEAVE_ANY)
+    assert manifest.saved == ["fine"] and [s.name for s in manifest.skipped] == ["model"]
+
+
+def test_an_automatic_save_leaves_nothing_behind_or_fails_naming_each(tmp_path: Path):
+    """`LEAVE_NOTHING` (an automatic hibernation): a generator, an open file or a value that
+    holds a lock fails the save before anything is written, naming every one of them."""
+    with open(__file__) as handle:
+        ns = _namespace(gen=(i for i in range(3)), handle=handle, fine=[1, 2])
+        with pytest.raises(Unsaved) as e:
+            save(ns, tmp_path / "snap", GB, leave=LEAVE_NOTHING)
+    assert {b.name for b in e.value.blocking} == {"gen", "handle"}
+    assert "every variable must be saved" in str(e.value) and "gen (a generator" in str(e.value)
+    assert "A hand-made Hibernate leaves such values behind" in str(e.value)
+    assert list(tmp_path.iterdir()) == []
+    inside = _namespace(box={"lock": threading.Lock()}, fine=1)
+    with pytest.raises(Unsaved, match=r"box \(holds a lock"):
+        save(inside, tmp_path / "snap", GB, leave=LEAVE_NOTHING)
+    assert list(tmp_path.iterdir()) == []
+    # the user asked (`LEAVE_LIVE`): those may stay behind, named
+    manifest = save(inside, tmp_path / "snap", GB, leave=LEAVE_LIVE)
+    assert manifest.saved == ["fine"] and [s.name for s in manifest.skipped] == ["box"]
+
+
+def test_a_save_the_server_gave_up_on_keeps_nothing(tmp_path: Path):
+    """The server marks a save it stopped waiting for; a kernel that finishes it later keeps
+    nothing (issue 44: it stayed on disk until a restart)."""
+    marker = tmp_path / ".abandoned"
+    marker.touch()
+    with pytest.raises(SnapshotError, match="gave up"):
+        save(_namespace(x=[1]), tmp_path / "snap", GB, abandoned=marker)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".abandoned"]
+
+
+def test_a_restore_says_which_of_the_kernels_values_it_replaced(tmp_path: Path):
+    """Issue 44: a restore overwrote newer values of the same names without a word."""
+    import math
+
+    save(_namespace(x=1, y=[2], m=math), tmp_path / "snap", GB)
+    target = _namespace(x="newer", m=math, z=3)
+    result = restore(target, tmp_path / "snap")
+    assert target["x"] == 1 and target["z"] == 3
+    assert result.replaced == ["x"]  # `m` is the same module: nothing was lost
+    assert result.to_dict()["replaced"] == ["x"]
 
 
 class _Broken:
@@ -339,7 +419,10 @@ class _Broken:
 
 
 def test_a_value_that_cannot_even_be_inspected_is_named(tmp_path: Path):
-    manifest = save(_namespace(proxy=_Broken(), fine=1), tmp_path / "snap", GB)
+    with pytest.raises(Unsaved, match=r"proxy \(cannot be inspected"):
+        save(_namespace(proxy=_Broken(), fine=1), tmp_path / "snap", GB)
+    manifest = save(_namespace(proxy=_Broken(), fine=1), tmp_path / "snap", GB,
+                    leave=LEAVE_ANY)
     assert manifest.saved == ["fine"]
     assert [(s.name, s.reason) for s in manifest.skipped] == [
         ("proxy", "cannot be inspected: RuntimeError: the proxy's target is gone")]

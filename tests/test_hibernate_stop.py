@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -61,5 +62,73 @@ def test_a_stopped_server_hibernates_its_gpu_kernel_and_the_next_start_restores_
         assert {"weights", "steps"} <= set(json.loads(body)["restored"])
         out = in_kernel(again, new_kernel, "print(weights['w'][1], len(steps))")
         assert "2.5 1000" in out, out
+    finally:
+        again.stop()
+
+
+def _kill_kernel(kernel_id: str) -> None:
+    """SIGKILL the kernel process of `kernel_id` (found by its connection file)."""
+    import os
+    import signal
+
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if f"kernel-{kernel_id}.json".encode() in cmdline:
+            os.kill(int(pid), signal.SIGKILL)
+
+
+def test_what_a_server_killed_mid_save_left_is_removed_at_the_next_start(tmp_path):
+    """Issue 44: a server (and its kernel) killed while saving left a full copy of the
+    variables on disk until a start 10 minutes later. The next start removes it, at any
+    age."""
+    import threading
+
+    settings = {**config(tmp_path), "hibernate_on_stop_seconds": 0}
+    server = ServerProcess(tmp_path / "server", settings)
+    write_notebook(tmp_path / "server" / "root", "train.ipynb", [code("a", "x = 1")])
+    server.start()
+    root = tmp_path / "data" / "snapshots"
+    started, go = tmp_path / "saving", tmp_path / "go"
+    try:
+        kernel_id = server.start_session("train.ipynb")["kernel"]["id"]
+        out = in_kernel(server, kernel_id, (
+            "class Slow:\n    def __reduce__(self):\n        import os, time\n"
+            f"        open({str(started)!r}, 'w').close()\n"
+            f"        while not os.path.exists({str(go)!r}): time.sleep(0.05)\n"
+            "        return (int, ())\n"
+            "big = bytes(20_000_000)\nzslow = Slow()\nprint('set')"))
+        assert "set" in out, out
+
+        def hibernate() -> None:
+            try:
+                server.request(f"costguard/api/kernels/{kernel_id}/hibernate", "POST", {})
+            except Exception:  # the server is killed under it
+                pass
+
+        asker = threading.Thread(target=hibernate, daemon=True)
+        asker.start()
+        deadline = time.monotonic() + 60
+        while not started.exists():
+            assert time.monotonic() < deadline, server.log()
+            time.sleep(0.05)
+        partial = [p for p in root.iterdir() if p.name.endswith(".partial")]
+        assert len(partial) == 1 and any(partial[0].iterdir()), partial  # `big` is written
+        server.kill9()
+        _kill_kernel(kernel_id)
+    finally:
+        go.touch()
+        server.stop()
+    assert partial[0].exists()
+
+    again = ServerProcess(tmp_path / "server", settings).start()
+    try:
+        assert again.get("costguard/api/snapshots")["snapshots"] == []
+        assert not partial[0].exists()
+        assert [p.name for p in root.iterdir()
+                if not p.name.startswith(("index.sqlite", ".server-"))
+                and not p.name.endswith(".abandoned")] == []
     finally:
         again.stop()

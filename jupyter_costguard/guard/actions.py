@@ -27,7 +27,9 @@ log = logging.getLogger("jupyter_costguard")
 
 #: How long the shutdown command may run before it is killed.
 COMMAND_TIMEOUT_SECONDS = 120.0
-#: Hibernate a kernel: its snapshot's document, or an exception saying why not.
+#: Hibernate a kernel, automatically (the server's `_hibernate_idle`: it shuts the kernel down
+#: only when every variable was saved and no cell ran since the save began): its snapshot's
+#: document, or an exception saying why not (which names the variables that block it).
 Hibernate = Callable[[str], Awaitable[Mapping[str, Any]]]
 #: How much of the command's output (the end of it) goes into the log.
 OUTPUT_TAIL_BYTES = 4000

@@ -2,8 +2,15 @@
 snapshot into a new kernel of the same notebook, list and delete snapshots.
 
 Order is the promise: the kernel is shut down only after its snapshot is on disk, its manifest
-read back, MACed and in the index; if anything before that fails the kernel keeps running and
-the error says why. A restore loads only a snapshot whose MAC checks, into a kernel whose
+read back, MACed and in the index, and only if no cell ran or was queued since the save began
+(a cell sent meanwhile runs after the save, so its work would not be in the snapshot: the
+snapshot is then discarded and the kernel keeps running); if anything before that fails the
+kernel keeps running and the error says why. What a save may leave unsaved: nothing when it
+is automatic (unless the admin's `may_leave_behind`), values that cannot live outside the
+process when the user asked (`kernel.hibernate.LEAVE_*`), whatever cannot be saved when the
+server is stopping (the kernel ends anyway). A save given up (its timeout, an error) leaves
+nothing on disk: what it wrote is removed, and a marker tells the kernel, should it finish
+later, to keep nothing. A restore loads only a snapshot whose MAC checks, into a kernel whose
 session is the snapshot's notebook, for the server's owner who made it; the kernel is handed
 the manifest digest the server checked, and checks every file against it before loading.
 
@@ -34,8 +41,12 @@ from jupyter_costguard.hibernate.kernelcall import call
 from jupyter_costguard.hibernate.storagecost import StoragePrice, cost_doc
 from jupyter_costguard.hibernate.store import SnapshotRecord, SnapshotStore
 from jupyter_costguard.kernel.hibernate import (
+    LEAVE_ANY,
+    LEAVE_LIVE,
+    LEAVE_NOTHING,
     CorruptSnapshot,
     Manifest,
+    count_code,
     manifest_digest,
     read_manifest,
     restore_code,
@@ -66,6 +77,13 @@ class HibernateSettings:
     #: how long a restore waits for a busy kernel to become idle before it answers 409: a
     #: kernel JupyterLab has just started is busy a moment with the page's own requests
     restore_wait_seconds: float = 10.0
+    #: whether an automatic hibernation may leave behind values that cannot live outside the
+    #: process (generators, open files, locks...); off: it hibernates only a kernel whose
+    #: every variable is saved
+    may_leave_behind: bool = False
+    #: how long the check after a save (that no cell ran since it began) may wait: a cell
+    #: queued behind the save holds it up, and is a reason to keep the kernel anyway
+    check_seconds: float = 30.0
 
 
 #: how often a waiting restore looks at the kernel's state again (seconds)
@@ -104,8 +122,8 @@ class HibernateService:
         #: the index as last read on the worker: what a scrape reads, without touching disk
         self._records: list[SnapshotRecord] = self.store.list()
         if removed and logger is not None:
-            logger.info("costguard: removed %d unfinished or unindexed snapshot folder(s) in "
-                        "%s", len(removed), root)
+            logger.info("costguard: removed %d unfinished, abandoned or unindexed snapshot "
+                        "folder(s) in %s", len(removed), root)
         # an object store is not reached from the loop, nor made to hold up the start
         self._io.submit(self._clear_store, settings.timeout_seconds)
 
@@ -166,14 +184,22 @@ class HibernateService:
         finally:
             self._working.discard(kernel_id)
 
-    async def hibernate(self, kernel_id: str) -> dict[str, Any]:
+    async def hibernate(self, kernel_id: str, automatic: bool = False) -> dict[str, Any]:
         """Save the kernel's variables, then shut it down; the answer of `POST
-        kernels/{id}/hibernate`."""
+        kernels/{id}/hibernate` (a user's: values that cannot live outside the process may be
+        left behind, named). `automatic` (the idle rule's): every variable is saved or the
+        kernel keeps running, and the error names those that block it, unless the admin's
+        `may_leave_behind` lets it leave the same values a user may."""
+        leave = LEAVE_LIVE if not automatic or self.settings.may_leave_behind else \
+            LEAVE_NOTHING
+        return await self._hibernate_one(kernel_id, leave)
+
+    async def _hibernate_one(self, kernel_id: str, leave: str) -> dict[str, Any]:
         self._kernel(kernel_id)
         with self._one_at_a_time(kernel_id):
-            return await self._hibernate(kernel_id)
+            return await self._hibernate(kernel_id, leave)
 
-    async def _hibernate(self, kernel_id: str) -> dict[str, Any]:
+    async def _hibernate(self, kernel_id: str, leave: str) -> dict[str, Any]:
         kernel = self._kernel(kernel_id)
         notebook = self.notebook_of(kernel_id)
         if not notebook:
@@ -185,13 +211,24 @@ class HibernateService:
         kernel_name = getattr(kernel, "kernel_name", "") or ""
         snapshot_id = store.new_id()
         dest = self.store.new_location(snapshot_id)
-        if self.store.elsewhere(snapshot_id, dest):  # noted: a save cut off is removed later
-            await self._off_loop(self.store.begin, snapshot_id, dest)
-        answer = await call(kernel, kernel_id,
-                            save_code(dest, self.settings.max_bytes),
-                            self.settings.timeout_seconds, "saving its variables")
+        # noted: what a save cut off (a timeout, a server killed) leaves is found and removed
+        await self._off_loop(self.store.begin, snapshot_id, dest)
+        try:
+            answer = await call(kernel, kernel_id,
+                                save_code(dest, self.settings.max_bytes, leave,
+                                          self.store.abandoned_marker(snapshot_id)),
+                                self.settings.timeout_seconds, "saving its variables")
+        except asyncio.CancelledError:  # cut off (a stop's budget): a folder's removal ends
+            # before the server does; an object store, which may not answer and so hold up
+            # the stop, is cleared at the next start (the save stays noted pending)
+            if not where.is_remote(dest):
+                self._pool.submit(self._abandon, snapshot_id, dest, True)
+            raise
+        except Exception:  # given up (its timeout): nothing is kept
+            await self._in_store(self._abandon, snapshot_id, dest, True)
+            raise
         if "error" in answer:
-            await self._in_store(self._discard, snapshot_id, dest)
+            await self._in_store(self._abandon, snapshot_id, dest)
             raise HibernateError(f"the variables of kernel {kernel_id} could not be saved, so "
                                  f"it keeps running: {where.scrub(str(answer['error']), dest)}",
                                  409)
@@ -199,9 +236,16 @@ class HibernateService:
             record = await self._in_store(self._seal, snapshot_id, dest, notebook, kernel_name,
                                           held)
         except Exception as e:
-            await self._in_store(self._discard, snapshot_id, dest)
+            await self._in_store(self._abandon, snapshot_id, dest)
             raise HibernateError(f"the snapshot of kernel {kernel_id} could not be recorded, "
                                  f"so it keeps running: {where.scrub(str(e), dest)}", 409) from e
+        if leave != LEAVE_ANY:  # at a stop the kernel ends anyway: the snapshot is kept
+            why = await self._used_since_save(kernel, kernel_id, answer.get("execution_count"))
+            if why is not None:
+                await self._in_store(self._drop, snapshot_id)
+                raise HibernateError(f"kernel {kernel_id} keeps running: {why}, so its "
+                                     "snapshot would miss that work (it was discarded); "
+                                     "hibernate it again once it is idle", 409)
         try:
             done = self.km.shutdown_kernel(kernel_id)
             if inspect.isawaitable(done):  # the async manager (jupyter_server's default)
@@ -214,15 +258,47 @@ class HibernateService:
                                  f"kernel {kernel_id} could not be shut down: {e}", 500) from e
         return {**self._doc(record), "gpus_freed": held.gpus}
 
-    def _discard(self, snapshot_id: str, dest: str) -> None:
-        """Remove what a save that is not indexed wrote; a store that refuses now is tried
-        again at the next start (the save is still noted pending)."""
+    async def _used_since_save(self, kernel: Any, kernel_id: str, count: Any) -> str | None:
+        """Why the kernel is not still as it was saved, or None. A cell sent during the save
+        waits in the kernel's queue and runs after it: a call queued now runs after every
+        such cell, and the execution count it reads says whether one ran. A cell still
+        running is a reason too (the call is not waited for beyond `check_seconds`). The
+        server's `execution_state` is no measure here: it still says busy a moment after the
+        server's own calls."""
         try:
-            self.store.discard(snapshot_id, dest)
+            now = await call(kernel, kernel_id, count_code(),
+                             min(self.settings.check_seconds, self.settings.timeout_seconds),
+                             "checking that no cell ran since the save")
+        except HibernateError:
+            return "a cell sent during the save is still running or queued"
+        if type(count) is not int or now.get("execution_count") != count:
+            return "a cell ran after its variables were saved"
+        return None
+
+    def _abandon(self, snapshot_id: str, dest: str, still_writing: bool = False) -> None:
+        """Remove what a save given up on wrote (an error, the kernel's refusal, or, while the
+        kernel may be `still_writing`, a timeout: it is then marked abandoned so the kernel
+        keeps nothing either); a store that refuses now is tried again at the next start
+        (the save stays noted pending)."""
+        try:
+            if still_writing:
+                self.store.abandon(snapshot_id, dest)
+            else:
+                self.store.discard(snapshot_id, dest)
         except Exception as e:
             if self.log is not None:
                 self.log.warning("costguard: could not remove the unfinished snapshot %s: %s",
                                  where.shown(dest), where.scrub(str(e), dest))
+
+    def _drop(self, snapshot_id: str) -> None:
+        """Forget and remove a sealed snapshot whose kernel was not shut down after all."""
+        try:
+            self.store.remove(snapshot_id)
+        except Exception as e:  # forgotten; its objects are removed at a later start
+            if self.log is not None:
+                self.log.warning("costguard: could not remove the snapshot %s: %s",
+                                 snapshot_id, type(e).__name__)
+        self._records = self.store.list()
 
     def _seal(self, snapshot_id: str, dest: str, notebook: str, kernel_name: str, held: Held
               ) -> SnapshotRecord:
@@ -253,8 +329,8 @@ class HibernateService:
         outcome: dict[str, str] = {}
 
         async def one(kernel_id: str) -> None:
-            try:
-                doc = await self.hibernate(kernel_id)
+            try:  # the kernel ends anyway: whatever can be kept is
+                doc = await self._hibernate_one(kernel_id, LEAVE_ANY)
             except HibernateError as e:
                 outcome[kernel_id] = f"not hibernated: {e}"
             else:
@@ -297,9 +373,14 @@ class HibernateService:
                                  f"{where.scrub(str(answer['error']), src)}", 409)
         await self._off_loop(self._restored, snapshot_id, time.time())
         await self._tell(snapshot_id)
+        replaced = [str(n) for n in answer.get("replaced", [])]
+        if replaced and self.log is not None:
+            self.log.warning("costguard: restoring snapshot %s into kernel %s replaced the "
+                             "kernel's own values of %s", snapshot_id, kernel_id,
+                             ", ".join(replaced))
         return {"restored": list(answer.get("restored", [])),
                 "skipped": [_skipped(s) for s in answer.get("skipped", [])],
-                "notes": list(answer.get("notes", []))}
+                "notes": list(answer.get("notes", [])), "replaced": replaced}
 
     def _check(self, record: SnapshotRecord) -> str:
         """The digest of the snapshot's manifest, if its MAC is this server's for this

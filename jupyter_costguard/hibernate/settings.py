@@ -6,7 +6,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from traitlets import Float, HasTraits, Int, TraitError, Unicode, validate
+from traitlets import Bool, Float, HasTraits, Int, TraitError, Unicode, validate
 
 from jupyter_costguard.hibernate.storagecost import StoragePrice
 from jupyter_costguard.kernel.hibernate import where
@@ -48,18 +48,38 @@ class HibernateTraits(HasTraits):
         100 * 10**9, config=True,
         help="The largest snapshot a kernel may write (bytes); a larger namespace is refused, "
              "naming its largest values, and the kernel keeps running.")
+    hibernate_may_leave_behind = Bool(
+        False, config=True,
+        help="Whether an automatic hibernation (hibernate_idle_after_seconds) may leave "
+             "behind values that cannot live outside the process (generators, open files, "
+             "locks, sockets, threads, connections), naming them, as a hand-made Hibernate "
+             "does. Off: an idle kernel is hibernated only when every variable is saved; "
+             "otherwise it keeps running and the alert names the variables that block it. "
+             "Any other value that fails to save always keeps the kernel running.")
     hibernate_on_stop_seconds = Float(
         30.0, config=True,
         help="When the server stops, hibernate the kernels that hold GPUs first, within this "
              "many seconds in all (0: off).")
 
+    #: why snapshot_store_url was refused (None: it was not): hibernate is then off
+    store_url_refused: str | None = None
+
     @validate("snapshot_store_url")
     def _check_store_url(self, proposal: Any) -> str:
+        """A URL that carries credentials (or a query or fragment, where a signed URL keeps
+        its signature) is refused, that one setting alone: raising here would stop the
+        whole extension from loading. Hibernate is then off, saying why (`_hibernate_service`);
+        the rest of costguard runs."""
         url = str(proposal["value"]).strip()
+        self.store_url_refused = None
         if where.is_remote(url) and where.shown(url) != url:
-            raise TraitError("snapshot_store_url must not carry credentials, a query or a "
-                             "fragment (they would reach the kernels' code): give "
-                             "credentials through the environment or fsspec's configuration")
+            self.store_url_refused = (
+                f"c.CostGuard.snapshot_store_url ({where.shown(url)}) was refused: it carries "
+                "credentials, a query or a fragment, which do not belong in the URL (they "
+                "would reach the kernels' code and the logs); give credentials through the "
+                "store's own mechanisms (the environment, such as AWS_* variables, or "
+                "fsspec's configuration)")
+            return ""
         return url
 
     @validate("snapshot_store_price_per_gib_month")

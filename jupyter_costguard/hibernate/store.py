@@ -5,10 +5,18 @@
 The root is 0700 and the index 0600 (`common/sqlite`). The index, not the folders, says which
 snapshots exist: a folder the index does not name is never listed or loaded. Every method
 blocks (disk, SQLite): the service calls them on its own worker thread, never on the IO loop.
+
+Every save under way is noted in `pending` with the store instance that began it; each
+instance holds an exclusive lock on its own file (`.server-<id>.lock`) while it lives. So at
+the next start what a killed server's saves left is known to be no one's (its lock is free) and
+removed whatever its age, while a save another live server sharing the folder has under way
+is left alone.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import os
 import re
@@ -25,6 +33,12 @@ from jupyter_costguard.common.files import PRIVATE_DIR
 from jupyter_costguard.common.sqlite import Schema, open_db
 from jupyter_costguard.cost.money import round_money
 from jupyter_costguard.kernel.hibernate import partial_folders, where
+from jupyter_costguard.kernel.hibernate.snapshot import PARTIAL
+
+try:
+    import fcntl
+except ImportError:  # not POSIX: every other instance is taken to be alive
+    fcntl = None  # type: ignore[assignment]
 
 INDEX = "index.sqlite"
 #: a snapshot id: what `new_id` makes, and the only names a folder of the root may have to
@@ -61,7 +75,16 @@ SCHEMA = Schema("snapshots", (
         started REAL NOT NULL
     );
     """,
+    # which store instance began each save (NULL: a version that did not say)
+    "ALTER TABLE pending ADD COLUMN instance TEXT;",
 ))
+
+#: an instance's lock file: `.server-<instance>.lock`, locked while that instance lives
+_LOCK = re.compile(r"\A\.server-([0-9a-f]{32})\.lock\Z")
+#: a save given up on: `.<id>.abandoned` tells a kernel still writing it to keep nothing
+ABANDONED = ".abandoned"
+#: the snapshot id in a name of the root: a snapshot's folder, a partial one, a marker
+_OWN = re.compile(r"\A\.?([0-9a-f]{32})(\..*)?\Z")
 
 
 @dataclass(frozen=True)
@@ -149,6 +172,9 @@ class SnapshotStore:
         os.chmod(self.root, PRIVATE_DIR)  # its snapshots are the user's variables
         self._db = open_db(self.root / INDEX, SCHEMA)
         self._lock = threading.Lock()
+        #: this instance, and the lock that says it lives (held until the process ends)
+        self.instance = uuid.uuid4().hex
+        self._alive = _hold_lock(self.root, self.instance)
 
     def folder(self, snapshot_id: str) -> Path:
         """The folder of `snapshot_id` (which must be an id: nothing else names a path)."""
@@ -182,8 +208,32 @@ class SnapshotStore:
     def begin(self, snapshot_id: str, location: str, now: float | None = None) -> None:
         """Note a save under way: if it never reaches the index, what it left is removed."""
         with self._lock:
-            self._db.execute("INSERT INTO pending (id, location, started) VALUES (?, ?, ?)",
-                             (snapshot_id, location, time.time() if now is None else now))
+            self._db.execute("INSERT INTO pending (id, location, started, instance) VALUES "
+                             "(?, ?, ?, ?)", (snapshot_id, location,
+                                              time.time() if now is None else now,
+                                              self.instance))
+
+    def abandoned_marker(self, snapshot_id: str) -> str:
+        """The file whose presence tells a kernel still writing `snapshot_id` to keep
+        nothing (`snapshot.save`'s `abandoned`)."""
+        self.folder(snapshot_id)  # an id, nothing else
+        return str(self.root / f".{snapshot_id}{ABANDONED}")
+
+    def abandon(self, snapshot_id: str, location: str) -> None:
+        """A save given up on (its timeout, an error): mark it abandoned, so a kernel still
+        writing it keeps nothing, and remove what it wrote so far. Its note in `pending`
+        stays: what a kernel writes after this is removed at the next start."""
+        marker = self.abandoned_marker(snapshot_id)
+        with contextlib.suppress(FileExistsError):
+            os.close(os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+        self._remove_files(snapshot_id, location)
+
+    def _claimed(self) -> set[str]:
+        """The ids of saves a live instance (this one included) has under way."""
+        with self._lock:
+            rows = self._db.execute("SELECT id, instance FROM pending").fetchall()
+        live = _live_instances(self.root) | {self.instance}
+        return {snapshot_id for snapshot_id, instance in rows if instance in live}
 
     def clear_store_leftovers(self, older_than: float, now: float | None = None
                               ) -> list[str]:
@@ -193,10 +243,14 @@ class SnapshotStore:
         theirs. Returns what was removed, as logs may show it (no credentials)."""
         limit = (time.time() if now is None else now) - older_than
         gone: list[str] = []
-        with self._lock:
-            rows = self._db.execute("SELECT id, location FROM pending WHERE started <= ?",
-                                    (limit,)).fetchall()
+        claimed = self._claimed()
+        with self._lock:  # a save whose instance is known and gone is removed at any age
+            rows = self._db.execute(
+                "SELECT id, location FROM pending WHERE (started <= ? OR instance IS NOT "
+                "NULL) AND location LIKE '%://%'", (limit,)).fetchall()
         for snapshot_id, location in rows:
+            if snapshot_id in claimed or not where.is_remote(location):
+                continue
             try:
                 self._delete(snapshot_id, location)
             except Exception:  # the store is away: try again at the next start
@@ -204,21 +258,21 @@ class SnapshotStore:
             gone.append(where.shown(location))
         return gone
 
-    def clear_leftovers(self, older_than: float, now: float | None = None) -> list[Path]:
-        """Remove, at start, what no snapshot owns: folders a kernel killed while saving left
-        (`partial_folders`) and snapshot folders the index does not name (a save that finished
-        after its request gave up, or a server stopped between the save and the index). None
-        of them could be loaded. Only those untouched for `older_than` seconds (the save
-        timeout): a `snapshot_dir` shared by several servers may hold another's save under
-        way. Returns what was removed."""
-        with self._lock:
-            known = {row[0] for row in self._db.execute("SELECT id FROM snapshots")}
-        found = partial_folders(self.root) + [
-            p for p in sorted(self.root.iterdir())
-            if ID_PATTERN.match(p.name) and p.name not in known and p.is_dir()]
+    def clear_leftovers(self, older_than: float = 600.0, now: float | None = None
+                        ) -> list[Path]:
+        """Remove, at start, what no snapshot owns, whatever its age: folders a kernel killed
+        while saving left (`partial_folders`), snapshot folders the index does not name (a
+        save that finished after its request gave up, or a server stopped between the save
+        and the index) and the markers of abandoned saves. None of them could be loaded. A
+        `snapshot_dir` shared by several servers may hold another live server's save under
+        way: what its noted saves wrote stays. A partial folder that names no snapshot (a
+        restore's fetched copy) cannot be told apart so: it goes once untouched for
+        `older_than` seconds (the timeout). Returns what was removed."""
         limit = (time.time() if now is None else now) - older_than
         gone = []
-        for path in found:
+        for path in partial_folders(self.root):
+            if _OWN.match(path.name):
+                continue
             try:
                 if path.stat().st_mtime > limit:
                     continue
@@ -226,6 +280,45 @@ class SnapshotStore:
                 continue
             shutil.rmtree(path, ignore_errors=True)
             gone.append(path)
+        # what is here first: a save begun after this look is not seen, and one seen was
+        # noted in `pending` before its kernel wrote anything
+        found = [p for p in sorted(self.root.iterdir()) if _OWN.match(p.name)]
+        with self._lock:
+            known = {row[0] for row in self._db.execute("SELECT id FROM snapshots")}
+        claimed = self._claimed()
+        for path in found:
+            match = _OWN.match(path.name)
+            assert match is not None
+            snapshot_id, rest = match.group(1), match.group(2) or ""
+            whose = path.name == snapshot_id or (path.name.startswith(".") and (
+                rest.endswith(PARTIAL) or rest == ABANDONED))
+            if not whose or snapshot_id in claimed or path.name in known:
+                continue
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                with contextlib.suppress(OSError):
+                    path.unlink()
+            gone.append(path)
+        with self._lock:
+            rows = self._db.execute("SELECT id, location FROM pending").fetchall()
+        for snapshot_id, location in rows:  # the local saves of gone instances
+            if snapshot_id in claimed or where.is_remote(location):
+                continue
+            # its kernel may outlive its server and still be writing: marked, it keeps
+            # nothing (the marker goes at the start after this one)
+            with contextlib.suppress(OSError):
+                os.close(os.open(self.abandoned_marker(snapshot_id),
+                                 os.O_WRONLY | os.O_CREAT, 0o600))
+            folder = where.local_path(location)
+            if folder.parent != self.root:  # a local snapshot_store_url: not scanned above
+                existed = folder.exists()
+                with contextlib.suppress(Exception):
+                    self._remove_files(snapshot_id, location)
+                if existed:
+                    gone.append(folder)
+            with self._lock:
+                self._db.execute("DELETE FROM pending WHERE id = ?", (snapshot_id,))
         return gone
 
     def add(self, record: SnapshotRecord) -> None:
@@ -290,18 +383,23 @@ class SnapshotStore:
     def _delete(self, snapshot_id: str, location: str) -> None:
         """Remove the snapshot at `location` (and, in a folder of the store, what a kernel
         killed while writing it left beside it), then its note in `pending`."""
+        self._remove_files(snapshot_id, location)
+        with self._lock:
+            self._db.execute("DELETE FROM pending WHERE id = ?", (snapshot_id,))
+
+    def _remove_files(self, snapshot_id: str, location: str) -> None:
+        """Remove the snapshot's folder or objects at `location`, and, in a folder, what a
+        kernel writing it left beside it (its partial folders: their names hold its id,
+        which no other save has)."""
         self.folder(snapshot_id)  # an id, nothing else
         if where.is_remote(location):
             where.remove(location)
-        else:
-            path = where.local_path(location)
-            shutil.rmtree(path, ignore_errors=True)
-            if path.parent != self.root:  # the root's are `clear_leftovers`'
-                for partial in partial_folders(path.parent):
-                    if partial.name.startswith(f".{snapshot_id}."):
-                        shutil.rmtree(partial, ignore_errors=True)
-        with self._lock:
-            self._db.execute("DELETE FROM pending WHERE id = ?", (snapshot_id,))
+            return
+        path = where.local_path(location)
+        shutil.rmtree(path, ignore_errors=True)
+        for partial in partial_folders(path.parent):
+            if partial.name.startswith(f".{snapshot_id}."):
+                shutil.rmtree(partial, ignore_errors=True)
 
     def close(self) -> None:
         with self._lock:
@@ -309,3 +407,65 @@ class SnapshotStore:
                 self._db.close()
             except sqlite3.Error:
                 pass
+        if self._alive is not None:  # this instance is gone: its lock and its file
+            with contextlib.suppress(OSError):
+                os.unlink(self.root / f".server-{self.instance}.lock")
+            os.close(self._alive)
+            self._alive = None
+
+
+def _hold_lock(root: Path, instance: str) -> int | None:
+    """Lock `instance`'s file in `root` for as long as this process lives (the kernel drops
+    the lock when it ends, however it ends). Made under another name and renamed into place
+    once locked, so no one ever sees it unlocked."""
+    if fcntl is None:
+        return None
+    tmp = root / f".server-{instance}.lock.new"
+    fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0),
+                 0o600)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as e:
+            if e.errno in (errno.EAGAIN, errno.EWOULDBLOCK):
+                raise
+            # a filesystem without flock: the file alone says this instance may live (the
+            # others cannot lock it either, so they leave its saves alone)
+        os.replace(tmp, root / f".server-{instance}.lock")
+    except BaseException:
+        os.close(fd)
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    return fd
+
+
+def _live_instances(root: Path) -> set[str]:
+    """The instances whose lock in `root` is held (they live); the files of those gone are
+    removed. Without file locks (not POSIX) every instance with a file is taken to live."""
+    live: set[str] = set()
+    try:
+        names = [p.name for p in root.iterdir()]
+    except OSError:
+        return live
+    for name in names:
+        match = _LOCK.match(name)
+        if match is None:
+            continue
+        if fcntl is None:
+            live.add(match.group(1))
+            continue
+        try:
+            fd = os.open(root / name, os.O_RDWR | getattr(os, "O_NOFOLLOW", 0))
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:  # held (that instance lives), or no flock here: it may live
+            live.add(match.group(1))
+        else:
+            with contextlib.suppress(OSError):
+                os.unlink(root / name)
+        finally:
+            os.close(fd)
+    return live

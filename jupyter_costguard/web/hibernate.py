@@ -24,7 +24,8 @@ class HibernateHandler(CostguardHandler):
     def hibernation(self) -> HibernateService:
         svc: HibernateService | None = self.settings.get("costguard_hibernate")
         if svc is None:
-            raise web.HTTPError(503, "hibernate is not available on this server")
+            raise web.HTTPError(503, "%s", self.settings.get("costguard_hibernate_off")
+                                or "hibernate is not available on this server")
         return svc
 
     async def _call(self, work: Any) -> Any:

@@ -93,18 +93,27 @@ export function hibernatedText(result: IHibernateResult): string {
 }
 
 /**
- * "Restored: 42 variables, 1 skipped (model: needs module torch) · w: on the
- * CPU, its GPU is not here".
+ * "Restored: 42 variables, 1 skipped (model: needs module torch) · replaced
+ * the kernel's x, y · w: on the CPU, its GPU is not here".
  */
 export function restoredText(result: IRestoreResult): string {
   const count = plural(result.restored.length, 'variable');
   const notes = Array.isArray(result.notes) ? result.notes : [];
+  const replaced = Array.isArray(result.replaced) ? result.replaced : [];
   return fitToast(shown =>
     [
       `Restored: ${count}${skippedPart(result.skipped, shown)}`,
+      ...(replaced.length ? [`replaced the kernel's ${namesPhrase(replaced, shown)}`] : []),
       ...notes.slice(0, shown).map(n => `${n.name}: ${shortReason(n.note)}`)
     ].join(' · ')
   );
+}
+
+/** "x, y and 3 more": the first `shown` names. */
+function namesPhrase(names: ReadonlyArray<string>, shown: number): string {
+  const named = names.slice(0, Math.max(1, shown));
+  const more = names.length - named.length;
+  return more > 0 ? `${named.join(', ')} and ${more} more` : named.join(', ');
 }
 
 /** An alert's Hibernate button: "Hibernate: free 4 GPUs, keep your variables". */

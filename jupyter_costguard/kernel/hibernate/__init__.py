@@ -27,6 +27,8 @@ namespace), `formats` (one writer and reader per kind), `snapshot` (save, restor
 """
 
 from jupyter_costguard.kernel.hibernate.entry import (
+    count_code,
+    execution_count,
     kernel_restore,
     kernel_save,
     parse_reply,
@@ -43,10 +45,14 @@ from jupyter_costguard.kernel.hibernate.records import (
     Skipped,
     SnapshotError,
     SnapshotTooLarge,
+    Unsaved,
     canonical_bytes,
     manifest_digest,
 )
 from jupyter_costguard.kernel.hibernate.snapshot import (
+    LEAVE_ANY,
+    LEAVE_LIVE,
+    LEAVE_NOTHING,
     partial_folders,
     read_manifest,
     restore,
@@ -55,6 +61,9 @@ from jupyter_costguard.kernel.hibernate.snapshot import (
 )
 
 __all__ = [
+    "LEAVE_ANY",
+    "LEAVE_LIVE",
+    "LEAVE_NOTHING",
     "CorruptSnapshot",
     "Entry",
     "Manifest",
@@ -64,7 +73,10 @@ __all__ = [
     "Skipped",
     "SnapshotError",
     "SnapshotTooLarge",
+    "Unsaved",
     "canonical_bytes",
+    "count_code",
+    "execution_count",
     "kernel_restore",
     "kernel_save",
     "manifest_digest",

@@ -22,6 +22,8 @@ from typing import IO, Any
 
 import cloudpickle
 
+from jupyter_costguard.kernel.hibernate.unsaveable import LiveResource, why_not
+
 #: the namespace a restore is loading into; notebook functions' globals resolve to it
 _target: contextvars.ContextVar[dict[str, Any]] = contextvars.ContextVar("hibernate_target")
 
@@ -30,6 +32,17 @@ _ATOMIC = (int, float, complex, str, bytes, bool, type(None), tuple, frozenset, 
            type(Ellipsis), type(NotImplemented))
 
 PROTOCOL = 5
+
+#: whether values of a type are live resources (`unsaveable.why_not`), as found so far
+_live_types: dict[type, bool] = {}
+_LIVE_TYPES_KEPT = 4096
+
+
+def _reason(obj: Any) -> str | None:
+    try:
+        return why_not(obj)
+    except Exception:  # an object that fails to be looked at: pickling says what next
+        return None
 
 
 def referable(value: Any) -> bool:
@@ -70,6 +83,24 @@ class Pickler(cloudpickle.Pickler):
             slotstate = {**slotstate, "__globals__": {}}
             reduced = (make, args, (state, slotstate), *rest)
         return reduced
+
+    def reducer_override(self, obj: Any) -> Any:
+        # called for every object but the plain builtins: a live resource inside a value
+        # (an object holding a lock, a socket, an open file) is named as what it is, so the
+        # save can tell it from an unexpected failure. Whether a value is one depends on its
+        # type alone: asked once per type
+        cls = type(obj)
+        live = _live_types.get(cls)
+        if live is None:
+            live = _reason(obj) is not None
+            if len(_live_types) >= _LIVE_TYPES_KEPT:  # classes made on the fly: bounded
+                _live_types.clear()
+            _live_types[cls] = live
+        if live:
+            reason = _reason(obj)
+            if reason is not None:
+                raise LiveResource(f"holds {reason}")
+        return super().reducer_override(obj)
 
     def persistent_id(self, obj: Any) -> Any:
         # called for every object pickled: the id lookup first, which misses for nearly all

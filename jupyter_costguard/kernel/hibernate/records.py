@@ -35,6 +35,15 @@ class SnapshotTooLarge(SnapshotError):
         self.largest = largest
 
 
+class Unsaved(SnapshotError):
+    """Values the save may not leave behind could not be saved (`blocking`: each name and
+    why), so there is no snapshot and the kernel must keep running."""
+
+    def __init__(self, message: str, blocking: list[Skipped]) -> None:
+        super().__init__(message)
+        self.blocking = blocking
+
+
 class CorruptSnapshot(SnapshotError):
     """A file is missing, truncated or altered, or the manifest is unreadable: nothing was
     loaded."""
@@ -162,11 +171,13 @@ def manifest_digest(manifest: Manifest) -> str:
 @dataclass
 class RestoreResult:
     """What came back: `restored` names; `skipped` names with reasons (those the snapshot never
-    held, and those that failed here, such as a missing module); `notes` on restored values."""
+    held, and those that failed here, such as a missing module); `notes` on restored values;
+    `replaced`: restored names whose earlier value in the kernel the restore overwrote."""
 
     restored: list[str]
     skipped: list[Skipped]
     notes: list[Note] = field(default_factory=list)
+    replaced: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

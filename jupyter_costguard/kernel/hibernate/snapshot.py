@@ -47,6 +47,7 @@ from jupyter_costguard.kernel.hibernate.records import (
     Skipped,
     SnapshotError,
     SnapshotTooLarge,
+    Unsaved,
     manifest_digest,
 )
 from jupyter_costguard.kernel.hibernate.sink import (
@@ -55,7 +56,7 @@ from jupyter_costguard.kernel.hibernate.sink import (
     WriteFailed,
     write_private,
 )
-from jupyter_costguard.kernel.hibernate.unsaveable import why_not
+from jupyter_costguard.kernel.hibernate.unsaveable import LiveResource, why_not
 
 #: free space kept beyond the estimate, for the manifest and the estimate's error
 SPACE_MARGIN = 16 << 20
@@ -67,19 +68,37 @@ _FILE_NAME = re.compile(r"\A[0-9]{4,}\.(npy|pkl|pt)\Z")
 _ABSENT = object()
 
 
+#: what a save may leave behind and still make a snapshot (`save`'s `leave`): nothing (an
+#: automatic hibernation: every variable is saved or there is no snapshot)
+LEAVE_NOTHING = "nothing"
+#: values that cannot live outside the process (`unsaveable`), named in `Manifest.skipped`;
+#: any other value that fails to save fails the save (a hand-made hibernation)
+LEAVE_LIVE = "live"
+#: whatever cannot be saved, named with why (the server is stopping: the kernel ends anyway)
+LEAVE_ANY = "any"
+LEAVE = (LEAVE_NOTHING, LEAVE_LIVE, LEAVE_ANY)
+
+
 def save(namespace: Mapping[str, Any], dest: str | os.PathLike[str], max_bytes: int, *,
-         hidden: Mapping[str, Any] | None = None) -> Manifest:
+         hidden: Mapping[str, Any] | None = None, leave: str = LEAVE_LIVE,
+         abandoned: str | os.PathLike[str] | None = None) -> Manifest:
     """Write the user's names in `namespace` to the new folder `dest`, at most `max_bytes`.
 
     Raises SnapshotTooLarge (naming the largest values) or NotEnoughSpace before or while
-    writing, leaving nothing behind; values that cannot be saved are in `Manifest.skipped`.
+    writing, leaving nothing behind. What may be left unsaved is `leave`'s (`LEAVE`): those
+    are in `Manifest.skipped`; any other value that cannot be saved raises Unsaved naming it,
+    and nothing is left behind. `abandoned` is a file whose presence says the server gave up
+    waiting for this save: then nothing is kept (checked again after the folder is in place,
+    so a save that ends as the server gives up is removed by one of the two).
     """
+    if leave not in LEAVE:
+        raise ValueError(f"leave must be one of {LEAVE}, not {leave!r}")
     if where.is_remote(dest):
-        return _save_remote(namespace, os.fspath(dest), max_bytes, hidden)
+        return _save_remote(namespace, os.fspath(dest), max_bytes, hidden, leave, abandoned)
     dest = where.local_path(dest)
     if os.path.lexists(dest):
         raise SnapshotError(f"{dest} already exists")
-    plan, skipped, sizes, total = _planned(namespace, hidden, max_bytes)
+    plan, skipped, sizes, total = _planned(namespace, hidden, max_bytes, leave)
     os.makedirs(dest.parent, mode=PRIVATE_DIR, exist_ok=True)
     free = shutil.disk_usage(dest.parent).free
     if total + SPACE_MARGIN > free:
@@ -89,19 +108,36 @@ def save(namespace: Mapping[str, Any], dest: str | os.PathLike[str], max_bytes: 
     try:
         with digest.pool() as executor:  # its threads end with the save
             manifest = _write(namespace, plan, skipped, where.LocalFolder(tmp),
-                              Budget(max_bytes), sizes, max_bytes, executor)
+                              Budget(max_bytes), sizes, max_bytes, executor, leave, abandoned)
+        _check_abandoned(abandoned)
         os.replace(tmp, dest)
         fsync_dir(dest.parent)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    try:
+        _check_abandoned(abandoned)
+    except SnapshotError:
+        shutil.rmtree(dest, ignore_errors=True)
+        raise
     return manifest
 
 
-def _planned(namespace: Mapping[str, Any], hidden: Mapping[str, Any] | None, max_bytes: int
+def _check_abandoned(marker: str | os.PathLike[str] | None) -> None:
+    if marker is not None and os.path.lexists(marker):
+        raise SnapshotError("the server gave up waiting for this save; nothing was kept")
+
+
+def _planned(namespace: Mapping[str, Any], hidden: Mapping[str, Any] | None, max_bytes: int,
+             leave: str
              ) -> tuple[list[tuple[str, Any, str]], list[Skipped], dict[str, int], int]:
-    """`_plan`, each value's estimated size and their total; SnapshotTooLarge over the cap."""
-    plan, skipped = _plan(namespace, hidden)
+    """`_plan`, each value's estimated size and their total; SnapshotTooLarge over the cap,
+    Unsaved (before anything is written) when a value `leave` may not leave behind cannot
+    be saved."""
+    plan, skipped, live = _plan(namespace, hidden)
+    blocking = [s for s in skipped if not _may_leave(s.name in live, leave)]
+    if blocking:
+        raise _unsaved(blocking, leave, all(s.name in live for s in blocking))
     sizes = {name: formats.estimate(value, kind) for name, value, kind in plan}
     total = sum(sizes.values())
     if total > max_bytes:
@@ -109,19 +145,40 @@ def _planned(namespace: Mapping[str, Any], hidden: Mapping[str, Any] | None, max
     return plan, skipped, sizes, total
 
 
+def _may_leave(live: bool, leave: str) -> bool:
+    """Whether a save with `leave` may leave a value behind (`live`: one that cannot live
+    outside the process) and still make a snapshot."""
+    return leave == LEAVE_ANY or (leave == LEAVE_LIVE and live)
+
+
+def _unsaved(blocking: list[Skipped], leave: str, all_live: bool) -> Unsaved:
+    named = "; ".join(f"{s.name} ({s.reason})" for s in blocking)
+    what = ("every variable must be saved" if leave == LEAVE_NOTHING else
+            "only values that cannot live outside the process may be left behind")
+    hint = (". A hand-made Hibernate leaves such values behind; or delete them first"
+            if leave == LEAVE_NOTHING and all_live else "")
+    return Unsaved(f"{_plural(len(blocking), 'variable')} could not be saved, and {what}: "
+                   f"{named}{hint}", blocking)
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
 def _save_remote(namespace: Mapping[str, Any], dest: str, max_bytes: int,
-                 hidden: Mapping[str, Any] | None) -> Manifest:
+                 hidden: Mapping[str, Any] | None, leave: str,
+                 abandoned: str | os.PathLike[str] | None) -> Manifest:
     """`save` to an object-store prefix: files stream to their keys, the manifest last (the
     commit marker); on any failure the prefix is removed. No free-space check: the size cap
     is the limit there."""
     folder = where.RemoteFolder(dest)
     if folder.exists():
         raise SnapshotError(f"{folder.shown} already exists")
-    plan, skipped, sizes, _ = _planned(namespace, hidden, max_bytes)
+    plan, skipped, sizes, _ = _planned(namespace, hidden, max_bytes, leave)
     try:
         with digest.pool() as executor:  # its threads end with the save
             return _write(namespace, plan, skipped, folder, Budget(max_bytes), sizes,
-                          max_bytes, executor)
+                          max_bytes, executor, leave, abandoned)
     except BaseException:
         with contextlib.suppress(Exception):
             folder.discard()
@@ -140,20 +197,23 @@ def partial_folders(parent: str | os.PathLike[str]) -> list[Path]:
 
 
 def _plan(namespace: Mapping[str, Any], hidden: Mapping[str, Any] | None
-          ) -> tuple[list[tuple[str, Any, str]], list[Skipped]]:
+          ) -> tuple[list[tuple[str, Any, str]], list[Skipped], set[str]]:
     """The names to write, in the order they are written and restored (what others refer to
-    first), and those skipped with their reasons."""
+    first), those skipped with their reasons, and which of those are live resources."""
     plan: list[tuple[str, Any, str]] = []
     skipped: list[Skipped] = []
+    live: set[str] = set()
     for name in names.user_names(namespace, hidden):
         value = namespace[name]
         try:
             reason = why_not(value)
-            kind = formats.kind_of(value)
+            kind = "live" if reason is not None else formats.kind_of(value)
         except Exception as e:  # an object that fails even to be looked at (a broken proxy)
-            reason = f"cannot be inspected: {_short(e)}"
+            reason, kind = f"cannot be inspected: {_short(e)}", ""
         if reason is not None:
             skipped.append(Skipped(name, reason))
+            if kind == "live":
+                live.add(name)
         else:
             plan.append((name, value, kind))
 
@@ -162,12 +222,13 @@ def _plan(namespace: Mapping[str, Any], hidden: Mapping[str, Any] | None
         within = 0 if isinstance(value, type) else 1 if isinstance(value, FunctionType) else 2
         return formats.ORDER[kind], within, name
 
-    return sorted(plan, key=rank), skipped
+    return sorted(plan, key=rank), skipped, live
 
 
 def _write(namespace: Mapping[str, Any], plan: list[tuple[str, Any, str]],
            skipped: list[Skipped], folder: where.Folder, budget: Budget, sizes: dict[str, int],
-           max_bytes: int, executor: ThreadPoolExecutor) -> Manifest:
+           max_bytes: int, executor: ThreadPoolExecutor, leave: str,
+           abandoned: str | os.PathLike[str] | None) -> Manifest:
     entries: list[Entry] = []
     earlier: dict[int, str] = {}  # id of a saved value -> its name, for references
     used: set[str] = {"cloudpickle"}
@@ -195,10 +256,14 @@ def _write(namespace: Mapping[str, Any], plan: list[tuple[str, Any, str]],
                 raise NotEnoughSpace(f"the disk filled up while writing the snapshot in "
                                      f"{folder.shown} ({e.error.strerror})") from None
             raise SnapshotError(f"could not write the snapshot in {folder.shown}: {e}") from None
-        except Exception as e:
+        except Exception as e:  # RecursionError (too deep to pickle) included
             sink.abandon()
             folder.drop(file)
-            skipped.append(Skipped(name, f"cannot be pickled: {_short(e)}"))
+            is_live = isinstance(e, LiveResource)
+            left = Skipped(name, str(e) if is_live else f"cannot be pickled: {_short(e)}")
+            if not _may_leave(is_live, leave):
+                raise _unsaved([left], leave, is_live) from None
+            skipped.append(left)
             continue
         sizes[name] = sink.bytes
         entries.append(Entry(name, kind, formats.type_name(value), file=file, bytes=sink.bytes,
@@ -211,6 +276,7 @@ def _write(namespace: Mapping[str, Any], plan: list[tuple[str, Any, str]],
     manifest = Manifest(entries=entries, skipped=sorted(skipped, key=lambda s: s.name),
                         created=time.time(), python=platform.python_version(),
                         modules=_versions(used))
+    _check_abandoned(abandoned)  # before the manifest, which makes it a snapshot
     try:
         folder.seal(manifest.to_json().encode())
     except WriteFailed as e:
@@ -390,7 +456,7 @@ def restore(namespace: MutableMapping[str, Any], src: str | os.PathLike[str], *,
                     arrays[e.name] = array
         before = {e.name: namespace.get(e.name, _ABSENT) for e in manifest.entries}
         try:
-            return _load(namespace, src, manifest, arrays, executor)
+            result = _load(namespace, src, manifest, arrays, executor)
         except BaseException:  # a file found altered midway: put the namespace back
             for name, value in before.items():
                 if value is _ABSENT:
@@ -398,6 +464,11 @@ def restore(namespace: MutableMapping[str, Any], src: str | os.PathLike[str], *,
                 else:
                     namespace[name] = value
             raise
+    # what the kernel held under a restored name before (newer than the snapshot, perhaps)
+    # is gone now: the answer says which, so no value is replaced without a word
+    result.replaced = [name for name in result.restored
+                       if before[name] is not _ABSENT and before[name] is not namespace[name]]
+    return result
 
 
 def _load(namespace: MutableMapping[str, Any], src: Path, manifest: Manifest,

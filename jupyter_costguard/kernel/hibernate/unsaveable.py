@@ -1,6 +1,9 @@
 """Values that hold live resources (a paused frame, a file handle, a connection, a thread):
-a snapshot cannot carry them, so they are named with a reason the user can act on, without
-trying to pickle them. Anything else that fails to pickle is named with the exception."""
+they cannot live outside the process, so a snapshot cannot carry them. They are named with a
+reason the user can act on, without trying to pickle them, whether they are a name's value or
+are found inside one while it is pickled (`LiveResource`). Only these may be left behind by a
+save (and only when the user or the admin said so: `snapshot.save`'s `leave`); any other value
+that fails to pickle is an unexpected failure, named with the exception, and fails the save."""
 
 from __future__ import annotations
 
@@ -27,6 +30,10 @@ _TORCH_LIVE = (("torch.utils.data.dataloader", "_BaseDataLoaderIter",
                 "a data loader's iterator (its worker processes); make a new one from the loader"),
                ("torch.cuda", "Stream", "a CUDA stream"),
                ("torch.cuda", "Event", "a CUDA event"))
+
+
+class LiveResource(Exception):
+    """Raised while pickling a value that holds a live resource; the message says which."""
 
 
 def why_not(value: Any) -> str | None:

@@ -101,6 +101,10 @@ describe('hibernation words', () => {
     expect(restoredText({ restored: ['w'], skipped: [], notes })).toBe(
       'Restored: 1 variable · w: on the CPU'
     );
+    // a value the kernel already held under a restored name is said to be replaced
+    expect(restoredText({ restored: ['x', 'y'], skipped: [], replaced: ['x'] })).toBe(
+      "Restored: 2 variables · replaced the kernel's x"
+    );
   });
 
   it("words the alert's button and the banner", () => {

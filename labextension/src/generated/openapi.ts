@@ -908,13 +908,18 @@ export interface paths {
         put?: never;
         /**
          * Save a notebook kernel's variables, then shut the kernel down (its GPUs freed).
-         * @description The kernel writes its variables to a snapshot (what cannot be saved is named in
-         *     `skipped` with the reason); the server reads the snapshot back, MACs it with a key
-         *     kept in its data folder and records it, and only then shuts the kernel down. If
-         *     saving fails (too large, no space, the kernel busy or not answering within
-         *     `hibernate_timeout_seconds`, costguard missing from the kernel's environment) the
-         *     answer is 409 saying why and the kernel keeps running. 404 for an unknown kernel; 409
-         *     for a kernel with no notebook session. Takes no body.
+         * @description The kernel writes its variables to a snapshot (values that cannot live outside the
+         *     process, such as generators, open files, sockets, locks or threads, are left behind
+         *     and named in `skipped` with the reason); the server reads the snapshot back, MACs it
+         *     with a key kept in its data folder and records it, and only then, if no cell ran or
+         *     was queued since the save began, shuts the kernel down. If saving fails (a value that
+         *     fails to save for any other reason, named with the error; too large; no space; the
+         *     kernel busy or not answering within `hibernate_timeout_seconds`; costguard missing
+         *     from the kernel's environment), or a cell ran since the save began (the snapshot is
+         *     then discarded), the answer is 409 saying why and the kernel keeps running; a save
+         *     given up leaves nothing on disk. 404 for an unknown kernel; 409 for a kernel with no
+         *     notebook session; 503 when hibernate is off on this server (the message says why).
+         *     Takes no body.
          */
         post: {
             parameters: {
@@ -1012,8 +1017,10 @@ export interface paths {
          * @description Only a snapshot this server wrote is loaded: its MAC must check (a changed, truncated
          *     or swapped-in snapshot is refused with 409 and nothing is loaded), it must be the
          *     server owner's (another's is a 404, as an unknown one: it does not exist for this
-         *     server), and the kernel's session must be the snapshot's notebook (409 otherwise). A variable that needs a module missing here is named in
-         *     `skipped` with it; the rest come back. 404 for an unknown snapshot or kernel. A busy
+         *     server), and the kernel's session must be the snapshot's notebook (409 otherwise). A
+         *     variable that needs a module missing here is named in `skipped` with it; the rest come
+         *     back. A restored name the kernel already had a value for is listed in `replaced` (that
+         *     value is overwritten). 404 for an unknown snapshot or kernel. A busy
          *     kernel (one JupyterLab has just started is, a moment) is waited for, up to 10 s,
          *     before a 409 that says how long it waited.
          */
@@ -1214,7 +1221,7 @@ export interface components {
                 unattributed_gpu: components["schemas"]["Money"];
             };
             history: components["schemas"]["HistoryPoint"][];
-            /** @description GPUs (devices, MIG instances included) held by a process, busy now (GpuActivity), and held with unknown activity (no utilisation reading: MIG), and since when none may have been working (null while one is busy or a held one's activity is unknown: it is neither busy nor idle). What a hub's GPU-aware culler reads. */
+            /** @description GPUs (devices, MIG instances included) held by a process, busy now (GpuActivity), and held with unknown activity (no utilisation reading: MIG), and since when the server has been idle by every measure (null while a kernel executes, a GPU is busy, or a held one's activity is unknown: it is neither busy nor idle). What a hub's GPU-aware culler reads. */
             gpu_activity: {
                 gpus_held: number;
                 gpus_busy: number;
@@ -1536,6 +1543,8 @@ export interface components {
         Restored: {
             restored: string[];
             skipped: components["schemas"]["Skipped"][];
+            /** @description Restored names that already had a value in the kernel (set after it started, perhaps newer than the snapshot); the restore overwrote it. */
+            replaced?: string[];
             /** @description Something to know about a value that came back (a tensor on the CPU because its GPU is not here). */
             notes?: {
                 name: string;
