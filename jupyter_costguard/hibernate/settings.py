@@ -6,7 +6,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from traitlets import Float, HasTraits, Int, TraitError, Unicode, validate
+from traitlets import Bool, Float, HasTraits, Int, TraitError, Unicode, validate
 
 from jupyter_costguard.hibernate.storagecost import StoragePrice
 from jupyter_costguard.kernel.hibernate import where
@@ -47,6 +47,12 @@ class HibernateTraits(HasTraits):
         100 * 10**9, config=True,
         help="The largest snapshot a kernel may write (bytes); a larger namespace is refused, "
              "naming its largest values, and the kernel keeps running.")
+    hibernate_resume = Bool(
+        True, config=True,
+        help="Resume on use: when a notebook with a pending snapshot (hibernated, not restored "
+             "or discarded) gets a new kernel, the server restores the snapshot into it "
+             "before any cell runs; a restore that fails makes the first cell say why "
+             "instead of running. False: only the notebook's Restore button restores.")
     hibernate_on_stop_seconds = Float(
         30.0, config=True,
         help="When the server stops, hibernate the kernels that hold GPUs first, within this "
