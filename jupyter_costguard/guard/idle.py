@@ -27,8 +27,9 @@ alert resolves and a pending cull is cancelled. The turn to critical shows a dis
 snoozed warning again (an escalation). Dismissing or snoozing the alert does not
 cancel a cull: using the kernel does.
 
-Hibernating is opt-in too (`hibernate_idle_after_seconds`), for a notebook's kernel only (its
-snapshot is restored into that notebook): once idle that long the rule asks for it
+Hibernating is on by default (`hibernate_idle_after_seconds`, 30 minutes; None: off), for a
+notebook's kernel only (its snapshot is restored into that notebook's next kernel), and the
+idle warning says when it will happen: once idle that long the rule asks for it
 (`hibernate-kernel`; the server saves the variables, then shuts the kernel down) and hears how
 it went (`heard`). Done, it raises a notice ("kernel-hibernated": what was freed and kept);
 failed, the kernel keeps running, the alert says why at once, and the rule asks again only
