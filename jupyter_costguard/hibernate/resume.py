@@ -3,10 +3,12 @@
 When the server starts a new kernel for a notebook session (`POST /api/sessions`, or a
 session's kernel changed by `PATCH`) and the notebook has a pending snapshot (its newest, of
 this owner, not restored), the snapshot is restored into that kernel *first*: the session's
-answer is held until the kernel has begun running the restore cell. No client knows the
-kernel before that answer, and a kernel runs its shell messages one at a time in the order
-they came, so every cell any client (JupyterLab, Notebook 7, nbclient) sends afterwards runs
-after the restore, with the variables. While it loads, the snapshot's doc says
+answer is held until the kernel has begun running the restore cell. A client sends cells
+only after that answer, and a kernel runs its shell messages one at a time in the order they
+came, so every cell any client (JupyterLab, Notebook 7, nbclient) sends afterwards runs after
+the restore, with the variables. JupyterLab and Notebook 7 start a session under a random
+placeholder path and then `PATCH` the notebook's path before they send a cell: the kernel
+stays fresh until then, and that answer is the one held. While it loads, the snapshot's doc says
 `restoring` (the notebook's banner shows "Restoring N variables (size)").
 
 A restore that fails never lets a cell run silently in the empty kernel: the kernel is armed
@@ -85,8 +87,12 @@ class Resume:
 
         async def update_session(session_id: Any, **kwargs: Any) -> Any:
             done = await update(session_id, **kwargs)
-            if kwargs.get("kernel_id"):
-                await self.kernel_started(str(kwargs["kernel_id"]))
+            kernel_id = kwargs.get("kernel_id")
+            if not kernel_id and kwargs.get("path") and self._fresh:
+                with contextlib.suppress(Exception):  # JupyterLab names the real path now
+                    kernel_id = (await sm.get_session(session_id=session_id))["kernel"]["id"]
+            if kernel_id:
+                await self.kernel_started(str(kernel_id))
             return done
 
         sm.start_kernel_for_session = start_kernel_for_session
@@ -99,12 +105,14 @@ class Resume:
         restore (or has been armed with why it cannot); never raises."""
         if kernel_id not in self._fresh:
             return
-        self._fresh.discard(kernel_id)
-        if not self.enabled:
-            return
         try:
             notebook = self.service.notebook_of(kernel_id)
-            record = await self.service.pending(notebook) if notebook else None
+            if notebook is None:  # a placeholder path (`session_paths`): the real one comes next
+                return
+            self._fresh.discard(kernel_id)
+            if not self.enabled:
+                return
+            record = await self.service.pending(notebook)
         except Exception:
             if self.log is not None:
                 self.log.exception("costguard: resume on use: looking for a snapshot of the "
