@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -190,3 +191,20 @@ async def test_resume_on_use_can_be_turned_off(jp_fetch, jp_root_dir, jp_servera
     await hibernated(jp_fetch, jp_root_dir, jp_serverapp)
     fresh = await new_kernel(jp_fetch, jp_root_dir)
     assert "NameError" in await cell(jp_serverapp, fresh, "print(settings)")
+
+
+async def test_a_session_started_as_jupyterlab_starts_one_is_restored_when_named(
+        jp_fetch, jp_root_dir, jp_serverapp):
+    """JupyterLab and Notebook 7 start a session under a random placeholder path in the
+    notebook's folder, then PATCH the notebook's path before they send a cell: the restore
+    begins before that PATCH answers."""
+    snap = await hibernated(jp_fetch, jp_root_dir, jp_serverapp)
+    body = json.dumps({"path": f"work/{uuid.uuid4()}", "type": "notebook",
+                       "name": "model.ipynb", "kernel": {"name": "python3"}})
+    session = json.loads((await jp_fetch("api", "sessions", method="POST", body=body)).body)
+    fresh = session["kernel"]["id"]
+    assert (await snapshot_doc(jp_fetch, snap["id"]))["restoring"] is None  # no notebook yet
+    await jp_fetch("api", "sessions", session["id"], method="PATCH",
+                   body=json.dumps({"path": NOTEBOOK}))
+    values = json.loads(await cell(jp_serverapp, fresh, CHECK))
+    assert values["settings"] == {"lr": 0.1, "layers": [64, 32]} and values["n"] == 100_000
