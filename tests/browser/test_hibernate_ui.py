@@ -3,7 +3,8 @@ four (replayed) GPUs and sits idle, so its idle-GPU alert offers "Hibernate: fre
 your variables"; the toolbar's Hibernate (after its question) saves the variables and shuts the
 kernel down, naming the generator it could not save; the notebook's banner offers the
 snapshot; Restore starts a kernel, loads them, and a cell run afterwards sees a dict, a
-function, an instance of a notebook class and a 100,000-item list again.
+function, an instance of a notebook class and a 100,000-item list again. Resume on use: in a
+hibernated notebook, just running the next cell brings them back first.
 COSTGUARD_SCREENSHOTS=1 saves docs/hibernate-alert.png and docs/hibernate-banner.png."""
 
 from __future__ import annotations
@@ -120,7 +121,11 @@ def test_hibernate_then_restore_brings_the_variables_back(lab: ServerProcess, pa
     except Exception as e:  # say what the page said instead (an error toast, the banner's)
         raise AssertionError(f"no restore: toasts {toasts(page)}, banner "
                              f"{page.locator(BANNER).inner_text()!r}") from e
-    page.locator(f"{BANNER}.lm-mod-hidden").wait_for(state="attached", timeout=10_000)
+    # the banner stays, saying so, for Discard (the snapshot is kept); Restore is not offered
+    banner.locator(".jp-costguard-hibernate-text", has_text="Restored at").wait_for(
+        timeout=10_000)
+    assert banner.locator(".jp-costguard-hibernate-restore").is_hidden()
+    assert banner.locator(".jp-costguard-hibernate-discard").is_visible()
     after = lab.get(f"costguard/api/snapshots?notebook={NOTEBOOK}")["snapshots"]
     assert after[0]["restored"] is not None, after  # a reload does not offer it again
 
@@ -145,3 +150,35 @@ def test_the_server_hibernates_an_idle_gpu_kernel_and_the_page_offers_it_back(
     banner.wait_for(timeout=30_000)
     (snapshot,) = lab.get(f"costguard/api/snapshots?notebook={NOTEBOOK}")["snapshots"]
     assert banner.get_attribute("data-snapshot-id") == snapshot["id"]
+
+
+def test_running_a_cell_in_a_hibernated_notebook_restores_its_variables_and_runs_it(
+        lab: ServerProcess, page: Any):
+    """Resume on use: the kernel hibernated (by the server, as the idle rule does), the user
+    just runs the next cell: the notebook gets a new kernel, the server restores the snapshot
+    into it first, and the cell runs with the variables; no click, no NameError. The banner
+    stays, saying they were restored, for discarding the snapshot."""
+    cells = open_notebook(lab, page, NOTEBOOK)
+    run_cells(page, cells, 0, RAN)
+    (session,) = [s for s in lab.get("api/sessions") if s["path"] == NOTEBOOK]
+    code_, body = lab.request(f"costguard/api/kernels/{session['kernel']['id']}/hibernate",
+                              "POST", {})
+    assert code_ == 200, body
+    banner = page.locator(f"{BANNER}:not(.lm-mod-hidden)")
+    banner.wait_for(timeout=30_000)
+
+    run_cells(page, cells, RAN, 1)
+    output = cells.nth(RAN).locator(".jp-OutputArea")
+    output.filter(has_text="back:").wait_for(timeout=60_000)
+    assert "back: [1, 2, 3] 49 7 100000" in output.inner_text()
+    assert "NameError" not in output.inner_text()
+    (snapshot,) = lab.get(f"costguard/api/snapshots?notebook={NOTEBOOK}")["snapshots"]
+    assert snapshot["restored"] is not None and snapshot["restore_error"] is None, snapshot
+
+    restored = banner.locator(".jp-costguard-hibernate-text", has_text="Restored at")
+    restored.wait_for(timeout=30_000)
+    assert "snapshot kept" in restored.inner_text()
+    assert banner.get_attribute("data-snapshot-id") == snapshot["id"]
+    assert banner.locator(".jp-costguard-hibernate-restore").is_hidden()
+    assert banner.locator(".jp-costguard-hibernate-discard").is_visible()
+    assert not [t for t in toasts(page) if "Restored:" in t or "NameError" in t]
