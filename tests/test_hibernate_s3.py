@@ -110,7 +110,10 @@ class TestServer:
     def costguard_config(self, costguard_config: dict[str, Any], bucket: str,  # noqa: F811
                          monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
         monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", SECRET)  # moto takes any
-        return {**costguard_config, "snapshot_store_url": f"s3://{bucket}/team/ann",
+        # resume on use off: the test restores by hand, into a kernel it looked into first
+        # (`test_hibernate_resume.py`, and the stopped server below, restore automatically)
+        return {**costguard_config, "hibernate_resume": False,
+                "snapshot_store_url": f"s3://{bucket}/team/ann",
                 "snapshot_store_price_per_gib_month": 0.023,
                 "snapshot_store_price_source": "https://aws.amazon.com/s3/pricing/",
                 "snapshot_store_price_as_of": "2026-11-01"}
@@ -293,7 +296,8 @@ class TestFileStore:
     @pytest.fixture
     def costguard_config(self, costguard_config: dict[str, Any], tmp_path: Path
                          ) -> dict[str, Any]:
-        return {**costguard_config, "snapshot_store_url": (tmp_path / "elsewhere").as_uri()}
+        return {**costguard_config, "hibernate_resume": False,  # restored by hand, as above
+                "snapshot_store_url": (tmp_path / "elsewhere").as_uri()}
 
     async def test_hibernate_restore_and_delete_through_a_file_url(
             self, jp_fetch: Any, jp_root_dir: Path, jp_serverapp: Any, tmp_path: Path) -> None:
@@ -343,18 +347,21 @@ def test_a_stopped_server_hibernates_into_the_bucket_within_its_budget(
 
     again = ServerProcess(tmp_path / "server", settings).start()
     try:
-        (listed,) = again.get("costguard/api/snapshots")["snapshots"]
+        assert len(again.get("costguard/api/snapshots")["snapshots"]) == 1
+        # the notebook's next kernel starts with them, fetched from the bucket (resume on use)
         new = again.start_session("train.ipynb")["kernel"]["id"]
-        status, body = again.request(f"costguard/api/snapshots/{listed['id']}/restore",
-                                     "POST", {"kernel_id": new})
-        assert status == 200 and "steps" in json.loads(body)["restored"], body
+        assert "1000" in in_kernel(again, new, "print(len(steps))")
+        again.wait_for("costguard/api/snapshots", lambda d: d["snapshots"][0]["restored"])
     finally:
         again.stop()
 
     with socket.socket() as silent:  # accepts, never answers
         silent.bind(("127.0.0.1", 0))
         silent.listen(16)
-        away = ServerProcess(tmp_path / "away", {**settings, "hibernate_on_stop_seconds": 2},
+        # its own data folder: the snapshot `again` took when it stopped is not its business
+        away = ServerProcess(tmp_path / "away", {**settings, "hibernate_on_stop_seconds": 2,
+                                                 "db_path": str(tmp_path / "away-data" /
+                                                                "ledger.sqlite")},
                              env={"AWS_ENDPOINT_URL":
                                   f"http://127.0.0.1:{silent.getsockname()[1]}"})
         write_notebook(tmp_path / "away" / "root", "train.ipynb", [code("a", "x = 1")])

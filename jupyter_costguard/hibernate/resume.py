@@ -43,6 +43,11 @@ def _size(n: int) -> str:
     return f"{size:.1f} TiB"  # pragma: no cover
 
 
+#: how long the session's answer waits for the kernel to begin the restore (seconds): past it
+#: (the snapshot's store does not answer) the kernel is armed with why instead
+START_SECONDS = 20.0
+
+
 def failure_message(record: SnapshotRecord) -> str:
     """What the user's first cell says when the snapshot could not be restored; `{why}` is
     where the reason goes."""
@@ -125,9 +130,32 @@ class Resume:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         waiter = asyncio.ensure_future(started.wait())
+        limit = min(START_SECONDS, self.service.settings.timeout_seconds)
         try:
             await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED,
-                               timeout=self.service.settings.timeout_seconds)
+                               timeout=limit)
+        finally:
+            waiter.cancel()
+        if started.is_set() or task.done():
+            return
+        # the snapshot could not even be read in time (a store that does not answer): the
+        # session is not held any longer, and its first cell must not run unwarned
+        task.cancel()
+        why = (f"the snapshot could not be read within {limit:g} s (is its store "
+               "reachable?)")
+        self.service.resuming[record.id] = {"restore_error": why}
+        if self.log is not None:
+            self.log.warning("costguard: resume on use: snapshot %s was not restored into "
+                             "kernel %s: %s", record.id, kernel_id, why)
+        armed = asyncio.Event()
+        arm = asyncio.ensure_future(
+            self._arm(kernel_id, failure_message(record).replace("{why}", why), armed))
+        self._tasks.add(arm)
+        arm.add_done_callback(self._tasks.discard)
+        waiter = asyncio.ensure_future(armed.wait())
+        try:
+            await asyncio.wait({arm, waiter}, return_when=asyncio.FIRST_COMPLETED,
+                               timeout=limit)
         finally:
             waiter.cancel()
 

@@ -340,11 +340,11 @@ class HibernateService:
         return record
 
     async def pending(self, notebook: str) -> SnapshotRecord | None:
-        """The notebook's newest snapshot if it is this owner's and not restored yet: what
-        its next kernel resumes from (None: nothing to resume)."""
-        records = await self._off_loop(self.store.list, notebook)
-        newest = max((r for r in records if r.user == self.owner), key=lambda r: r.created,
-                     default=None)
+        """The notebook's newest snapshot of this owner if it is not restored yet: what its
+        next kernel resumes from (None: nothing to resume). From the index as last read, so
+        a kernel's start never waits on the disk or the snapshot store."""
+        records = [r for r in self._records if r.notebook == notebook and r.user == self.owner]
+        newest = max(records, key=lambda r: r.created, default=None)
         return None if newest is None or newest.restored is not None else newest
 
     async def listing(self, notebook: str | None = None) -> dict[str, Any]:
