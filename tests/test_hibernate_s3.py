@@ -319,7 +319,9 @@ def test_a_stopped_server_hibernates_into_the_bucket_within_its_budget(
         tmp_path: Path, bucket: str, s3: Any) -> None:  # noqa: F811
     """SIGTERM with an object store: the GPU kernel is hibernated into the bucket and the next
     start restores it; with the store not answering (a listener that never replies), the
-    budget ends the wait, the log says the kernel was not hibernated, and the server stops."""
+    budget ends the wait, the log says the kernel was not hibernated, and the server stops;
+    and a pending snapshot in a store that does not answer neither holds the notebook's next
+    kernel nor lets its first cell run unwarned."""
     import socket
     import subprocess
 
@@ -379,3 +381,29 @@ def test_a_stopped_server_hibernates_into_the_bucket_within_its_budget(
         finally:
             log = stop_and_log(away)
     assert f"kernel {kernel_id}: not hibernated: not done within 2 s" in log, log[-4000:]
+
+    # `again` hibernated its kernel into the bucket when it stopped: with the store not
+    # answering, the notebook's next kernel does not wait for it past the restore's start
+    # limit (here the 3 s save/load timeout), and its first cell says why instead of running
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(16)
+        stuck = ServerProcess(tmp_path / "stuck", {**settings, "hibernate_on_stop_seconds": 0,
+                                                   "hibernate_timeout_seconds": 3},
+                              env={"AWS_ENDPOINT_URL":
+                                   f"http://127.0.0.1:{silent.getsockname()[1]}"})
+        write_notebook(tmp_path / "stuck" / "root", "train.ipynb", [code("a", "x = 1")])
+        stuck.start()
+        try:
+            (waiting,) = [s for s in stuck.get("costguard/api/snapshots")["snapshots"]
+                          if s["restored"] is None]
+            kernel_id = stuck.start_session("train.ipynb")["kernel"]["id"]
+            first = in_kernel(stuck, kernel_id, "x = 5; print('ran')")
+            assert "ran" not in first and first.strip().endswith("error"), first
+            assert in_kernel(stuck, kernel_id, "print('second')").split() == ["second", "ok"]
+            (doc,) = [s for s in stuck.get("costguard/api/snapshots")["snapshots"]
+                      if s["id"] == waiting["id"]]
+            assert "could not be read within 3 s" in doc["restore_error"], doc
+            assert doc["restored"] is None and doc["restoring"] is None
+        finally:
+            stuck.stop()
