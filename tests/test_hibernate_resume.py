@@ -208,3 +208,25 @@ async def test_a_session_started_as_jupyterlab_starts_one_is_restored_when_named
                    body=json.dumps({"path": NOTEBOOK}))
     values = json.loads(await cell(jp_serverapp, fresh, CHECK))
     assert values["settings"] == {"lr": 0.1, "layers": [64, 32]} and values["n"] == 100_000
+
+
+async def test_a_restore_by_hand_after_a_failed_one_lets_the_first_cell_run(
+        jp_fetch, jp_root_dir, jp_serverapp, tmp_path):
+    """The banner still offers Restore after the server's restore failed: once that has
+    brought the variables back, the first cell runs with them, unwarned."""
+    older = await hibernated(jp_fetch, jp_root_dir, jp_serverapp)
+    second = (await start_session(jp_fetch, NOTEBOOK))["kernel"]["id"]  # gets `older`
+    for _ in range(200):
+        if (await snapshot_doc(jp_fetch, older["id"]))["restored"] is not None:
+            break
+        await asyncio.sleep(0.05)
+    newer = await api(jp_fetch, "kernels", second, "hibernate", method="POST")
+    assert set(newer["saved"]) == set(older["saved"])
+    _alter_the_manifest(folder(tmp_path, newer["id"]))
+    fresh = (await start_session(jp_fetch, NOTEBOOK))["kernel"]["id"]
+    assert "MAC" in (await snapshot_doc(jp_fetch, newer["id"]))["restore_error"]
+    restored = await api(jp_fetch, "snapshots", older["id"], "restore", method="POST",
+                         body={"kernel_id": fresh})
+    assert "settings" in restored["restored"]
+    out = await cell(jp_serverapp, fresh, CHECK)
+    assert json.loads(out)["settings"] == {"lr": 0.1, "layers": [64, 32]}, out

@@ -149,7 +149,8 @@ class Resume:
                              "kernel %s: %s", record.id, kernel_id, why)
         armed = asyncio.Event()
         arm = asyncio.ensure_future(
-            self._arm(kernel_id, failure_message(record).replace("{why}", why), armed))
+            self._arm(kernel_id, failure_message(record).replace("{why}", why), record.saved,
+                      armed))
         self._tasks.add(arm)
         arm.add_done_callback(self._tasks.discard)
         waiter = asyncio.ensure_future(armed.wait())
@@ -171,7 +172,8 @@ class Resume:
                           record.notebook)
         try:
             await self.service.restore(record.id, kernel_id,
-                                       wrap=lambda code: resume_code(code, message),
+                                       wrap=lambda code: resume_code(code, message,
+                                                                     record.saved),
                                        started=started.set)
         except HibernateError as e:
             self.service.resuming[record.id] = {"restore_error": str(e)}
@@ -179,24 +181,27 @@ class Resume:
                 self.log.warning("costguard: resume on use: snapshot %s was not restored "
                                  "into kernel %s: %s", record.id, kernel_id, e)
             if not started.is_set():  # refused before the kernel ran anything: tell it first
-                await self._arm(kernel_id, message.replace("{why}", str(e)), started)
+                await self._arm(kernel_id, message.replace("{why}", str(e)), record.saved,
+                                started)
         except Exception as e:  # a bug must not leave the session waiting, nor pass silently
             self.service.resuming[record.id] = {"restore_error": f"{type(e).__name__}: {e}"}
             if self.log is not None:
                 self.log.exception("costguard: resume on use: restoring snapshot %s failed",
                                    record.id)
             if not started.is_set():
-                await self._arm(kernel_id, message.replace("{why}", str(e)), started)
+                await self._arm(kernel_id, message.replace("{why}", str(e)), record.saved,
+                                started)
         else:
             self.service.resuming.pop(record.id, None)
         finally:
             started.set()
 
-    async def _arm(self, kernel_id: str, message: str, started: asyncio.Event) -> None:
+    async def _arm(self, kernel_id: str, message: str, names: list[str],
+                   started: asyncio.Event) -> None:
         """Make the kernel's next user cell raise `message` (its first message)."""
         try:
             kernel = self.service.km.get_kernel(kernel_id)
-            await call(kernel, kernel_id, failed_code(message),
+            await call(kernel, kernel_id, failed_code(message, names),
                        self.service.settings.timeout_seconds, "saying the restore failed",
                        started=started.set)
         except Exception as e:  # the arming cell prints no answer: that is expected
