@@ -141,7 +141,8 @@ def test_done_raises_a_notice_that_outlives_the_kernel(tmp_path: Path):
     assert notice is not None and notice.severity == "info"
     assert notice.message.startswith("Hibernated train.ipynb: freed 1 GPU, kept 42 "
                                      "variables (3.0 GiB); not saved: gen.")
-    assert notice.message.endswith("Restore the variables from the notebook's banner.")
+    assert notice.message.endswith("Running a cell in the notebook brings the variables "
+                                   "back first (or Restore from its banner).")
     assert notice.notebook == "train.ipynb" and notice.details["snapshot_id"] == "f" * 32
     h.run(h.now + 600, 10, [])
     assert h.alert(HIBERNATED_KIND, "f" * 32) is not None  # until the user dismisses it

@@ -288,7 +288,8 @@ class IdleKernelRule:
             shown = ", ".join(skipped[:3]) + (f" and {len(skipped) - 3} more"
                                                if len(skipped) > 3 else "")
             message += f"; not saved: {shown}"
-        message += ". Restore the variables from the notebook's banner."
+        message += (". Running a cell in the notebook brings the variables back first (or "
+                    "Restore from its banner).")
         return Finding(
             kind=HIBERNATED_KIND, key=str(doc.get("id") or kid), severity="info",
             title=f"Hibernated idle GPU kernel: {who}", message=message, notebook=notebook,
