@@ -81,6 +81,8 @@ class Resume:
 
         async def start_kernel_for_session(*args: Any, **kwargs: Any) -> Any:
             kernel_id = await start(*args, **kwargs)
+            with contextlib.suppress(Exception):  # forget those gone before being named
+                self._fresh &= {str(k) for k in self.service.km.list_kernel_ids()}
             self._fresh.add(str(kernel_id))
             return kernel_id
 
