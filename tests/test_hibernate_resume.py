@@ -234,3 +234,6 @@ async def test_a_restore_by_hand_after_a_failed_one_lets_the_first_cell_run(
     assert "settings" in restored["restored"]
     out = await cell(jp_serverapp, fresh, CHECK)
     assert json.loads(out)["settings"] == {"lr": 0.1, "layers": [64, 32]}, out
+    # discarded, the failed one's reason goes with it
+    await api(jp_fetch, "snapshots", newer["id"], method="DELETE", expect=204)
+    assert newer["id"] not in service(jp_serverapp).resuming

@@ -75,6 +75,7 @@ class Resume:
         self._tasks: set[asyncio.Task[None]] = set()
 
     def install(self) -> None:
+        self.service.listeners.append(self._settled)
         sm = self.sessions
         start, create, update = (sm.start_kernel_for_session, sm.create_session,
                                  sm.update_session)
@@ -105,6 +106,10 @@ class Resume:
         sm.start_kernel_for_session = start_kernel_for_session
         sm.create_session = create_session
         sm.update_session = update_session
+
+    async def _settled(self, snapshot_id: str) -> None:
+        """Restored (by hand too) or deleted: what resume on use said of it is over."""
+        self.service.resuming.pop(snapshot_id, None)
 
     async def kernel_started(self, kernel_id: str) -> None:
         """A session now has `kernel_id`: if the server started it just now for a notebook
