@@ -9,6 +9,7 @@ COSTGUARD_SCREENSHOTS=1 saves docs/hibernate-alert.png and docs/hibernate-banner
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -182,3 +183,52 @@ def test_running_a_cell_in_a_hibernated_notebook_restores_its_variables_and_runs
     assert banner.locator(".jp-costguard-hibernate-restore").is_hidden()
     assert banner.locator(".jp-costguard-hibernate-discard").is_visible()
     assert not [t for t in toasts(page) if "Restored:" in t or "NameError" in t]
+
+
+GATED = """import os, time
+def wait_gate(path, value):
+    deadline = time.monotonic() + 120
+    while not os.path.exists(path) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return value
+class Gated:
+    def __init__(self, path, value):
+        self.path, self.value = path, value
+    def __reduce__(self):
+        return (wait_gate, (self.path, self.value))
+gated = Gated({gate!r}, 42)"""
+
+
+def test_the_banner_says_restoring_while_the_server_restores(
+        lab: ServerProcess, page: Any, tmp_path: Path):
+    """While the server loads the snapshot (held open here by a value whose loading waits for
+    a file), the banner says "Restoring N variables (size)…" and the cell waits; then the
+    cell runs with the variables."""
+    gate = tmp_path / "gate"
+    write_notebook(tmp_path / "srv" / "root", "gated.ipynb", [
+        code("data", "data = [1, 2, 3]"), code("gated", GATED.format(gate=str(gate))),
+        code("check", "print('back:', data, gated)")])
+    cells = open_notebook(lab, page, "gated.ipynb")
+    run_cells(page, cells, 0, 2)
+    (session,) = [s for s in lab.get("api/sessions") if s["path"] == "gated.ipynb"]
+    code_, body = lab.request(f"costguard/api/kernels/{session['kernel']['id']}/hibernate",
+                              "POST", {})
+    assert code_ == 200, body
+    saved = len(json.loads(body)["saved"])
+    banner = page.locator(f"{BANNER}:not(.lm-mod-hidden)")
+    banner.locator(".jp-costguard-hibernate-text", has_text="Hibernated at").wait_for(
+        timeout=30_000)
+
+    cells.nth(2).locator(".jp-InputArea-prompt").click()
+    page.keyboard.press("Shift+Enter")
+    restoring = banner.locator(".jp-costguard-hibernate-text",
+                               has_text=f"Restoring {saved} variables (")
+    restoring.wait_for(timeout=60_000)
+    assert banner.get_attribute("data-state") == "restoring"
+    assert banner.locator(".jp-costguard-hibernate-discard").is_disabled()
+    gate.touch()
+    output = cells.nth(2).locator(".jp-OutputArea")
+    output.filter(has_text="back:").wait_for(timeout=60_000)
+    assert "back: [1, 2, 3] 42" in output.inner_text()
+    banner.locator(".jp-costguard-hibernate-text", has_text="Restored at").wait_for(
+        timeout=30_000)
