@@ -30,3 +30,9 @@ c.CostGuard.container_share = "off"
 # ...and the shipped catalog's prices, with no background download of new ones (it would
 # run where gpuhunt is installed, as in the environment scripts/test.sh makes)
 c.CostGuard.catalog_refresh_hours = 0
+
+# Idle GPU kernels are hibernated after 30 minutes idle by default (warned from 15 minutes):
+# their variables are saved, the GPUs freed, and the notebook's next kernel starts with them.
+# In the demo the replayed explore.ipynb kernel is idle, so that is what happens to it after
+# half an hour; to keep kernels running instead:
+# c.CostGuard.hibernate_idle_after_seconds = None

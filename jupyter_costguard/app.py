@@ -32,6 +32,7 @@ from jupyter_costguard.guard.engine import Guard
 from jupyter_costguard.guard.idle import HIBERNATED_KIND
 from jupyter_costguard.guard.rules import default_rules
 from jupyter_costguard.hibernate.layout import adopt, prepare, snapshot_paths
+from jupyter_costguard.hibernate.resume import Resume
 from jupyter_costguard.hibernate.service import Held, HibernateService, HibernateSettings
 from jupyter_costguard.hibernate.settings import HibernateTraits
 from jupyter_costguard.metrics import collector as metrics
@@ -63,6 +64,7 @@ class CostGuard(ExtensionApp, CostTraits, SamplingTraits, GuardTraits, OffloadTr
     service: CostService | None = None
     jobs: JobService | None = None
     hibernation: HibernateService | None = None
+    resume: Resume | None = None
     guard: Guard | None = None
     hub_reporter: HubReporter | None = None
     catalog_refresher: CatalogRefresher | None = None
@@ -148,6 +150,9 @@ class CostGuard(ExtensionApp, CostTraits, SamplingTraits, GuardTraits, OffloadTr
         self.hibernation = self._hibernate_service()
         if self.hibernation is not None:
             self.hibernation.listeners.append(self._snapshot_gone)
+            self.resume = Resume(self.hibernation, self.server.session_manager, self.log,
+                                 enabled=self.hibernate_resume)
+            self.resume.install()
         self.settings["costguard_hibernate"] = self.hibernation
         self.log.info("costguard: ledger at %s, %s", self.db_path,
                       service.published.pricing.detail)

@@ -407,6 +407,13 @@ def check_default_window(window: str, config_line: str, default_minutes: str) ->
     assert num(default_minutes) * 60 == GuardConfig().interactive_window_seconds
 
 
+def check_demo_hibernation(warned_minutes: str, hibernated_minutes: str) -> None:
+    """The demo's idle warning and hibernation: the defaults, which its config leaves."""
+    cfg = demo_config()
+    assert num(warned_minutes) * 60 == cfg.idle_kernel_seconds
+    assert num(hibernated_minutes) * 60 == cfg.hibernate_idle_after_seconds
+
+
 def check_training_resolves(limit: str) -> None:
     """While train.ipynb trains, the held GPUs average above the line and the warning goes."""
     assert num(limit) == demo_config().interactive_max_utilization_percent
@@ -591,6 +598,10 @@ CLAIMS: dict[str, Claim] = {
     "examples: suggestion": Claim(
         "examples/README.md", r"here a (\d+)× T4 `g4dn\.xlarge` at USD (\d+\.\d\d)/h",
         check_suggestion),
+    "examples: hibernation": Claim(
+        "examples/README.md",
+        r"gets an idle-GPU alert after (\d+) minutes saying when it will be hibernated, and is\s+"
+        r"hibernated after (\d+) \(", check_demo_hibernation),
     "examples: window": Claim(
         "examples/README.md",
         r"judges over a (\d+) s window \(`c\.CostGuard\.interactive_window_seconds = (\d+)` in "

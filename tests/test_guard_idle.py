@@ -22,7 +22,10 @@ KIND = "idle-gpu-kernel"
 
 
 def idle_harness(tmp_path: Path, **config: Any) -> SpendHarness:
-    return SpendHarness(tmp_path, lambda c: [IdleKernelRule(c)], **config)
+    """The rule's warning and cull; hibernation (on by default since issue 44) off unless a
+    test asks: `test_guard_idle_hibernate.py` tests it and its default."""
+    return SpendHarness(tmp_path, lambda c: [IdleKernelRule(c)],
+                        **{"hibernate_idle_after_seconds": None, **config})
 
 
 # --- the rule, in simulated time -----------------------------------------------------------

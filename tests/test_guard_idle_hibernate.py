@@ -1,4 +1,5 @@
-"""The idle-GPU rule's opt-in hibernation (`hibernate_idle_after_seconds`, issue 37 item 4):
+"""The idle-GPU rule's hibernation (`hibernate_idle_after_seconds`, on by default at 30 minutes
+since issue 44, None: off; issue 37 item 4):
 in simulated time through the real Guard and alert store, then on a real server whose real,
 idle kernel holds the replayed GPU and is hibernated by the server itself."""
 
@@ -11,7 +12,9 @@ from typing import Any
 
 import pytest
 
+from jupyter_costguard.app import CostGuard
 from jupyter_costguard.guard import Act, Outcome
+from jupyter_costguard.guard.config import GuardConfig
 from jupyter_costguard.guard.idle import (
     HIBERNATE_RETRY_SECONDS,
     HIBERNATED_KIND,
@@ -45,7 +48,22 @@ def snapshot(kernel_id: str = "k1", notebook: str = "train.ipynb") -> dict[str, 
 # --- the rule, in simulated time -----------------------------------------------------------
 
 
-def test_off_by_default_and_every_alert_offers_hibernate_first(tmp_path: Path):
+def test_on_by_default_after_30_minutes_warned_before(tmp_path: Path):
+    assert GuardConfig().hibernate_idle_after_seconds == 1800
+    assert CostGuard().hibernate_idle_after_seconds == 1800  # the option, as configured
+    h = SpendHarness(tmp_path, lambda c: [IdleKernelRule(c)])  # nothing set: the defaults
+    k = K("k1", "train.ipynb", last_activity=T0)
+    assert hibernations(h.run(T0 + 899, 1, [k])) == []
+    assert h.alert(KIND, "k1") is None  # not yet idle_kernel_seconds (15 minutes)
+    assert hibernations(h.run(T0 + 1790, 10, [k])) == []
+    a = h.alert(KIND, "k1")  # warned from 15 minutes idle: it says when
+    assert a is not None and f"It will be hibernated at {clock_time(T0 + 1800)} unless used" \
+        in a.message, a.message
+    assert a.details["hibernate"]["enabled"] is True
+    assert hibernations(h.step(10, [k])) == ["k1"]
+
+
+def test_none_turns_it_off_and_every_alert_offers_hibernate_first(tmp_path: Path):
     h = harness(tmp_path, hibernate_idle_after_seconds=None)
     k = K("k1", "train.ipynb", last_activity=T0)
     assert hibernations(h.run(T0 + 5 * 3600, 60, [k])) == []
@@ -123,7 +141,8 @@ def test_done_raises_a_notice_that_outlives_the_kernel(tmp_path: Path):
     assert notice is not None and notice.severity == "info"
     assert notice.message.startswith("Hibernated train.ipynb: freed 1 GPU, kept 42 "
                                      "variables (3.0 GiB); not saved: gen.")
-    assert notice.message.endswith("Restore the variables from the notebook's banner.")
+    assert notice.message.endswith("Running a cell in the notebook brings the variables "
+                                   "back first (or Restore from its banner).")
     assert notice.notebook == "train.ipynb" and notice.details["snapshot_id"] == "f" * 32
     h.run(h.now + 600, 10, [])
     assert h.alert(HIBERNATED_KIND, "f" * 32) is not None  # until the user dismisses it

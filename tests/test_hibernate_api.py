@@ -46,6 +46,14 @@ CHECK = ("import json as _j; print(_j.dumps({'settings': settings, 'score': scor
          "'last': items[-1]}))")
 
 
+@pytest.fixture
+def costguard_config(costguard_config: dict[str, Any]) -> dict[str, Any]:
+    """Resume on use off: these tests restore by hand (the banner's Restore) into a new
+    kernel, and look into it empty first (`test_hibernate_resume.py` covers the automatic
+    restore)."""
+    return {**costguard_config, "hibernate_resume": False}
+
+
 def service(serverapp: Any) -> HibernateService:
     svc: HibernateService = serverapp.web_app.settings["costguard_hibernate"]
     return svc

@@ -114,7 +114,10 @@ class TestServer:
     def costguard_config(self, costguard_config: dict[str, Any], bucket: str,  # noqa: F811
                          monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
         monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", SECRET)  # moto takes any
-        return {**costguard_config, "snapshot_store_url": f"s3://{bucket}/team/ann",
+        # resume on use off: the test restores by hand, into a kernel it looked into first
+        # (`test_hibernate_resume.py`, and the stopped server below, restore automatically)
+        return {**costguard_config, "hibernate_resume": False,
+                "snapshot_store_url": f"s3://{bucket}/team/ann",
                 "snapshot_store_price_per_gib_month": 0.023,
                 "snapshot_store_price_source": "https://aws.amazon.com/s3/pricing/",
                 "snapshot_store_price_as_of": "2026-11-01"}
@@ -302,7 +305,8 @@ class TestFileStore:
     @pytest.fixture
     def costguard_config(self, costguard_config: dict[str, Any], tmp_path: Path
                          ) -> dict[str, Any]:
-        return {**costguard_config, "snapshot_store_url": (tmp_path / "elsewhere").as_uri()}
+        return {**costguard_config, "hibernate_resume": False,  # restored by hand, as above
+                "snapshot_store_url": (tmp_path / "elsewhere").as_uri()}
 
     async def test_hibernate_restore_and_delete_through_a_file_url(
             self, jp_fetch: Any, jp_root_dir: Path, jp_serverapp: Any, tmp_path: Path) -> None:
@@ -324,7 +328,9 @@ def test_a_stopped_server_hibernates_into_the_bucket_within_its_budget(
         tmp_path: Path, bucket: str, s3: Any) -> None:  # noqa: F811
     """SIGTERM with an object store: the GPU kernel is hibernated into the bucket and the next
     start restores it; with the store not answering (a listener that never replies), the
-    budget ends the wait, the log says the kernel was not hibernated, and the server stops."""
+    budget ends the wait, the log says the kernel was not hibernated, and the server stops;
+    and a pending snapshot in a store that does not answer neither holds the notebook's next
+    kernel nor lets its first cell run unwarned."""
     import socket
     import subprocess
 
@@ -352,18 +358,21 @@ def test_a_stopped_server_hibernates_into_the_bucket_within_its_budget(
 
     again = ServerProcess(tmp_path / "server", settings).start()
     try:
-        (listed,) = again.get("costguard/api/snapshots")["snapshots"]
+        assert len(again.get("costguard/api/snapshots")["snapshots"]) == 1
+        # the notebook's next kernel starts with them, fetched from the bucket (resume on use)
         new = again.start_session("train.ipynb")["kernel"]["id"]
-        status, body = again.request(f"costguard/api/snapshots/{listed['id']}/restore",
-                                     "POST", {"kernel_id": new})
-        assert status == 200 and "steps" in json.loads(body)["restored"], body
+        assert "1000" in in_kernel(again, new, "print(len(steps))")
+        again.wait_for("costguard/api/snapshots", lambda d: d["snapshots"][0]["restored"])
     finally:
         again.stop()
 
     with socket.socket() as silent:  # accepts, never answers
         silent.bind(("127.0.0.1", 0))
         silent.listen(16)
-        away = ServerProcess(tmp_path / "away", {**settings, "hibernate_on_stop_seconds": 2},
+        # its own data folder: the snapshot `again` took when it stopped is not its business
+        away = ServerProcess(tmp_path / "away", {**settings, "hibernate_on_stop_seconds": 2,
+                                                 "db_path": str(tmp_path / "away-data" /
+                                                                "ledger.sqlite")},
                              env={"AWS_ENDPOINT_URL":
                                   f"http://127.0.0.1:{silent.getsockname()[1]}"})
         write_notebook(tmp_path / "away" / "root", "train.ipynb", [code("a", "x = 1")])
@@ -381,3 +390,29 @@ def test_a_stopped_server_hibernates_into_the_bucket_within_its_budget(
         finally:
             log = stop_and_log(away)
     assert f"kernel {kernel_id}: not hibernated: not done within 2 s" in log, log[-4000:]
+
+    # `again` hibernated its kernel into the bucket when it stopped: with the store not
+    # answering, the notebook's next kernel does not wait for it past the restore's start
+    # limit (here the 3 s save/load timeout), and its first cell says why instead of running
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(16)
+        stuck = ServerProcess(tmp_path / "stuck", {**settings, "hibernate_on_stop_seconds": 0,
+                                                   "hibernate_timeout_seconds": 3},
+                              env={"AWS_ENDPOINT_URL":
+                                   f"http://127.0.0.1:{silent.getsockname()[1]}"})
+        write_notebook(tmp_path / "stuck" / "root", "train.ipynb", [code("a", "x = 1")])
+        stuck.start()
+        try:
+            (waiting,) = [s for s in stuck.get("costguard/api/snapshots")["snapshots"]
+                          if s["restored"] is None]
+            kernel_id = stuck.start_session("train.ipynb")["kernel"]["id"]
+            first = in_kernel(stuck, kernel_id, "x = 5; print('ran')")
+            assert "ran" not in first and first.strip().endswith("error"), first
+            assert in_kernel(stuck, kernel_id, "print('second')").split() == ["second", "ok"]
+            (doc,) = [s for s in stuck.get("costguard/api/snapshots")["snapshots"]
+                      if s["id"] == waiting["id"]]
+            assert "could not be read within 3 s" in doc["restore_error"], doc
+            assert doc["restored"] is None and doc["restoring"] is None
+        finally:
+            stuck.stop()

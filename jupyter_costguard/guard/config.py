@@ -35,9 +35,10 @@ class GuardConfig:
     cull_idle_kernels: bool = False
     cull_after_seconds: float = 3600.0
     cull_warning_seconds: float = 600.0
-    #: opt-in: hibernate (save the variables, then shut down) a notebook's idle GPU kernel
-    #: after this long idle (None: off)
-    hibernate_idle_after_seconds: float | None = None
+    #: hibernate (save the variables, then shut down) a notebook's idle GPU kernel after this
+    #: long idle, warned from `idle_kernel_seconds` on (None: off); on by default, since a
+    #: hibernated notebook's next kernel starts with its variables (resume on use)
+    hibernate_idle_after_seconds: float | None = 1800.0
 
     # --- budgets ----------------------------------------------------------------------
     notebook_budget: float | None = None
@@ -102,11 +103,14 @@ class GuardTraits(HasTraits):
         _D.hibernate_idle_after_seconds, allow_none=True, config=True,
         help="Hibernate a notebook's kernel that holds GPUs once the idle-GPU rule has found "
         "it idle this long (seconds): its variables are saved, then it is shut down and its "
-        "GPUs freed; the notebook's banner restores them. A kernel whose variables cannot be "
-        "saved keeps running (the alert says why; tried again later, less and less often). "
+        "GPUs freed; the notebook's next kernel starts with them (resume on use), and its "
+        "banner offers them too. The idle-GPU alert (from idle_kernel_seconds) says when it "
+        "will happen unless the kernel is used. A kernel whose variables cannot be saved "
+        "keeps running (the alert says why; tried again later, less and less often). "
         "Kernels on GPUs that report no utilisation (MIG) are never hibernated by this. "
-        "None: off. Opt-in; independent of cull_idle_kernels (set it below "
-        "cull_after_seconds so that the cull only stops kernels that could not be saved).")
+        "Default 1800 (30 minutes); None: off. Independent of cull_idle_kernels (set it "
+        "below cull_after_seconds so that the cull only stops kernels that could not be "
+        "saved).")
     notebook_budget = Float(_D.notebook_budget, allow_none=True, config=True,
         help="Budget per notebook (currency units); a notebook's metadata "
         "costguard.budget overrides it.")

@@ -34,8 +34,9 @@ period: the alert resolves and a pending cull is cancelled. The turn to critical
 dismissed or snoozed warning again (an escalation). Dismissing or snoozing the alert does not
 cancel a cull: using the kernel does.
 
-Hibernating is opt-in too (`hibernate_idle_after_seconds`), for a notebook's kernel only (its
-snapshot is restored into that notebook): once idle that long the rule asks for it
+Hibernating is on by default (`hibernate_idle_after_seconds`, 30 minutes; None: off), for a
+notebook's kernel only (its snapshot is restored into that notebook's next kernel), and the
+idle warning says when it will happen: once idle that long the rule asks for it
 (`hibernate-kernel`; the server saves the variables, then shuts the kernel down) and hears how
 it went (`heard`). Done, it raises a notice ("kernel-hibernated": what was freed and kept);
 failed, the kernel keeps running, the alert says why at once, and the rule asks again only
@@ -306,7 +307,8 @@ class IdleKernelRule:
             shown = ", ".join(skipped[:3]) + (f" and {len(skipped) - 3} more"
                                                if len(skipped) > 3 else "")
             message += f"; not saved: {shown}"
-        message += ". Restore the variables from the notebook's banner."
+        message += (". Running a cell in the notebook brings the variables back first (or "
+                    "Restore from its banner).")
         return Finding(
             kind=HIBERNATED_KIND, key=str(doc.get("id") or kid), severity="info",
             title=f"Hibernated idle GPU kernel: {who}", message=message, notebook=notebook,

@@ -10,23 +10,42 @@ so (the kernel is left running).
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any
+
+from jupyter_client.session import Session
 
 from jupyter_costguard.hibernate.errors import HibernateError
 from jupyter_costguard.kernel.hibernate import parse_reply
 
 
-async def call(kernel: Any, kernel_id: str, code: str, timeout: float, doing: str
-               ) -> dict[str, Any]:
+def own_session(kernel: Any) -> Session:
+    """A session of the call's own (the kernel's key, a new id): clients made from the
+    kernel's manager share its session, whose id names their shell socket, so two at once (a
+    restore at a kernel's start and an offload's look at its variables) would get each
+    other's replies."""
+    base = kernel.session
+    return Session(key=base.key, signature_scheme=base.signature_scheme,
+                   username=base.username)
+
+
+async def call(kernel: Any, kernel_id: str, code: str, timeout: float, doing: str,
+               started: Callable[[], None] | None = None) -> dict[str, Any]:
     """The answer of `code` (a `save_code`/`restore_code` cell) in `kernel`; HibernateError
-    (409) when the kernel does not answer in time, fails to run it, or prints no answer."""
+    (409) when the kernel does not answer in time, fails to run it, or prints no answer.
+    `started` is called once the kernel has begun running it (its first message about it):
+    from then on whatever else reaches the kernel's shell channel runs after it."""
     out: list[str] = []
 
+    tell = [started] if started is not None else []
+
     def hook(msg: dict[str, Any]) -> None:
+        while tell:
+            tell.pop()()
         if msg.get("msg_type") == "stream" and msg["content"].get("name") == "stdout":
             out.append(msg["content"].get("text", ""))
 
-    client = kernel.client()
+    client = kernel.client(session=own_session(kernel))
 
     async def run() -> dict[str, Any]:
         await client.wait_for_ready(timeout=timeout)

@@ -118,6 +118,10 @@ class HibernateService:
         self.listeners: list[Callable[[str], Awaitable[None]]] = []
         #: kernels being hibernated or restored into now: one operation per kernel at a time
         self._working: set[str] = set()
+        #: snapshot id -> what resume on use is doing with it now (`resume.py`): restoring
+        #: into a notebook's new kernel ({"restoring": {...}}), or why that last failed
+        #: ({"restore_error": why}); the snapshot's doc carries it
+        self.resuming: dict[str, dict[str, Any]] = {}
         removed = self.store.clear_leftovers(older_than=settings.timeout_seconds)
         #: the index as last read on the worker: what a scrape reads, without touching disk
         self._records: list[SnapshotRecord] = self.store.list()
@@ -350,9 +354,12 @@ class HibernateService:
 
     # --- restore -----------------------------------------------------------------------
 
-    async def restore(self, snapshot_id: str, kernel_id: str) -> dict[str, Any]:
+    async def restore(self, snapshot_id: str, kernel_id: str, *,
+                      wrap: Callable[[str], str] | None = None,
+                      started: Callable[[], None] | None = None) -> dict[str, Any]:
         """Load the snapshot into `kernel_id`, a kernel of the same notebook; the answer of
-        `POST snapshots/{id}/restore`."""
+        `POST snapshots/{id}/restore`. Resume on use (`resume.py`) runs the restore cell
+        `wrap`ped and is told when the kernel has `started` it."""
         record = await self.get(snapshot_id)  # this server's owner's, or 404
         kernel = self._kernel(kernel_id)
         notebook = self.notebook_of(kernel_id)
@@ -366,8 +373,10 @@ class HibernateService:
             await self._wait_idle(kernel, kernel_id, "restore into")
             src = self.store.location(record)
             staging = self.store.root if where.is_remote(src) else None
-            answer = await call(kernel, kernel_id, restore_code(src, digest, staging),
-                                self.settings.timeout_seconds, "loading the snapshot")
+            code = restore_code(src, digest, staging)
+            answer = await call(kernel, kernel_id, wrap(code) if wrap else code,
+                                self.settings.timeout_seconds, "loading the snapshot",
+                                started=started)
         if "error" in answer:
             raise HibernateError(f"snapshot {snapshot_id} was not restored: "
                                  f"{where.scrub(str(answer['error']), src)}", 409)
@@ -416,6 +425,14 @@ class HibernateService:
         if record is None or not self.owns(record):
             raise HibernateError(f"no snapshot {snapshot_id}", 404)
         return record
+
+    async def pending(self, notebook: str) -> SnapshotRecord | None:
+        """The notebook's newest snapshot of this owner if it is not restored yet: what its
+        next kernel resumes from (None: nothing to resume). From the index as last read, so
+        a kernel's start never waits on the disk or the snapshot store."""
+        records = [r for r in self._records if r.notebook == notebook and self.owns(r)]
+        newest = max(records, key=lambda r: r.created, default=None)
+        return None if newest is None or newest.restored is not None else newest
 
     async def listing(self, notebook: str | None = None) -> dict[str, Any]:
         """The answer of `GET snapshots`: this owner's snapshots, newest first, and the waste
@@ -473,7 +490,9 @@ class HibernateService:
 
     def _doc(self, record: SnapshotRecord, now: float | None = None) -> dict[str, Any]:
         now = time.time() if now is None else now
-        return {**record.doc(now),
+        resuming = self.resuming.get(record.id, {})
+        return {**record.doc(now), "restoring": resuming.get("restoring"),
+                "restore_error": resuming.get("restore_error"),
                 **cost_doc(self._price_of(record), record.bytes, now - record.created)}
 
     def metrics(self) -> list[Metric]:

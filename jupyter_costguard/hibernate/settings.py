@@ -56,6 +56,12 @@ class HibernateTraits(HasTraits):
              "does. Off: an idle kernel is hibernated only when every variable is saved; "
              "otherwise it keeps running and the alert names the variables that block it. "
              "Any other value that fails to save always keeps the kernel running.")
+    hibernate_resume = Bool(
+        True, config=True,
+        help="Resume on use: when a notebook with a pending snapshot (hibernated, not restored "
+             "or discarded) gets a new kernel, the server restores the snapshot into it "
+             "before any cell runs; a restore that fails makes the first cell say why "
+             "instead of running. False: only the notebook's Restore button restores.")
     hibernate_on_stop_seconds = Float(
         30.0, config=True,
         help="When the server stops, hibernate the kernels that hold GPUs first, within this "

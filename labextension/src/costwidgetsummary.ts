@@ -33,7 +33,7 @@ import {
   UNKNOWN_ACTIVITY_TITLE
 } from './format';
 import type { ISnapshot } from './hibernateapi';
-import { bannerText, bannerTitle, newestSnapshot } from './hibernatemodel';
+import { bannerText, bannerTitle, newestSnapshot, snapshotState } from './hibernatemodel';
 
 /** ipywidgets module name of the cost widget (`_model_module` in Python). */
 export const MODULE_NAME = 'jupyter-costguard';
@@ -388,7 +388,8 @@ function ratePart(status: ICostStatus, kernel: IKernelDoc, currency: string): IC
  */
 function snapshotPart(input: ICostWidgetInput, currency: string): ICostWidgetPart | null {
   const path = input.notebookPath;
-  const snapshot = path && input.snapshots ? newestSnapshot(input.snapshots, path) : null;
+  const pending = (input.snapshots ?? []).filter(s => snapshotState(s) === 'hibernated');
+  const snapshot = path ? newestSnapshot(pending, path) : null;
   if (!snapshot) {
     return null;
   }

@@ -1,21 +1,25 @@
 /**
  * The banner at the top of a notebook that has a snapshot: "Hibernated at
- * 14:02 · 3.2 GiB · 42 variables · storage USD 0.07/month · [Restore] [Discard]"
+ * 14:02 · 3.2 GiB · 42 variables · storage USD 0.07/month · [Restore] [Discard]";
+ * "Restoring 42 variables (3.2 GiB)…" while the server loads it into the
+ * notebook's new kernel; "Restored at 14:30 · … · snapshot kept · [Discard]"
  * (the storage part where its store has a price; the tooltip says "no price"). It renders a
  * SnapshotBannerModel and routes its two buttons to `onAction` (the plugin
  * asks before discarding and finds the kernel to restore into); hidden while
  * the model offers no snapshot.
  *
  * Stable DOM hooks: `.jp-costguard-hibernate-banner` (`hidden`,
- * `data-snapshot-id`, `data-busy`), `.jp-costguard-hibernate-text`,
- * `.jp-costguard-hibernate-error` (`hidden` unless the last step failed),
- * buttons `.jp-costguard-hibernate-restore` and `.jp-costguard-hibernate-discard`
- * (`data-action`; disabled while a step runs).
+ * `data-snapshot-id`, `data-busy`, `data-state`: hibernated, restoring or
+ * restored), `.jp-costguard-hibernate-text`, `.jp-costguard-hibernate-error`
+ * (`hidden` unless the last step, or the server's restore into the notebook's
+ * new kernel, failed), buttons `.jp-costguard-hibernate-restore` (shown while
+ * the snapshot is hibernated) and `.jp-costguard-hibernate-discard`
+ * (`data-action`; disabled while a step or the server's restore runs).
  */
 import { Widget } from '@lumino/widgets';
 
 import { el, setAttr, setText } from './dom';
-import { bannerText, bannerTitle, SnapshotBannerModel } from './hibernatemodel';
+import { bannerText, bannerTitle, snapshotState, SnapshotBannerModel } from './hibernatemodel';
 
 /** What the banner's buttons ask for. */
 export type BannerAction = 'restore' | 'discard';
@@ -64,13 +68,19 @@ export class HibernateBanner extends Widget {
     setAttr(this.node, 'data-busy', busy);
     setText(this._text, snapshot ? bannerText(snapshot, new Date(), this.model.currency) : '');
     this._text.title = snapshot ? bannerTitle(snapshot, this.model.currency) : '';
-    for (const b of [this._restore, this._discard]) {
-      b.disabled = busy !== null;
-      b.hidden = !snapshot;
-    }
+    const state = snapshot ? snapshotState(snapshot) : null;
+    setAttr(this.node, 'data-state', state);
+    this._discard.disabled = busy !== null || state === 'restoring';
+    this._discard.hidden = !snapshot;
+    this._restore.disabled = busy !== null;
+    this._restore.hidden = !snapshot || !(this.model.restorable || busy === 'restore');
     setText(this._restore, busy === 'restore' ? 'Restoring…' : 'Restore');
-    setText(this._error, error ? `Costguard: ${error}` : '');
-    this._error.hidden = !error;
+    // the page's own step's error, else why the server's restore into the new kernel failed
+    const why = error ?? (state === 'hibernated' && snapshot?.restore_error
+      ? `not restored into the notebook's new kernel: ${snapshot.restore_error}`
+      : null);
+    setText(this._error, why ? `Costguard: ${why}` : '');
+    this._error.hidden = !why;
   }
 
   dispose(): void {

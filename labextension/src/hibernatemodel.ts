@@ -27,7 +27,7 @@ import { samePath } from './notebooks';
 /** The question asked before hibernating. */
 export const HIBERNATE_QUESTION =
   'Hibernate this kernel? Its variables are saved, the kernel shuts down and its GPUs ' +
-  'are freed; restore them in one click.';
+  'are freed; the next cell you run in this notebook brings them back.';
 
 /** How many skipped names a toast spells out before "and N more". */
 const SKIPPED_SHOWN = 2;
@@ -133,20 +133,43 @@ function whenText(created: number, now: Date): string {
   return `on ${day} ${clock}`;
 }
 
+/** What a snapshot is now: waiting, being restored (by the server), or restored. */
+export type SnapshotState = 'hibernated' | 'restoring' | 'restored';
+
+/** The snapshot's state, from the server's doc. */
+export function snapshotState(snapshot: ISnapshot): SnapshotState {
+  if (snapshot.restoring) {
+    return 'restoring';
+  }
+  return isNumber(snapshot.restored) ? 'restored' : 'hibernated';
+}
+
 /**
- * The banner's line: "Hibernated at 14:02 · 3.2 GiB · 42 variables", and
- * "· storage USD 0.07/month" where its store has a price (with `currency`).
+ * The banner's line: "Hibernated at 14:02 · 3.2 GiB · 42 variables";
+ * "Restoring 42 variables (3.2 GiB)…" while the server loads it into the
+ * notebook's new kernel; "Restored at 14:30 · 3.2 GiB · 42 variables ·
+ * snapshot kept" after; and "· storage USD 0.07/month" where its store has a
+ * price (with `currency`).
  */
 export function bannerText(
   snapshot: ISnapshot,
   now: Date = new Date(),
   currency?: string | null
 ): string {
-  const parts = [
-    `Hibernated ${whenText(snapshot.created, now)}`,
-    formatBytes(snapshot.bytes),
-    plural(snapshot.saved.length, 'variable')
-  ];
+  const state = snapshotState(snapshot);
+  const count = plural(snapshot.saved.length, 'variable');
+  if (state === 'restoring') {
+    return `Restoring ${count} (${formatBytes(snapshot.bytes)})…`;
+  }
+  const parts =
+    state === 'restored'
+      ? [
+          `Restored ${whenText(snapshot.restored as number, now)}`,
+          formatBytes(snapshot.bytes),
+          count,
+          'snapshot kept'
+        ]
+      : [`Hibernated ${whenText(snapshot.created, now)}`, formatBytes(snapshot.bytes), count];
   const monthly = snapshot.storage_cost_per_month;
   if (isNumber(monthly) && currency) {
     parts.push(`storage ${formatMoney(monthly, currency)}/month`);
@@ -182,6 +205,9 @@ export function storageText(snapshot: ISnapshot, currency?: string | null): stri
  */
 export function bannerTitle(snapshot: ISnapshot, currency?: string | null): string {
   const lines = [`Saved: ${snapshot.saved.join(', ') || 'nothing'}`];
+  if (snapshot.restore_error) {
+    lines.push(`Not restored into the notebook's new kernel: ${snapshot.restore_error}`);
+  }
   for (const s of snapshot.skipped) {
     lines.push(`Not saved: ${s.name} (${s.reason})`);
   }
@@ -197,8 +223,9 @@ export function bannerTitle(snapshot: ISnapshot, currency?: string | null): stri
 }
 
 /**
- * The newest snapshot of `notebook` among `snapshots` that is still
- * hibernated (the server has not seen it restored), leaving out `ignore`d ids.
+ * The newest snapshot of `notebook` among `snapshots`, leaving out `ignore`d
+ * ids: hibernated (offered for Restore), being restored, or restored (the
+ * snapshot is kept: the banner stays, for discarding it).
  */
 export function newestSnapshot(
   snapshots: ReadonlyArray<ISnapshot>,
@@ -207,7 +234,7 @@ export function newestSnapshot(
 ): ISnapshot | null {
   let newest: ISnapshot | null = null;
   for (const s of snapshots) {
-    if (ignore.has(s.id) || isNumber(s.restored) || !s.notebook || !samePath(s.notebook, notebook)) {
+    if (ignore.has(s.id) || !s.notebook || !samePath(s.notebook, notebook)) {
       continue;
     }
     if (!newest || s.created > newest.created) {
@@ -228,11 +255,15 @@ export namespace SnapshotBannerModel {
   }
 }
 
+/** How often the banner asks again while the server restores a snapshot (ms). */
+export const RESTORING_POLL_MS = 1000;
+
 /**
- * The snapshot a notebook's banner offers: the newest of the notebook's that
- * this page has not restored or discarded (a restored snapshot stays on the
- * server, so the kernel's variables can be brought back again after a
- * reload). `changed` after each answer and each step of a restore or discard.
+ * The snapshot a notebook's banner shows: the newest of the notebook's that
+ * this page has not discarded, hibernated (Restore, Discard), being restored
+ * by the server into the notebook's new kernel (resume on use: asked again
+ * every `RESTORING_POLL_MS` until done) or restored (kept on the server:
+ * Discard). `changed` after each answer and each step of a restore or discard.
  */
 export class SnapshotBannerModel {
   constructor(options: SnapshotBannerModel.IOptions) {
@@ -281,6 +312,10 @@ export class SnapshotBannerModel {
 
   dispose(): void {
     this._disposed = true;
+    if (this._poll !== null) {
+      clearTimeout(this._poll);
+      this._poll = null;
+    }
     Signal.clearData(this);
   }
 
@@ -307,7 +342,24 @@ export class SnapshotBannerModel {
     }
     if (asked === this._asked && notebook === this._notebook && !this._disposed) {
       this._set(newestSnapshot(snapshots, notebook, this._done));
+      this._pollWhileRestoring();
     }
+  }
+
+  /** Whether the snapshot shown is one Restore applies to (hibernated, not being restored). */
+  get restorable(): boolean {
+    return this._snapshot !== null && snapshotState(this._snapshot) === 'hibernated';
+  }
+
+  /** While the server restores the snapshot, ask again shortly (once at a time). */
+  private _pollWhileRestoring(): void {
+    if (this._poll !== null || this._disposed || !this._snapshot?.restoring) {
+      return;
+    }
+    this._poll = setTimeout(() => {
+      this._poll = null;
+      void this.refresh();
+    }, RESTORING_POLL_MS);
   }
 
   /**
@@ -317,7 +369,7 @@ export class SnapshotBannerModel {
    */
   async restore(kernel: () => Promise<string>): Promise<IRestoreResult | null> {
     const snapshot = this._snapshot;
-    if (!snapshot || this._busy) {
+    if (!snapshot || this._busy || !this.restorable) {
       return null;
     }
     // A kernel JupyterLab has just started is busy a moment with the page's own requests:
@@ -350,9 +402,15 @@ export class SnapshotBannerModel {
     this._emit();
     try {
       const result = await run();
-      this._done.add(snapshot.id);
       this._busy = null;
-      this._set(null);
+      if (busy === 'discard') {
+        this._done.add(snapshot.id);
+        this._set(null);
+      } else {
+        // restored: the snapshot is kept on the server; the banner says so, for Discard
+        this._set({ ...snapshot, restoring: null, restored: Date.now() / 1000 });
+        void this.refresh();
+      }
       return result;
     } catch (error) {
       this._busy = null;
@@ -366,6 +424,9 @@ export class SnapshotBannerModel {
     const same =
       snapshot?.id === this._snapshot?.id &&
       snapshot?.bytes === this._snapshot?.bytes &&
+      snapshot?.restored === this._snapshot?.restored &&
+      !snapshot?.restoring === !this._snapshot?.restoring &&
+      snapshot?.restore_error === this._snapshot?.restore_error &&
       snapshot?.waste_avoided === this._snapshot?.waste_avoided &&
       snapshot?.storage_cost === this._snapshot?.storage_cost;
     this._snapshot = snapshot;
@@ -389,6 +450,7 @@ export class SnapshotBannerModel {
   private _currency: string | null = null;
   private _asked = 0;
   private _done = new Set<string>();
+  private _poll: ReturnType<typeof setTimeout> | null = null;
   private _disposed = false;
   private _changed = new Signal<this, void>(this);
 }

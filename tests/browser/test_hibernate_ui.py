@@ -3,11 +3,13 @@ four (replayed) GPUs and sits idle, so its idle-GPU alert offers "Hibernate: fre
 your variables"; the toolbar's Hibernate (after its question) saves the variables and shuts the
 kernel down, naming the generator it could not save; the notebook's banner offers the
 snapshot; Restore starts a kernel, loads them, and a cell run afterwards sees a dict, a
-function, an instance of a notebook class and a 100,000-item list again.
+function, an instance of a notebook class and a 100,000-item list again. Resume on use: in a
+hibernated notebook, just running the next cell brings them back first.
 COSTGUARD_SCREENSHOTS=1 saves docs/hibernate-alert.png and docs/hibernate-banner.png."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -120,7 +122,11 @@ def test_hibernate_then_restore_brings_the_variables_back(lab: ServerProcess, pa
     except Exception as e:  # say what the page said instead (an error toast, the banner's)
         raise AssertionError(f"no restore: toasts {toasts(page)}, banner "
                              f"{page.locator(BANNER).inner_text()!r}") from e
-    page.locator(f"{BANNER}.lm-mod-hidden").wait_for(state="attached", timeout=10_000)
+    # the banner stays, saying so, for Discard (the snapshot is kept); Restore is not offered
+    banner.locator(".jp-costguard-hibernate-text", has_text="Restored at").wait_for(
+        timeout=10_000)
+    assert banner.locator(".jp-costguard-hibernate-restore").is_hidden()
+    assert banner.locator(".jp-costguard-hibernate-discard").is_visible()
     after = lab.get(f"costguard/api/snapshots?notebook={NOTEBOOK}")["snapshots"]
     assert after[0]["restored"] is not None, after  # a reload does not offer it again
 
@@ -145,3 +151,84 @@ def test_the_server_hibernates_an_idle_gpu_kernel_and_the_page_offers_it_back(
     banner.wait_for(timeout=30_000)
     (snapshot,) = lab.get(f"costguard/api/snapshots?notebook={NOTEBOOK}")["snapshots"]
     assert banner.get_attribute("data-snapshot-id") == snapshot["id"]
+
+
+def test_running_a_cell_in_a_hibernated_notebook_restores_its_variables_and_runs_it(
+        lab: ServerProcess, page: Any):
+    """Resume on use: the kernel hibernated (by the server, as the idle rule does), the user
+    just runs the next cell: the notebook gets a new kernel, the server restores the snapshot
+    into it first, and the cell runs with the variables; no click, no NameError. The banner
+    stays, saying they were restored, for discarding the snapshot."""
+    cells = open_notebook(lab, page, NOTEBOOK)
+    run_cells(page, cells, 0, RAN)
+    (session,) = [s for s in lab.get("api/sessions") if s["path"] == NOTEBOOK]
+    code_, body = lab.request(f"costguard/api/kernels/{session['kernel']['id']}/hibernate",
+                              "POST", {})
+    assert code_ == 200, body
+    banner = page.locator(f"{BANNER}:not(.lm-mod-hidden)")
+    banner.wait_for(timeout=30_000)
+
+    run_cells(page, cells, RAN, 1)
+    output = cells.nth(RAN).locator(".jp-OutputArea")
+    output.filter(has_text="back:").wait_for(timeout=60_000)
+    assert "back: [1, 2, 3] 49 7 100000" in output.inner_text()
+    assert "NameError" not in output.inner_text()
+    (snapshot,) = lab.get(f"costguard/api/snapshots?notebook={NOTEBOOK}")["snapshots"]
+    assert snapshot["restored"] is not None and snapshot["restore_error"] is None, snapshot
+
+    restored = banner.locator(".jp-costguard-hibernate-text", has_text="Restored at")
+    restored.wait_for(timeout=30_000)
+    assert "snapshot kept" in restored.inner_text()
+    assert banner.get_attribute("data-snapshot-id") == snapshot["id"]
+    assert banner.locator(".jp-costguard-hibernate-restore").is_hidden()
+    assert banner.locator(".jp-costguard-hibernate-discard").is_visible()
+    assert not [t for t in toasts(page) if "Restored:" in t or "NameError" in t]
+
+
+GATED = """import os, time
+def wait_gate(path, value):
+    deadline = time.monotonic() + 120
+    while not os.path.exists(path) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return value
+class Gated:
+    def __init__(self, path, value):
+        self.path, self.value = path, value
+    def __reduce__(self):
+        return (wait_gate, (self.path, self.value))
+gated = Gated({gate!r}, 42)"""
+
+
+def test_the_banner_says_restoring_while_the_server_restores(
+        lab: ServerProcess, page: Any, tmp_path: Path):
+    """While the server loads the snapshot (held open here by a value whose loading waits for
+    a file), the banner says "Restoring N variables (size)…" and the cell waits; then the
+    cell runs with the variables."""
+    gate = tmp_path / "gate"
+    write_notebook(tmp_path / "srv" / "root", "gated.ipynb", [
+        code("data", "data = [1, 2, 3]"), code("gated", GATED.format(gate=str(gate))),
+        code("check", "print('back:', data, gated)")])
+    cells = open_notebook(lab, page, "gated.ipynb")
+    run_cells(page, cells, 0, 2)
+    (session,) = [s for s in lab.get("api/sessions") if s["path"] == "gated.ipynb"]
+    code_, body = lab.request(f"costguard/api/kernels/{session['kernel']['id']}/hibernate",
+                              "POST", {})
+    assert code_ == 200, body
+    saved = len(json.loads(body)["saved"])
+    banner = page.locator(f"{BANNER}:not(.lm-mod-hidden)")
+    banner.locator(".jp-costguard-hibernate-text", has_text="Hibernated at").wait_for(
+        timeout=30_000)
+
+    cells.nth(2).locator(".jp-InputArea-prompt").click()
+    page.keyboard.press("Shift+Enter")
+    restoring = banner.locator(".jp-costguard-hibernate-text",
+                               has_text=f"Restoring {saved} variables (")
+    restoring.wait_for(timeout=60_000)
+    assert banner.get_attribute("data-state") == "restoring"
+    assert banner.locator(".jp-costguard-hibernate-discard").is_disabled()
+    gate.touch()
+    output = cells.nth(2).locator(".jp-OutputArea")
+    output.filter(has_text="back:").wait_for(timeout=60_000)
+    assert "back: [1, 2, 3] 42" in output.inner_text()
+    banner.locator(".jp-costguard-hibernate-text", has_text="Restored at").wait_for(
+        timeout=30_000)

@@ -8,7 +8,7 @@ import { Widget } from '@lumino/widgets';
 
 import { BannerAction, HibernateBanner } from '../hibernatebanner';
 import { deleteSnapshot, ISnapshot, listSnapshots, restoreSnapshot } from '../hibernateapi';
-import { SnapshotBannerModel } from '../hibernatemodel';
+import { RESTORING_POLL_MS, SnapshotBannerModel } from '../hibernatemodel';
 
 // jsdom has no fetch: answer the API calls here.
 jest.mock('../hibernateapi', () => ({
@@ -83,7 +83,7 @@ describe('HibernateBanner', () => {
     b.banner.dispose();
   });
 
-  it('disables its buttons while restoring, and goes once restored', async () => {
+  it('disables its buttons while restoring, then says restored and keeps Discard', async () => {
     const b = setup();
     await b.model.refresh();
     let answer: (value: { restored: string[]; skipped: [] }) => void = () => undefined;
@@ -95,10 +95,54 @@ describe('HibernateBanner', () => {
     b.restoreButton().click();
     expect(b.actions).toEqual([]); // a disabled button does nothing
     await Promise.resolve();
+    list.mockResolvedValue({ snapshots: [{ ...snapshot, restored: created + 60 }] });
     answer({ restored: ['df', 'model', 'f'], skipped: [] });
     await done;
     expect(restore).toHaveBeenCalledWith('s1', 'k1', undefined);
-    expect(b.banner.isHidden).toBe(true);
+    expect(b.banner.isHidden).toBe(false);
+    expect(b.text()).toMatch(/^Restored at \d\d:\d\d · 3\.2 GiB · 3 variables · snapshot kept$/);
+    expect(b.banner.node.dataset.state).toBe('restored');
+    expect(b.restoreButton().hidden).toBe(true);
+    expect(b.discardButton().hidden).toBe(false);
+    expect(b.discardButton().disabled).toBe(false);
+    b.banner.dispose();
+  });
+
+  it("shows the server's restore into a new kernel as it happens (resume on use)", async () => {
+    jest.useFakeTimers();
+    try {
+      const b = setup();
+      const restoring = { kernel_id: 'k2', since: created, variables: 3, bytes: snapshot.bytes };
+      list.mockResolvedValue({ snapshots: [{ ...snapshot, restoring }] });
+      await b.model.refresh();
+      expect(b.text()).toBe('Restoring 3 variables (3.2 GiB)…');
+      expect(b.banner.node.dataset.state).toBe('restoring');
+      expect(b.restoreButton().hidden).toBe(true);
+      expect(b.discardButton().disabled).toBe(true);
+      // asked again shortly, until the server says it is done
+      list.mockResolvedValue({ snapshots: [{ ...snapshot, restoring: null, restored: created + 60 }] });
+      jest.advanceTimersByTime(RESTORING_POLL_MS);
+      for (let i = 0; i < 5; i++) {
+        await Promise.resolve();
+      }
+      expect(b.text()).toMatch(/^Restored at 14:03 · 3\.2 GiB · 3 variables · snapshot kept$/);
+      expect(b.discardButton().disabled).toBe(false);
+      b.banner.dispose();
+    } finally {
+      jest.useRealTimers();
+    }
+  });
+
+  it("says why the server's restore into a new kernel failed, and offers Restore", async () => {
+    const b = setup();
+    list.mockResolvedValue({ snapshots: [{ ...snapshot, restore_error: 'its MAC does not match' }] });
+    await b.model.refresh();
+    expect(b.text()).toBe('Hibernated at 14:02 · 3.2 GiB · 3 variables');
+    expect(b.error().hidden).toBe(false);
+    expect(b.error().textContent).toBe(
+      "Costguard: not restored into the notebook's new kernel: its MAC does not match"
+    );
+    expect(b.restoreButton().hidden).toBe(false);
     b.banner.dispose();
   });
 

@@ -12,6 +12,7 @@ import {
   newestSnapshot,
   restoredText,
   skippedPhrase,
+  snapshotState,
   SnapshotBannerModel
 } from '../hibernatemodel';
 import type { ISnapshot } from '../hibernateapi';
@@ -149,9 +150,28 @@ describe('hibernation words', () => {
     expect(newestSnapshot(list, 'RTC:work/train.ipynb')?.id).toBe('new');
     expect(newestSnapshot(list, 'work/train.ipynb', new Set(['new']))?.id).toBe('old');
     expect(newestSnapshot(list, 'nothing.ipynb')).toBeNull();
-    // One the server has seen restored is not offered again (after a reload too).
+    // Restored, the newest is still the one shown (kept on the server, for Discard): an
+    // older one is not offered in its place.
     const restored = [snapshot('new', { restored: AT_1402 + 120 }), snapshot('old', { restored: null })];
-    expect(newestSnapshot(restored, 'work/train.ipynb')?.id).toBe('old');
+    expect(newestSnapshot(restored, 'work/train.ipynb')?.id).toBe('new');
+    expect(snapshotState(restored[0])).toBe('restored');
+    expect(snapshotState(restored[1])).toBe('hibernated');
+    const restoring = { kernel_id: 'k', since: AT_1402, variables: 42, bytes: 1 };
+    expect(snapshotState(snapshot('s', { restoring }))).toBe('restoring');
+  });
+
+  it('says what the server is doing with it: restoring, restored, or why that failed', () => {
+    const now = new Date(AT_1402 * 1000 + 3600_000);
+    const restoring = { kernel_id: 'k', since: AT_1402, variables: 42, bytes: 1 };
+    expect(bannerText(snapshot('s', { restoring }), now)).toBe('Restoring 42 variables (3.2 GiB)…');
+    expect(bannerText(snapshot('s', { restored: AT_1402 + 1800 }), now)).toBe(
+      'Restored at 14:32 · 3.2 GiB · 42 variables · snapshot kept'
+    );
+    const failed = snapshot('s', { restore_error: 'its MAC does not match' });
+    expect(bannerText(failed, now)).toBe('Hibernated at 14:02 · 3.2 GiB · 42 variables');
+    expect(bannerTitle(failed)).toContain(
+      "Not restored into the notebook's new kernel: its MAC does not match"
+    );
   });
 
   it('builds the endpoints, encoding ids and paths', () => {
@@ -201,11 +221,14 @@ describe('SnapshotBannerModel', () => {
     expect(model.snapshot?.id).toBe('s1'); // an error is not an answer
   });
 
-  it('restores into the kernel it is given, then the banner goes for good', async () => {
+  it('restores into the kernel it is given; the banner stays, saying so, for Discard', async () => {
     const { server, model } = setup([snapshot('s1')]);
-    server.routes['POST snapshots/s1/restore'] = () => ({
-      body: { restored: ['a', 'b'], skipped: [gen] }
-    });
+    server.routes['POST snapshots/s1/restore'] = () => {
+      server.routes['GET snapshots'] = () => ({
+        body: { snapshots: [snapshot('s1', { restored: AT_1402 + 60 })] }
+      });
+      return { body: { restored: ['a', 'b'], skipped: [gen] } };
+    };
     await model.refresh();
     const busy: (string | null)[] = [];
     model.changed.connect(() => busy.push(model.busy));
@@ -216,11 +239,15 @@ describe('SnapshotBannerModel', () => {
       path: 'snapshots/s1/restore',
       body: JSON.stringify({ kernel_id: 'k-new' })
     });
-    expect(busy).toEqual(['restore', null]);
-    expect(model.snapshot).toBeNull();
-    // The snapshot stays on the server; this page does not offer it again.
-    await model.refresh();
-    expect(model.snapshot).toBeNull();
+    expect(busy[0]).toBe('restore');
+    expect(model.busy).toBeNull();
+    expect(model.snapshot?.id).toBe('s1');
+    expect(model.restorable).toBe(false); // restored: not offered again
+    await model.refresh(); // after a reload too: the server says it was restored
+    expect(model.snapshot?.restored).toBe(AT_1402 + 60);
+    expect(model.restorable).toBe(false);
+    expect(await model.restore(async () => 'k-again')).toBeNull();
+    expect(server.requests.filter(r => r.method === 'POST').length).toBe(1);
   });
 
   it('keeps the banner with the reason when a restore fails', async () => {

@@ -1497,6 +1497,17 @@ export interface components {
             rate_per_hour_held: number | null;
             /** @description When it was first restored; null while hibernated. */
             restored: number | null;
+            /** @description Resume on use: the server is restoring it into its notebook's new kernel now (before any cell of that kernel runs); null otherwise. */
+            restoring?: {
+                kernel_id: string;
+                /** @description When the restore began (epoch seconds). */
+                since: number;
+                /** @description How many variables it loads. */
+                variables: number;
+                bytes: number;
+            } | null;
+            /** @description Why the server's last automatic restore of it (resume on use) failed, since this server started; the kernel's first cell said it too instead of running. Null when none failed. */
+            restore_error?: string | null;
             /** @description From `created` to `restored` */
             hibernated_seconds: number;
             /** @description rate_per_hour_held times hibernated_seconds, what keeping the kernel alive would have cost. */
