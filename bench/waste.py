@@ -705,6 +705,7 @@ class Model:
     def __init__(self, w): self.w = w
 model = Model(weights[:10])
 """
+LIVE_NAMES = {"blob", "table", "weights", "settings", "model", "Model"}
 LIVE_CHECK = """
 import hashlib, pickle, os
 print(os.getpid(), hashlib.sha256(pickle.dumps(
@@ -804,10 +805,12 @@ def live(seconds: float = 120.0) -> dict[str, Any]:
         finally:
             server.stop()
     after_pid, after_fp = out.split() if len(out.split()) == 2 else ("", out)
-    return {"ok": trained_through and after_fp == before and fresh != kid,
+    saved = set(snap.get("saved") or [])
+    return {"ok": (trained_through and after_fp == before and fresh != kid
+                   and LIVE_NAMES <= saved),
             "never_hibernated_while_training": trained_through,
             "hibernated_seconds_after_idle": round(hibernated_after, 2),
-            "variables_saved": sorted(snap.get("saved") or []),
+            "variables_saved": sorted(saved),
             "snapshot_bytes": snap.get("bytes"),
             "fingerprint_before": before, "fingerprint_after": after_fp,
             "new_kernel": fresh != kid and after_pid != pid,

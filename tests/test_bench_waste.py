@@ -54,6 +54,10 @@ def test_the_quick_replay_writes_every_policy_and_holds_its_invariants(tmp_path:
         assert policies[name]["variables_lost"] == 0
         assert policies[name]["busy_seconds_interrupted"] == 0
         assert policies[name]["gpu_hours_busy"] == policies["none"]["gpu_hours_busy"]
+    if doc["workload"]["guard_defaults"]["hibernate_idle_after_seconds"] is not None:
+        # hibernation on by default (issue 44): the defaults free GPUs too
+        assert policies["costguard-defaults"]["hibernations"] > 0
+        assert policies["costguard-defaults"]["removed_share"] > 0
     shortest = policies["costguard-shortest"]
     assert shortest["hibernations"] > 0 and shortest["restores"] > 0
     assert shortest["removed_share"] > 0.5
@@ -61,6 +65,24 @@ def test_the_quick_replay_writes_every_policy_and_holds_its_invariants(tmp_path:
     assert policies["idle-culler"]["variables_lost"] > 0
     assert policies["jupyter-server-cull"]["busy_seconds_interrupted"] > 0
     assert "| costguard-shortest |" in done.stdout
+
+
+def test_the_live_leg_hibernates_an_idle_kernel_and_resumes_every_variable(
+        tmp_path: Path) -> None:
+    """`--live`: a real server on the NVML stand-in leaves a kernel training in a thread
+    alone, hibernates it once idle, and the notebook's next kernel finds every variable
+    (by a fingerprint of them all) before its first cell runs (resume on use)."""
+    out = tmp_path / "live.json"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "COSTGUARD_CLOUD_METADATA": "off",
+           "AWS_EC2_METADATA_DISABLED": "true"}
+    done = subprocess.run([sys.executable, str(ROOT / "bench" / "waste.py"), "--quick",
+                           "--live", "--json", str(out)], env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    live = json.loads(out.read_text())["live"]
+    assert live["ok"] and live["never_hibernated_while_training"] and live["new_kernel"]
+    assert live["fingerprint_after"] == live["fingerprint_before"]
+    assert {"blob", "table", "weights", "settings", "model"} <= set(live["variables_saved"])
 
 
 def _replay(waste: ModuleType, user: Any, policy: str, *, hibernate_after: float | None
