@@ -49,10 +49,13 @@ whose `waste_avoided` is summed.
 
 Invariants, checked in every run (exit 1 on a violation): the ledger's spend equals its
 kernels' spend plus the unattributed part and equals rate × GPU-held time; costguard's
-policies lose no variable and interrupt no busy GPU second; no policy holds more than none.
+policies lose no variable, interrupt no busy GPU second and do all of none's GPU work;
+every cent they remove is accounted for by their snapshots' `waste_avoided`; no policy holds
+GPUs longer than none; with `--live`, every variable came back.
 
-    python bench/waste.py                     # 50 users, 8 h + night (a few minutes)
-    python bench/waste.py --quick --json out.json   # CI: 8 users, 3 h + 3 h night
+    python bench/waste.py                           # 50 users, 8 h + night (~15 s)
+    python bench/waste.py --quick --json out.json   # CI: 8 users, 3 h + 3 h night (~1 s)
+    python bench/waste.py --quick --live            # and the live leg, a real server (~20 s)
 """
 
 from __future__ import annotations
