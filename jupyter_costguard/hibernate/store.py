@@ -155,6 +155,12 @@ class SnapshotRecord:
         return d
 
 
+def waste_removed(records: list[SnapshotRecord], now: float) -> float:
+    """The waste removed by `records` together (each one's `waste_avoided`), rounded as money:
+    the one sum `GET snapshots`, `/metrics`, the panel and the hub report show."""
+    return round_money(sum(r.waste_avoided(now) for r in records))
+
+
 _COLUMNS = ("id", "notebook", "created", "bytes", "saved", "skipped", "kernel_name", "user",
             "rate_per_hour_held", "gpus_held", "digest", "mac", "restored", "location")
 
