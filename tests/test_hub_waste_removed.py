@@ -6,6 +6,7 @@ it) counts 0, and a service file of an earlier release gains the column."""
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ from jupyter_costguard.hub import store as hub_store
 from jupyter_costguard.hub.budgets import Budgets
 from jupyter_costguard.hub.metrics import HubCollector
 from jupyter_costguard.hub.store import HubStore
+from tests.support.services import require_binary
 
 NOW = 1_800_000_000.0 // 3600 * 3600 + 1800
 STARTED = NOW - 600
@@ -44,11 +46,15 @@ def test_waste_removed_is_a_bounded_number_and_absent_is_zero() -> None:
     assert check_report(old, LIMITS).waste_removed == 0.0
 
 
-def scraped(store: HubStore) -> dict[str, float]:
+def exposition(store: HubStore) -> str:
     registry = CollectorRegistry()
     registry.register(HubCollector(store, Budgets(), lambda: None))  # type: ignore[arg-type]
+    return generate_latest(registry).decode()
+
+
+def scraped(store: HubStore) -> dict[str, float]:
     return {s.labels["user"]: s.value
-            for f in text_string_to_metric_families(generate_latest(registry).decode())
+            for f in text_string_to_metric_families(exposition(store))
             if f.name == "costguard_hub_user_waste_removed" for s in f.samples}
 
 
@@ -72,6 +78,12 @@ def test_rows_and_metrics_show_each_servers_last_figure(tmp_path: Path) -> None:
         # never counted into what decides money: spend and waste are as reported
         assert by_user["alice"]["spend"] == pytest.approx(4.0)
         assert scraped(store) == {"alice": 13.75, "bob": 0.0}
+        promtool = require_binary("promtool")
+        text = exposition(store)
+        done = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True,
+                              text=True, timeout=30)
+        complaints = (done.stdout + done.stderr).strip()
+        assert done.returncode == 0 and complaints == "", f"{complaints}\n{text}"
         by_server = {r.key: r.doc()["waste_removed"]
                      for r in report.rows(store, Budgets(), "server", NOW)}
         assert by_server == {"alice/": 12.5, "alice/gpu2": 1.25, "bob/": 0.0}
