@@ -142,7 +142,9 @@ class CostGuard(ExtensionApp, CostTraits, SamplingTraits, GuardTraits, OffloadTr
             self, os.environ, service.owner, published=self._published,
             run_start=service.run_start, alerts=service.alerts,
             alerts_changed=service.alerts_changed,
-            active_jobs=jobs.running_count if jobs is not None else (lambda: 0))
+            active_jobs=jobs.running_count if jobs is not None else (lambda: 0),
+            waste_removed=self.hibernation.waste_removed if self.hibernation
+            else (lambda: 0.0))
         self.catalog_refresher = self._catalog_refresher()
         self.settings["costguard_service"] = service
         self.settings["costguard_jobs"] = jobs

@@ -591,3 +591,50 @@ async def test_a_missing_module_is_named_with_the_variables_that_need_it(
     assert "not installed" in skipped["Thing"]["reason"]
     assert "Thing" in skipped["thing"]["reason"], skipped  # and the instance of it
     assert "[1, 2]" in await run(jp_serverapp, fresh, "print(plain)")
+
+
+async def test_rest_and_metrics_show_the_same_waste_removed_by_the_one_rule(
+        jp_fetch: Any, jp_serverapp: Any) -> None:
+    """`GET snapshots` and `/metrics` say the same waste removed, by the rule: one snapshot
+    restored after 10 minutes counts 10 minutes, one abandoned two days ago counts the 12 h
+    horizon, not two days (before the horizon it counted for ever), one an hour old counts
+    its hour."""
+    import time
+
+    from jupyter_costguard.hibernate.store import SnapshotRecord, new_id
+
+    svc = service(jp_serverapp)
+    now = time.time()
+
+    def record(created: float, restored: float | None = None) -> SnapshotRecord:
+        return SnapshotRecord(id=new_id(), notebook=NOTEBOOK, created=created, bytes=1,
+                              saved=["x"], skipped=[], kernel_name="python3", user=svc.owner,
+                              gpus_held=1, digest="d", mac="m", rate_per_hour_held=3.6,
+                              restored=restored)
+
+    for r in (record(now - 86400, now - 86400 + 600), record(now - 2 * 86400),
+              record(now - 3600)):
+        svc.store.add(r)
+    svc._records = svc.store.list()  # the index as the service last read it
+    listed = await api(jp_fetch, "snapshots")
+    validate("/snapshots", 200, listed)
+    rule = 0.6 + 12 * 3.6 + 3.6  # 10 min, the horizon, the hour (3.6 an hour)
+    assert listed["waste_avoided"] == pytest.approx(rule, abs=0.02)
+    assert listed["waste_avoided"] == pytest.approx(
+        sum(s["waste_avoided"] for s in listed["snapshots"]), abs=1e-5)
+    metrics = (await jp_fetch("metrics")).body.decode()
+    (line,) = [m for m in metrics.splitlines()
+               if m.startswith("costguard_hibernate_waste_avoided{")]
+    # the hour-old one grew between the two reads by at most a few seconds' worth
+    assert float(line.rsplit(" ", 1)[1]) == pytest.approx(listed["waste_avoided"], abs=0.01)
+    # named by Prometheus's conventions (promtool's checks)
+    import subprocess
+
+    from tests.support.services import require_binary
+
+    ours = "".join(m + "\n" for m in metrics.splitlines()
+                   if "costguard_hibernate_waste_avoided" in m)
+    done = subprocess.run([require_binary("promtool"), "check", "metrics"], input=ours,
+                          capture_output=True, text=True, timeout=30)
+    complaints = (done.stdout + done.stderr).strip()
+    assert done.returncode == 0 and complaints == "", f"{complaints}\n{ours}"

@@ -280,3 +280,26 @@ def test_a_server_killed_mid_save_leaves_nothing_after_the_next_start_and_a_live
     assert locks == sorted([f".server-{live.instance}.lock", f".server-{again.instance}.lock"])
     live.close()
     again.close()
+
+
+def test_waste_removed_counts_a_snapshot_until_its_restore_and_never_past_the_horizon() -> None:
+    """The waste a hibernation removed is the rate its kernel held times the time it stayed
+    hibernated, until its first restore; one never restored (abandoned, or its user would
+    have shut the kernel down anyway) stops counting at the horizon instead of for ever."""
+    from dataclasses import replace
+
+    from jupyter_costguard.hibernate import store
+
+    horizon = 12 * 3600.0  # the documented figure (docs/user/hibernate.md)
+    made = 1000.0
+    snap = _record(new_id(), "alice", created=made)  # 3.6 an hour: 0.001 a second
+    assert snap.waste_avoided(made + 600) == pytest.approx(0.6)
+    restored = replace(snap, restored=made + 600)
+    assert restored.waste_avoided(made + 10 * 86400) == pytest.approx(0.6)
+    # abandoned: a day, a week, a month later it still claims only the horizon's worth
+    for later in (86400.0, 7 * 86400.0, 30 * 86400.0):
+        assert snap.waste_avoided(made + later) == pytest.approx(horizon / 1000)
+    assert getattr(store, "WASTE_REMOVED_HORIZON_SECONDS", None) == horizon
+    # the time it was hibernated is still shown as it is; only the money is capped
+    assert snap.hibernated_seconds(made + 86400) == 86400
+    assert replace(snap, rate_per_hour_held=None).waste_avoided(made + 600) == 0

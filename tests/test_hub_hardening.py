@@ -159,6 +159,7 @@ class FakeServer:
     last_ok: float | None = None
     node_time: float | None = None  # no node GPU figures
     activity_source: str = "report"
+    waste_removed: float = 0.0
 
 
 class FakeStore:

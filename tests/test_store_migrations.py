@@ -220,8 +220,8 @@ def test_a_hub_file_from_before_versions_gains_every_column(tmp_path: Path) -> N
         assert store.user_spend("alice", 0.0) == 2.5
         [row] = store.servers()
         assert (row.user, row.spend, row.active_jobs, row.node_gpus) == ("alice", 2.5, 0, None)
-        assert row.node_unknown is None
-        assert store_version(store.db, hub_store.SCHEMA) == hub_store.SCHEMA.version == 4
+        assert row.node_unknown is None and row.waste_removed == 0.0
+        assert store_version(store.db, hub_store.SCHEMA) == hub_store.SCHEMA.version == 5
         # a membership from before memberships had times counts as seen at the upgrade
         assert store.memberships() == {"alice": ["ml"]}
         assert store.memberships(time.time() - 60) == {"alice": ["ml"]}

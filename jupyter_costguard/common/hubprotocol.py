@@ -42,7 +42,11 @@ CURRENCY = re.compile(r"[A-Z]{3}\Z")
 SERVER_NAME = re.compile(r"[^\x00-\x1f/]{0,255}\Z")
 FIELDS = {"version", "server", "time", "since", "spend", "waste", "unattributed", "currency",
           "simulated", "rate_per_hour", "gpu_count", "gpus_held", "gpus_busy",
-          "gpu_idle_since", "active_jobs", "kept"}
+          "gpu_idle_since", "active_jobs", "kept", "waste_removed"}
+#: a report's `waste_removed` is at most this many hours of the site's dearest rate (a year):
+#: a display figure the service does not check against anything, bounded so that one server
+#: cannot fill the page with an absurd number
+MAX_WASTE_REMOVED_HOURS = 24 * 366
 
 
 class ReportError(ValueError):
@@ -88,16 +92,21 @@ class Report:
     #: what no kernel spent (GPUs nobody held, the host's unused share): neither active nor
     #: waste, so the pages draw it as its own band; 0 from a server of an earlier release
     unattributed: float = 0.0
+    #: the waste its hibernations removed, as the server says (hibernate/store.waste_removed
+    #: over its kept snapshots): shown, labelled "reported by the server", and never used for
+    #: money or a stop; 0 from a server of an earlier release
+    waste_removed: float = 0.0
 
 
 def report_doc(*, server: str, time: float, since: float, spend: float, waste: float,
                currency: str, simulated: bool, rate_per_hour: float, gpu_count: int,
                gpus_held: int, gpus_busy: int, gpu_idle_since: float | None,
                active_jobs: int = 0, kept: list[str] | tuple[str, ...] = (),
-               unattributed: float = 0.0) -> dict[str, Any]:
+               unattributed: float = 0.0, waste_removed: float = 0.0) -> dict[str, Any]:
     """The document a server sends (the server side's builder)."""
     return {"version": VERSION, "server": server, "time": time, "since": since,
             "spend": spend, "waste": waste, "unattributed": unattributed,
+            "waste_removed": waste_removed,
             "currency": currency, "simulated": simulated,
             "rate_per_hour": rate_per_hour, "gpu_count": gpu_count, "gpus_held": gpus_held,
             "gpus_busy": gpus_busy, "gpu_idle_since": gpu_idle_since,
@@ -176,6 +185,9 @@ def check_report(doc: Any, limits: Limits) -> Report:
     # spend = active + waste + unattributed; float sums may overshoot by a hair
     unattributed = min(spend - waste, _number(doc, "unattributed", 0.0, spend - waste + 1e-6)
                        ) if "unattributed" in doc else 0.0
+    removed = _number(doc, "waste_removed", 0.0,
+                      limits.max_rate_per_hour * MAX_WASTE_REMOVED_HOURS) \
+        if "waste_removed" in doc else 0.0
     currency = doc.get("currency")
     if not isinstance(currency, str) or not CURRENCY.match(currency):
         raise ReportError("currency must be an ISO 4217 code (three capital letters)")
@@ -199,7 +211,7 @@ def check_report(doc: Any, limits: Limits) -> Report:
                   currency=currency, simulated=simulated, rate_per_hour=rate,
                   gpu_count=gpu_count, gpus_held=held, gpus_busy=busy,
                   gpu_idle_since=idle_since, active_jobs=jobs, kept=tuple(kept),
-                  unattributed=max(0.0, unattributed))
+                  unattributed=max(0.0, unattributed), waste_removed=removed)
 
 
 # --- the answer ---------------------------------------------------------------------------

@@ -64,7 +64,8 @@ class HubReporter:
                  run_start: Callable[[], tuple[float, float, float, float]],
                  alerts: AlertStore, alerts_changed: Callable[[], Awaitable[None]],
                  active_jobs: Callable[[], int], *, interval: float = 30.0,
-                 timeout: float = 10.0) -> None:
+                 timeout: float = 10.0,
+                 waste_removed: Callable[[], float] = lambda: 0.0) -> None:
         self.url = url.rstrip("/") + "/" + REPORT_PATH
         self._token = token
         self.owner = owner
@@ -74,6 +75,8 @@ class HubReporter:
         self.alerts = alerts
         self.alerts_changed = alerts_changed
         self.active_jobs = active_jobs
+        #: the waste this server's hibernations removed (HibernateService.waste_removed)
+        self.waste_removed = waste_removed
         self.interval = interval
         self.timeout = timeout
         self.http = AsyncHTTPClient(force_instance=True)
@@ -104,7 +107,8 @@ class HubReporter:
             gpu_count=int(status["gpu_count"]), gpus_held=int(activity.get("gpus_held", 0)),
             gpus_busy=int(activity.get("gpus_busy", 0)),
             gpu_idle_since=activity.get("idle_since"),
-            active_jobs=self.active_jobs(), kept=sorted(self._dismissed()))
+            active_jobs=self.active_jobs(), kept=sorted(self._dismissed()),
+            waste_removed=self.waste_removed())
 
     def _warnings(self) -> dict[str, Any]:
         """This server's open cull warnings: key -> alert."""

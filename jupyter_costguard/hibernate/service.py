@@ -443,7 +443,7 @@ class HibernateService:
         priced = [d for d in docs if d["storage_cost"] is not None]
         price = self.settings.price
         return {"snapshots": docs, "currency": self.currency(),
-                "waste_avoided": round_money(sum(r.waste_avoided(now) for r in records)),
+                "waste_avoided": store.waste_removed(records, now),
                 "storage_price": None if price is None else price.doc(now, self.currency()),
                 "storage_cost": round_money(sum(d["storage_cost"] for d in priced))
                 if priced else None,
@@ -495,6 +495,12 @@ class HibernateService:
                 "restore_error": resuming.get("restore_error"),
                 **cost_doc(self._price_of(record), record.bytes, now - record.created)}
 
+    def waste_removed(self, now: float | None = None) -> float:
+        """This owner's waste removed over the kept snapshots (`store.waste_removed`), from the
+        index as last read: what `/metrics` and the hub report say (no disk)."""
+        return store.waste_removed([r for r in self._records if self.owns(r)],
+                                   time.time() if now is None else now)
+
     def metrics(self) -> list[Metric]:
         """The kept snapshots, their bytes and the waste they avoided, from the index as
         last read (a scrape reads no disk)."""
@@ -506,9 +512,10 @@ class HibernateService:
         size.add_metric([], float(sum(r.bytes for r in records)))
         waste = GaugeMetricFamily(
             "costguard_hibernate_waste_avoided",
-            "The rate each hibernated kernel held times the time it stayed hibernated, over "
-            "the kept snapshots, in the labelled currency.", labels=["currency"])
-        waste.add_metric([currency], round_money(sum(r.waste_avoided(now) for r in records)))
+            "The waste removed: the rate each hibernated kernel held times the time it stayed "
+            "hibernated (until its first restore, at most 12 h a snapshot), over the kept "
+            "snapshots, in the labelled currency.", labels=["currency"])
+        waste.add_metric([currency], self.waste_removed(now))
         return [count, size, waste, *self._storage_metrics(records, now, currency)]
 
     def _storage_metrics(self, records: list[SnapshotRecord], now: float, currency: str

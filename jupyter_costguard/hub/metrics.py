@@ -40,6 +40,11 @@ class HubCollector:
         waste = CounterMetricFamily("costguard_hub_user_waste",
                                     "Waste (GPUs held while idle) of the user's servers.",
                                     labels=["user", "currency"])
+        removed = GaugeMetricFamily(
+            "costguard_hub_user_waste_removed",
+            "The waste the user's servers' hibernations removed, as each server's last report "
+            "said (reported by the server, not checked against the meter).",
+            labels=["user", "currency"])
         idle = CounterMetricFamily("costguard_hub_user_idle_gpu_seconds",
                                    "GPU-seconds below the idle threshold on the user's servers.",
                                    labels=["user"])
@@ -64,6 +69,7 @@ class HubCollector:
             cur = r.currency or ""
             spend.add_metric([r.key, cur], r.spend)
             waste.add_metric([r.key, cur], r.waste)
+            removed.add_metric([r.key, cur], r.waste_removed)
             idle.add_metric([r.key], r.idle_gpu_seconds)
             rate.add_metric([r.key, cur], r.rate_per_hour)
             held.add_metric([r.key], r.gpus_held)
@@ -88,7 +94,8 @@ class HubCollector:
         for s in self.store.servers():
             if s.state != "stopped":
                 up.add_metric([s.user, s.server], 1.0 if s.state == OK else 0.0)
-        yield from (spend, waste, idle, rate, metered, flagged, held, gspend, gwaste, used, up)
+        yield from (spend, waste, removed, idle, rate, metered, flagged, held, gspend, gwaste,
+                    used, up)
         last = self.last_poll()
         poll = GaugeMetricFamily("costguard_hub_poll_duration_seconds",
                                  "Wall time of the last look at the Hub (running servers, "

@@ -108,6 +108,9 @@ class Row:
     flags: list[str] | None = None
     #: where gpus_held/gpus_busy come from: "node" (dcgm-exporter), "report", or "mixed"
     gpu_source: str | None = None
+    #: the waste the servers' hibernations removed, as each one's last report said: shown
+    #: labelled "reported by the server", never counted into spend, budgets or a stop
+    waste_removed: float = 0.0
 
     def add(self, s: ServerRow, spend: float, waste: float, idle: float,
             meter: MeterRow | None = None, flags: list[str] | None = None,
@@ -118,6 +121,7 @@ class Row:
         self.spend += spend
         self.waste += min(waste, spend)
         self.idle_gpu_seconds += idle
+        self.waste_removed += s.waste_removed
         if flags:
             name = f"{s.user}/{s.server}"
             self.flags = (self.flags or []) + [f"{name} {f}" for f in flags]
@@ -151,6 +155,7 @@ class Row:
             "reported_rate_per_hour": round(self.reported_rate_per_hour, 6),
             "flags": self.flags or [],
             "gpu_source": self.gpu_source or "report",
+            "waste_removed": round(self.waste_removed, 6),
         }
         if self.state is not None:
             d["state"], d["detail"] = self.state, self.detail

@@ -44,7 +44,7 @@ OK, STALE, REFUSED, STOPPED = "ok", "stale", "refused", "stopped"
 SERVER_COLUMNS = ("user, server, url, state, detail, last_ok, last_try, currency, simulated, "
                   "rate_per_hour, gpu_count, gpus_held, gpus_busy, gpu_idle_since, profile, "
                   "active_jobs, node_gpus, node_busy, node_time, node_idle_since, "
-                  "node_unknown")
+                  "node_unknown, waste_removed")
 #: what one report may spread over: a longer gap goes into its last hours
 MAX_SPREAD_HOURS = 24 * 40
 @dataclass(frozen=True)
@@ -77,6 +77,8 @@ class ServerRow:
     node_unknown: int | None = None
     #: where gpus_held, gpus_busy and gpu_idle_since come from: "report" or "node"
     activity_source: str = "report"
+    #: the waste its hibernations removed, as its last accepted report said (display only)
+    waste_removed: float = 0.0
 
 
 def server_row(r: Sequence[Any], spend: float = 0.0, waste: float = 0.0) -> ServerRow:
@@ -86,7 +88,8 @@ def server_row(r: Sequence[Any], spend: float = 0.0, waste: float = 0.0) -> Serv
                      gpu_count=r[10], gpus_held=r[11], gpus_busy=r[12], gpu_idle_since=r[13],
                      profile=r[14], active_jobs=r[15] or 0, spend=spend, waste=waste,
                      node_gpus=r[16], node_busy=r[17], node_time=r[18],
-                     node_idle_since=r[19], node_unknown=r[20])
+                     node_idle_since=r[19], node_unknown=r[20],
+                     waste_removed=r[21] if len(r) > 21 else 0.0)
 
 
 def fresh_window(poll_interval: float, report_interval: float) -> float:
@@ -432,17 +435,18 @@ class HubStore:
         db.execute(
             "INSERT INTO servers (user, server, url, state, detail, last_ok, last_try, currency,"
             " simulated, rate_per_hour, gpu_count, gpus_held, gpus_busy, gpu_idle_since, profile,"
-            " active_jobs) VALUES (?, ?, ?, ?, '', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+            " active_jobs, waste_removed) VALUES (?, ?, ?, ?, '', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,"
+            " ?, ?) "
             "ON CONFLICT (user, server) DO UPDATE SET url = excluded.url, state = excluded.state,"
             " detail = '', last_ok = excluded.last_ok, last_try = excluded.last_try,"
             " currency = excluded.currency, simulated = excluded.simulated,"
             " rate_per_hour = excluded.rate_per_hour, gpu_count = excluded.gpu_count,"
             " gpus_held = excluded.gpus_held, gpus_busy = excluded.gpus_busy,"
             " gpu_idle_since = excluded.gpu_idle_since, profile = excluded.profile,"
-            " active_jobs = excluded.active_jobs",
+            " active_jobs = excluded.active_jobs, waste_removed = excluded.waste_removed",
             (user, r.server, url, OK, seen, seen, r.currency, int(r.simulated),
              r.rate_per_hour, r.gpu_count, r.gpus_held, r.gpus_busy, r.gpu_idle_since,
-             profile, r.active_jobs))
+             profile, r.active_jobs, r.waste_removed))
 
     def add_event(self, time: float, user: str, server: str, kind: str, detail: str) -> None:
         """Something the service did to a server (a cull warning, a stop), and why."""
@@ -459,10 +463,11 @@ class HubStore:
                 "SELECT s.user, s.server, url, state, detail, last_ok, last_try, currency, "
                 "simulated, rate_per_hour, gpu_count, gpus_held, gpus_busy, gpu_idle_since, "
                 "profile, active_jobs, node_gpus, node_busy, node_time, node_idle_since, "
-                "node_unknown, COALESCE(SUM(e.spend), 0), COALESCE(SUM(e.waste), 0) "
+                "node_unknown, waste_removed, COALESCE(SUM(e.spend), 0), "
+                "COALESCE(SUM(e.waste), 0) "
                 "FROM servers s LEFT JOIN epochs e ON e.user = s.user AND e.server = s.server "
                 "GROUP BY s.user, s.server ORDER BY s.user, s.server").fetchall()
-        return [server_row(r[:21], r[21], r[22]) for r in rows]
+        return [server_row(r[:22], r[22], r[23]) for r in rows]
 
     def totals(self, since: float | None = None, until: float | None = None,
                ) -> dict[tuple[str, str], tuple[float, float, float]]:

@@ -80,9 +80,16 @@ def _node_unknown(db: sqlite3.Connection) -> None:
     db.execute("ALTER TABLE servers ADD COLUMN node_unknown INTEGER")
 
 
+def _waste_removed(db: sqlite3.Connection) -> None:
+    """Version 5: the waste each server's hibernations removed, as its last report said (a
+    display figure); 0 for what came before."""
+    db.execute("ALTER TABLE servers ADD COLUMN waste_removed REAL NOT NULL DEFAULT 0")
+
+
 #: the service's tables, each migration run once (`common/sqlite.py`). The spawn and
 #: idle-culler hooks read them read-only from other processes (`read_only`)
-SCHEMA = Schema("hub", (_baseline, _unattributed, _membership_seen, _node_unknown))
+SCHEMA = Schema("hub", (_baseline, _unattributed, _membership_seen, _node_unknown,
+                      _waste_removed))
 
 #: which figure budgets, pages, exports and metrics count (c.CostGuardHub.count), as the SQL
 #: of one `hours` row: the service's meter where the server's profile is priced (`priced`),

@@ -286,6 +286,17 @@ export class CostPanelModel extends Disposable {
     return this._data;
   }
 
+  /**
+   * The waste hibernating removed, over this owner's kept snapshots, as
+   * `GET snapshots` says it (`waste_avoided`: the server's one rule), in its
+   * currency; null while not known (no hibernation on this server).
+   */
+  get wasteRemoved(): { value: number; currency: string } | null {
+    const list = this._data.snapshotList;
+    const value = finiteOrNull(list?.waste_avoided);
+    return list && value !== null ? { value, currency: list.currency || this.currency } : null;
+  }
+
   /** The latest `status` (from the shared model). */
   get status(): ICostStatus | null {
     return this._data.status;

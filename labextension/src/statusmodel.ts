@@ -5,8 +5,10 @@
  *
  * Two polls (PolledModel's policy), both at `refreshInterval`:
  * - `poll`: `GET status` and `GET notebooks` together (one tick, both requests),
- *   plus `GET kernels` and `GET gpus` while someone asks for them
- *   (`requestDetail`: the cost panel, while shown). The documents of one tick
+ *   plus `GET kernels`, `GET gpus` and `GET snapshots` (the waste removed by
+ *   hibernating; secondary: a server without hibernation or an error leaves it
+ *   null) while someone asks for them (`requestDetail`: the cost panel, while
+ *   shown). The documents of one tick
  *   are of one sample (their `time`): a tick that straddles a new sample asks
  *   again once, so the panel's tables, the status bar and the widget agree;
  * - `alertsPoll`: `GET alerts` (a server without that route only loses alerts).
@@ -32,6 +34,7 @@ import {
   snoozeAlert
 } from './api';
 import { alertsForNotebook, notebookSeverity } from './alerts';
+import { ISnapshotList, listSnapshots } from './hibernateapi';
 import { gpuActivityOf, hubBudgetsOf } from './budgets';
 import { normalizePath, selectNotebook } from './notebooks';
 import { ModelPoll, PolledModel } from './polledmodel';
@@ -63,6 +66,7 @@ interface IStatusAnswer {
   notebooks: INotebookList;
   kernels?: IKernelList;
   gpus?: IGpuList;
+  snapshots?: ISnapshotList | null;
 }
 
 /**
@@ -162,6 +166,14 @@ export class CostStatusModel extends PolledModel<IStatusAnswer, CostStatusState>
   /** The latest `gpus` document (like `kernelList`), or null. */
   get gpuList(): IGpuList | null {
     return this._gpuList;
+  }
+
+  /**
+   * The latest `GET snapshots` (all of this owner's; fetched like `kernelList`),
+   * or null: not asked for yet, or the server has no hibernation.
+   */
+  get snapshotList(): ISnapshotList | null {
+    return this._snapshotList;
   }
 
   /** Whether the latest `notebooks` response was simulated. */
@@ -327,7 +339,7 @@ export class CostStatusModel extends PolledModel<IStatusAnswer, CostStatusState>
     return this._fetchOnce(detail);
   }
 
-  protected apply({ status, notebooks, kernels, gpus }: IStatusAnswer): void {
+  protected apply({ status, notebooks, kernels, gpus, snapshots }: IStatusAnswer): void {
     this._status = status;
     this._notebooks = Array.isArray(notebooks?.notebooks)
       ? notebooks.notebooks
@@ -339,6 +351,9 @@ export class CostStatusModel extends PolledModel<IStatusAnswer, CostStatusState>
     }
     if (gpus !== undefined) {
       this._gpuList = gpus && Array.isArray(gpus.gpus) ? gpus : null;
+    }
+    if (snapshots !== undefined) {
+      this._snapshotList = snapshots;
     }
     this.emitChanged();
   }
@@ -353,13 +368,17 @@ export class CostStatusModel extends PolledModel<IStatusAnswer, CostStatusState>
       ]);
       return { status, notebooks };
     }
-    const [status, notebooks, kernels, gpus] = await Promise.all([
+    const [status, notebooks, kernels, gpus, snapshots] = await Promise.all([
       get<ICostStatus>('status'),
       get<INotebookList>('notebooks'),
       get<IKernelList>('kernels'),
-      get<IGpuList>('gpus')
+      get<IGpuList>('gpus'),
+      listSnapshots(null, this._serverSettings).then(
+        list => (list && Array.isArray(list.snapshots) ? list : null),
+        () => null // no hibernation here (404, 503) or an error: the rest still shows
+      )
     ]);
-    return { status, notebooks, kernels, gpus };
+    return { status, notebooks, kernels, gpus, snapshots };
   }
 
   /** Hide an alert while `request` runs (for good when it succeeds). */
@@ -396,6 +415,7 @@ export class CostStatusModel extends PolledModel<IStatusAnswer, CostStatusState>
   private _notebooks: INotebookDoc[] = [];
   private _notebooksSimulated = false;
   private _serverSettings: ServerConnection.ISettings;
+  private _snapshotList: ISnapshotList | null = null;
   private _status: ICostStatus | null = null;
   private _summary: ISummaryOptions;
 }

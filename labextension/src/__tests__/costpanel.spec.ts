@@ -5,6 +5,7 @@ import { Signal } from '@lumino/signaling';
 import { Widget } from '@lumino/widgets';
 
 import type { IAlert, ICostStatus, IGpuList, IKernelList, INotebookDoc } from '../api';
+import type { ISnapshotList } from '../hibernateapi';
 import type { CostStatusModel } from '../statusmodel';
 import { CostPanel, PANEL_ID, PANEL_SIMULATED_ID } from '../costpanel';
 import { CostPanelModel } from '../costpanelmodel';
@@ -39,6 +40,7 @@ class FakeData {
   serverSettings = {} as any;
   kernelList: IKernelList | null = null;
   gpuList: IGpuList | null = null;
+  snapshotList: ISnapshotList | null = null;
   detailOwners = new Set<unknown>();
   /** What the next detail refresh answers. */
   detailAnswer: () => { kernelList: IKernelList; gpuList: IGpuList } = () => ({
@@ -131,6 +133,36 @@ describe('CostPanel', () => {
       totals.querySelector(`dd[data-field="${name}"] .jp-costguard-detail-text`)?.textContent;
     expect(figure('waste')).toBe('USD 0.50');
     expect(figure('unattributed')).toBe('USD 0.10');
+    panel.dispose();
+  });
+
+  it('shows the waste removed by hibernating beside waste, where the server hibernates', () => {
+    const { panel, data } = setup();
+    const totals = panel.node.querySelector('.jp-costguard-totals')!;
+    // no snapshots document (no hibernation on this server): no row, not a made-up 0
+    expect(totals.querySelector('dd[data-field="waste-removed"]')).toBeNull();
+    Widget.attach(panel, document.body);
+    data.set({
+      snapshotList: {
+        snapshots: [],
+        currency: 'USD',
+        waste_avoided: 12.4,
+        storage_price: null,
+        storage_cost: null,
+        storage_cost_per_month: null
+      } as ISnapshotList
+    });
+    const fields = Array.from(totals.querySelectorAll<HTMLElement>('dt')).map(d => d.dataset.field);
+    expect(fields.indexOf('waste-removed')).toBe(fields.indexOf('waste') + 1);
+    expect(
+      totals.querySelector('dd[data-field="waste-removed"] .jp-costguard-detail-text')?.textContent
+    ).toBe('USD 12.40');
+    expect(
+      totals.querySelector('dd[data-field="waste-removed"] .jp-costguard-detail-note')?.textContent
+    ).toBe('by hibernating idle GPU kernels');
+    expect(totals.querySelector<HTMLElement>('dt[data-field="waste-removed"]')?.title).toMatch(
+      /until its first restore and at most 12 hours a snapshot/
+    );
     panel.dispose();
   });
 

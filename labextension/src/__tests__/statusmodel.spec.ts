@@ -29,6 +29,17 @@ function server(): FakeServer {
   return s;
 }
 
+function snapshotList(wasteAvoided: number) {
+  return {
+    snapshots: [],
+    currency: 'USD',
+    waste_avoided: wasteAvoided,
+    storage_price: null,
+    storage_cost: null,
+    storage_cost_per_month: null
+  };
+}
+
 const made: CostStatusModel[] = [];
 
 function model(s: FakeServer): CostStatusModel {
@@ -61,12 +72,13 @@ describe('CostStatusModel', () => {
     m.dispose();
   });
 
-  it('fetches kernels and gpus in the same refresh while asked for', async () => {
+  it('fetches kernels, gpus and snapshots in the same refresh while asked for', async () => {
     const s = server();
     s.routes['GET kernels'] = () => ({
       body: { simulated: true, currency: 'USD', time: status.time, kernels: [kernel('k-train', 'train.ipynb', 4)] }
     });
     s.routes['GET gpus'] = () => ({ body: { ...gpus, time: status.time } });
+    s.routes['GET snapshots'] = () => ({ body: snapshotList(12.4) });
     const m = model(s);
     const panel = {};
     m.requestDetail(panel, true);
@@ -74,8 +86,9 @@ describe('CostStatusModel', () => {
     let changes = 0;
     m.changed.connect(() => changes++);
     await m.refresh();
-    expect(s.requests.map(r => r.path).sort()).toEqual(['gpus', 'kernels', 'notebooks', 'status']);
+    expect(s.requests.map(r => r.path).sort()).toEqual(['gpus', 'kernels', 'notebooks', 'snapshots', 'status']);
     expect(m.kernelList?.kernels.map(k => k.kernel_id)).toEqual(['k-train']);
+    expect(m.snapshotList?.waste_avoided).toBe(12.4);
     expect(m.gpuList?.gpus.length).toBe(gpus.gpus.length);
     expect(changes).toBe(1); // one answer, one render of every table
     m.requestDetail(panel, false);
@@ -84,6 +97,21 @@ describe('CostStatusModel', () => {
     expect(s.requests.map(r => r.path).sort()).toEqual(['notebooks', 'status']);
     // The last answer stays until asked again (no empty flash on the next show).
     expect(m.kernelList?.kernels.length).toBe(1);
+  });
+
+  it('leaves the waste removed unknown, and the rest shown, without hibernation', async () => {
+    const s = server();
+    s.routes['GET kernels'] = () => ({
+      body: { simulated: true, currency: 'USD', time: status.time, kernels: [] }
+    });
+    s.routes['GET gpus'] = () => ({ body: { ...gpus, time: status.time } });
+    // no `GET snapshots` route: the server answers 404
+    const m = model(s);
+    m.requestDetail({}, true);
+    await m.refresh();
+    expect(m.state).toBe('ok');
+    expect(m.snapshotList).toBeNull();
+    expect(m.kernelList?.kernels).toEqual([]);
   });
 
   it('asks again once when the documents straddle a new sample', async () => {

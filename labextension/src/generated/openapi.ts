@@ -1510,7 +1510,7 @@ export interface components {
             restore_error?: string | null;
             /** @description From `created` to `restored` */
             hibernated_seconds: number;
-            /** @description rate_per_hour_held times hibernated_seconds, what keeping the kernel alive would have cost. */
+            /** @description The waste removed: rate_per_hour_held times hibernated_seconds, at most 12 hours of it (a snapshot never restored stops counting there), what keeping the kernel alive would have cost. */
             waste_avoided: components["schemas"]["Money"];
             /** @description What keeping it has cost so far (its bytes, the time since `created`, the store's price per GiB-month over 730-hour months); null when its store has no price. */
             storage_cost: number | null;
