@@ -46,7 +46,15 @@ def hibernate_after() -> float | None:
 
 
 @pytest.fixture
-def lab(tmp_path: Path, hibernate_after: float | None) -> Iterator[ServerProcess]:
+def may_leave_behind() -> bool:
+    """`hibernate_may_leave_behind` (False, the default: an automatic hibernation saves every
+    variable or keeps the kernel running)."""
+    return False
+
+
+@pytest.fixture
+def lab(tmp_path: Path, hibernate_after: float | None,
+        may_leave_behind: bool) -> Iterator[ServerProcess]:
     """A p4de.24xlarge whose four GPUs the notebook's first kernel holds, at 2%."""
     need_browser()
     held = [{"kernel": 0, "used_memory_bytes": 4 * GiB}]
@@ -55,7 +63,8 @@ def lab(tmp_path: Path, hibernate_after: float | None) -> Iterator[ServerProcess
     trace = write_trace(tmp_path / "trace.json", [frame], gpus=4, instance_type="p4de.24xlarge")
     write_notebook(tmp_path / "srv" / "root", NOTEBOOK, CELLS)
     with lab_server(tmp_path, trace, idle_kernel_seconds=1.0,
-                    hibernate_idle_after_seconds=hibernate_after) as server:
+                    hibernate_idle_after_seconds=hibernate_after,
+                    hibernate_may_leave_behind=may_leave_behind) as server:
         yield server
 
 
@@ -136,11 +145,14 @@ def test_hibernate_then_restore_brings_the_variables_back(lab: ServerProcess, pa
     assert "back: [1, 2, 3] 49 7 100000" in output.inner_text()
 
 
-@pytest.mark.parametrize("hibernate_after", [6.0])
+@pytest.mark.parametrize(("hibernate_after", "may_leave_behind"), [(6.0, True)])
 def test_the_server_hibernates_an_idle_gpu_kernel_and_the_page_offers_it_back(
         lab: ServerProcess, page: Any, hibernate_after: float):
-    """The admin's opt-in: idle past `hibernate_idle_after_seconds`, the kernel is hibernated
-    by the server itself; the page says so and its banner offers the snapshot."""
+    """Idle past `hibernate_idle_after_seconds`, the kernel is hibernated by the server
+    itself; the page says so and its banner offers the snapshot. The notebook's generator
+    cannot live outside the process: the admin's `hibernate_may_leave_behind` lets the
+    automatic hibernation leave it behind, named (without it the kernel keeps running and the
+    alert names it: tests/test_hibernate_api.py, tests/test_guard_idle_hibernate.py)."""
     cells = open_notebook(lab, page, NOTEBOOK)
     run_cells(page, cells, 0, RAN)
     said = page.locator(".Toastify__toast", has_text="Hibernated explore.ipynb: freed 4 GPUs")
