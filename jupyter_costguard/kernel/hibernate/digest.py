@@ -9,8 +9,9 @@ sha256 the hashing cost a restore more than the read itself; with BLAKE3, about 
 Hashing fixed-size chunks lets every core hash a different chunk while reading it (the hash
 and `os.preadv` both let go of the GIL), straight into the buffer the value is built from,
 piece by piece so each piece is hashed while it is still in the core's cache: each byte is
-read once and hashed where it lies. BLAKE3's own multithreading (`max_threads`) would hash a
-buffer already in memory; it would need a second pass over it, from RAM.
+read once and hashed where it lies. BLAKE3's own multithreading (`max_threads=AUTO`) is not
+used: it hashes a buffer already in memory, a second pass over it from RAM, and its worker
+threads stay alive in the kernel after the call.
 
 The file's digest is the hash over a fixed prefix (naming the format), the chunk size, the
 file size and the chunk digests in order: a chunk swapped with another (of this file or
