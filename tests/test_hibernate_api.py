@@ -359,9 +359,9 @@ async def test_a_changed_snapshot_is_refused_and_loads_nothing(jp_fetch, jp_root
     manifest = json.loads((a / MANIFEST).read_text())
     for entry in manifest["entries"]:
         if entry.get("file") == data.name:
-            from jupyter_costguard.kernel.hibernate.digest import ChunkedHash
+            from jupyter_costguard.kernel.hibernate.digest import ChunkedHash, Scheme
 
-            digest = ChunkedHash(manifest["chunk"])
+            digest = ChunkedHash(Scheme(manifest["format"], manifest["chunk"]))
             digest.update(raw)
             entry["digest"] = digest.hexdigest()
     (a / MANIFEST).write_text(json.dumps(manifest))

@@ -528,9 +528,9 @@ def test_arrays_are_read_once_and_a_damaged_one_loads_nothing(tmp_path: Path,
     read_as_bytes: list[str] = []
     real_read_bytes = snapshot_module._read_bytes
 
-    def as_bytes(src: Path, e: Any, chunk: int, executor: Any) -> memoryview:
+    def as_bytes(src: Path, e: Any, scheme: Any, executor: Any) -> memoryview:
         read_as_bytes.append(e.name)
-        return real_read_bytes(src, e, chunk, executor)
+        return real_read_bytes(src, e, scheme, executor)
 
     read = [0]
     real_preadv = os.preadv
@@ -646,6 +646,119 @@ def test_a_format_1_snapshot_still_restores(tmp_path: Path):
     path.write_bytes(data[:-1] + bytes([data[-1] ^ 1]))
     with pytest.raises(CorruptSnapshot, match="nothing was loaded"):
         restore(_namespace(), tmp_path / "snap")
+
+
+def _chunked(data: bytes, chunk: int, new: Any, prefix: bytes) -> str:
+    """A file's digest as formats 2 and 3 define it, written out here independently of
+    digest.py: the hash of the prefix, the chunk size, the file size and each chunk's hash."""
+    digests = b"".join(new(data[i:i + chunk]).digest()
+                       for i in range(0, max(len(data), 1), chunk))
+    return str(new(prefix + f"{chunk} {len(data)}\n".encode() + digests).hexdigest())
+
+
+_SHA256_V2 = b"costguard-hibernate chunked sha256 v2\n"
+_BLAKE3_V3 = b"costguard-hibernate chunked blake3 v3\n"
+
+
+def _damage_each_file(snap: Path, manifest: Any) -> None:
+    """One byte changed in each file in turn (the others intact): every one is refused."""
+    for e in manifest.entries:
+        if e.file is None:
+            continue
+        path = snap / str(e.file)
+        data = path.read_bytes()
+        middle = len(data) // 2
+        path.write_bytes(data[:middle] + bytes([data[middle] ^ 1]) + data[middle + 1:])
+        target = _namespace(kept="as it was")
+        with pytest.raises(CorruptSnapshot, match=f"{e.file}.*{e.name}.*nothing was loaded"):
+            restore(target, snap)
+        assert target == _namespace(kept="as it was"), e.name
+        path.write_bytes(data)
+
+
+def test_new_snapshots_are_format_3_each_file_a_blake3_over_its_chunks(tmp_path: Path):
+    # format 3: a file's digest is BLAKE3 over its 8 MiB chunks' BLAKE3 (and their size and
+    # the file's); a round trip restores it, and a changed byte in any file loads nothing
+    import blake3
+
+    from jupyter_costguard.kernel.hibernate.digest import CHUNK
+
+    np = pytest.importorskip("numpy")
+    ns = _namespace(big=np.arange(2 * CHUNK // 8 + 1000, dtype=np.float64),
+                    obj={"k": [1, 2], "raw": bytearray(b"xyz" * 100_000)}, empty=b"")
+    manifest = save(ns, tmp_path / "snap", GB)
+    doc = json.loads((tmp_path / "snap" / "manifest.json").read_text())
+    assert doc["format"] == manifest.format == 3 and doc["chunk"] == CHUNK
+    for e in doc["entries"]:
+        data = (tmp_path / "snap" / e["file"]).read_bytes()
+        assert e["digest"] == _chunked(data, CHUNK, blake3.blake3, _BLAKE3_V3), e["name"]
+    assert os.path.getsize(tmp_path / "snap" / next(
+        e.file for e in manifest.entries if e.name == "big")) > 2 * CHUNK  # three chunks
+    target = _namespace()
+    assert sorted(restore(target, tmp_path / "snap").restored) == ["big", "empty", "obj"]
+    assert np.array_equal(target["big"], ns["big"]) and target["obj"] == ns["obj"]
+    assert target["empty"] == b""
+    _damage_each_file(tmp_path / "snap", manifest)
+
+
+def test_a_format_2_snapshot_still_restores(tmp_path: Path):
+    # format 2 (main before BLAKE3) recorded each file's chunked sha256: those snapshots (and
+    # their MACs, which cover the manifest as it was written) still restore, still checked
+    import hashlib
+
+    np = pytest.importorskip("numpy")
+    ns = _namespace(arr=np.arange(3000), obj={"k": [1, 2], "s": "x" * 10_000})
+    save(ns, tmp_path / "snap", GB)
+    doc = json.loads((tmp_path / "snap" / "manifest.json").read_text())
+    doc["format"] = 2
+    doc["chunk"] = 4096  # the size is recorded: small chunks, so each file has several
+    for e in doc["entries"]:
+        data = (tmp_path / "snap" / e["file"]).read_bytes()
+        assert len(data) > 2 * 4096
+        e["digest"] = _chunked(data, 4096, hashlib.sha256, _SHA256_V2)
+    (tmp_path / "snap" / "manifest.json").write_text(json.dumps(doc))
+    manifest = read_manifest(tmp_path / "snap")
+    assert manifest.format == 2 and json.loads(canonical_bytes(manifest)) == doc
+    target = _namespace()
+    assert sorted(restore(target, tmp_path / "snap").restored) == ["arr", "obj"]
+    assert target["arr"].tolist() == list(range(3000)) and target["obj"] == ns["obj"]
+    _damage_each_file(tmp_path / "snap", manifest)
+
+
+def test_a_snapshot_relabelled_with_another_format_loads_nothing(tmp_path: Path):
+    # the format says which hash checks the files: format 3 digests read as format 2 (or a
+    # format 2 snapshot read as 3) do not check, whatever the bytes
+    np = pytest.importorskip("numpy")
+    save(_namespace(arr=np.arange(10), obj=[1]), tmp_path / "snap", GB)
+    path = tmp_path / "snap" / "manifest.json"
+    doc = json.loads(path.read_text())
+    path.write_text(json.dumps({**doc, "format": 2}))
+    target = _namespace()
+    with pytest.raises(CorruptSnapshot, match="nothing was loaded"):
+        restore(target, tmp_path / "snap")
+    assert target == _namespace()
+
+
+def test_without_blake3_saves_write_format_2_and_format_3_is_refused_with_the_reason(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    # a kernel environment without the blake3 package still hibernates (format 2, sha256)
+    # and names what is missing when asked to restore a format 3 snapshot, loading nothing
+    from jupyter_costguard.kernel.hibernate import SnapshotError, digest
+
+    np = pytest.importorskip("numpy")
+    ns = _namespace(arr=np.arange(10), obj={"k": 1})
+    save(ns, tmp_path / "new", GB)
+    monkeypatch.setattr(digest, "blake3", None)
+    assert save(ns, tmp_path / "old", GB).format == 2
+    assert json.loads((tmp_path / "old" / "manifest.json").read_text())["format"] == 2
+    target = _namespace()
+    assert sorted(restore(target, tmp_path / "old").restored) == ["arr", "obj"]
+    target = _namespace()
+    with pytest.raises(SnapshotError, match=r"blake3.*nothing was loaded"):
+        restore(target, tmp_path / "new")
+    assert target == _namespace()
+    monkeypatch.undo()
+    assert sorted(restore(target, tmp_path / "old").restored) == ["arr", "obj"]
 
 
 def test_no_hibernate_thread_is_left_running(tmp_path: Path):

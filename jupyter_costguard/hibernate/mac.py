@@ -2,7 +2,7 @@
 server's data folder.
 
 Loading a pickle runs code, so a kernel loads only a snapshot whose MAC checks. The MAC covers
-`canonical_bytes(manifest)` (every file's size and sha256, so the whole snapshot) together with
+`canonical_bytes(manifest)` (every file's size and digest, so the whole snapshot) together with
 the index fields that say whose it is (id, notebook, user, kernel name): a manifest swapped in
 from another snapshot, or an index row edited to name another notebook, does not check. The
 key is 32 random bytes in a 0600 file made on first use; if it is lost, older snapshots are

@@ -11,7 +11,7 @@ URL (s3://...): each file then streams to its key and the manifest, written last
 commit mark (`where`).
 
 `restore(namespace, src)` loads only what it has verified against the manifest (each file's
-size and digest: sha256 per chunk, every core hashing as it reads, `digest`), and a damaged
+size and digest: BLAKE3 per chunk, every core hashing as it reads, `digest`), and a damaged
 snapshot leaves the namespace as it was; a value needing a missing module is named with it.
 
 Loading a pickle runs code. The server MACs `canonical_bytes(manifest)` with a key that never
@@ -19,7 +19,7 @@ reaches a kernel, and passes `manifest_digest` to the restore, so the kernel loa
 manifest (and, through its hashes, the files) the server checked. `kernel_save` and
 `kernel_restore` are the calls the server sends (`entry.save_code`, `entry.restore_code`).
 
-Modules: `records` (manifest, results, errors), `digest` (a file's chunked sha256), `names`
+Modules: `records` (manifest, results, errors), `digest` (a file's chunked hash), `names`
 (whose names), `unsaveable` (live resources named with reasons), `sink` (private, hashed,
 capped writes), `where` (a local folder or an object store), `pickling` (cloudpickle into a
 namespace), `formats` (one writer and reader per kind), `snapshot` (save, restore), `entry`

@@ -213,12 +213,12 @@ class _RecordingReader:
         return data
 
 
-def read_numpy(fd: int, size: int, chunk: int, executor: ThreadPoolExecutor
+def read_numpy(fd: int, size: int, scheme: digest.Scheme, executor: ThreadPoolExecutor
                ) -> tuple[Any, str] | None:
     """The array in the `.npy` file `fd` (`size` bytes, checked by the caller) and the file's
-    digest, read in one pass: the bytes go straight into the new array, and are hashed there,
-    on `executor`'s threads. The caller compares the digest and drops the array if it
-    differs; reading an array runs no code.
+    digest under `scheme`, read in one pass: the bytes go straight into the new array, and
+    are hashed there, on `executor`'s threads. The caller compares the digest and drops the
+    array if it differs; reading an array runs no code.
 
     None where this path does not apply (a header it does not read, object arrays): the
     caller then reads the file as bytes (`digest.read`), checks them, and loads them with
@@ -246,7 +246,7 @@ def read_numpy(fd: int, size: int, chunk: int, executor: ThreadPoolExecutor
     data = _bytes_of(np, array)
     if data is None or len(head) + data.nbytes != size:
         return None
-    return array, digest.read(fd, size, chunk, executor, head=head, body=data)
+    return array, digest.read(fd, size, scheme, executor, head=head, body=data)
 
 
 class MemoryFile(io.RawIOBase):

@@ -9,13 +9,14 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from jupyter_costguard.kernel.hibernate.digest import CHUNK
+from jupyter_costguard.kernel.hibernate.digest import CHUNK, Scheme, current
 
-#: bumped when a reader of an older version could misread a newer snapshot. 2: each file's
-#: `digest` is over its chunks (digest.py), `chunk` says their size; 1 (still read): the
-#: whole file's sha256, in `sha256`
-FORMAT = 2
-FORMATS = (1, 2)
+#: bumped when a reader of an older version could misread a newer snapshot. 3: each file's
+#: `digest` is BLAKE3 over its chunks' BLAKE3 (digest.py), `chunk` says their size; 2 (still
+#: read, and written where blake3 is not installed): the same with sha256; 1 (still read):
+#: the whole file's sha256, in `sha256`
+FORMAT = 3
+FORMATS = (1, 2, 3)
 MANIFEST = "manifest.json"
 
 
@@ -91,16 +92,22 @@ class Entry:
 @dataclass
 class Manifest:
     """The snapshot's table of contents, written last: a folder with a manifest is complete.
-    `chunk` is the bytes each chunk digest of a file covers (0: one digest per file, format
-    1)."""
+    `format` says how the files are hashed (FORMAT, or 2 where blake3 is not installed:
+    `digest.current`); `chunk` is the bytes each chunk digest of a file covers (0: one digest
+    per file, format 1)."""
 
     entries: list[Entry]
     skipped: list[Skipped]
     created: float
     python: str
     modules: dict[str, str]
-    format: int = FORMAT
+    format: int = field(default_factory=lambda: current().format)
     chunk: int = CHUNK
+
+    @property
+    def scheme(self) -> Scheme:
+        """How this snapshot's files are hashed and checked (`digest.read`)."""
+        return Scheme(self.format, self.chunk)
 
     @property
     def saved(self) -> list[str]:

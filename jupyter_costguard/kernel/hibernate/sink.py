@@ -11,8 +11,8 @@ from typing import Any
 from jupyter_costguard.common.files import open_private
 from jupyter_costguard.kernel.hibernate.digest import ChunkedHash
 
-#: a write at least this large is hashed on another thread while it is written (hashlib and
-#: the write both let go of the GIL): sha256 costs about as much as the write itself
+#: a write at least this large is hashed on another thread while it is written (the hash and
+#: the write both let go of the GIL)
 OVERLAP_MIN = 1 << 20
 
 

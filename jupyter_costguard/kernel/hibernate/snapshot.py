@@ -340,7 +340,7 @@ def verify(src: str | os.PathLike[str], manifest: Manifest) -> None:
             if e.file is not None:
                 with _open(src, e) as fd:
                     try:
-                        found = digest.read(fd, e.bytes, manifest.chunk, executor)
+                        found = digest.read(fd, e.bytes, manifest.scheme, executor)
                     except digest.ShortRead:
                         raise _damaged(src, e) from None
                 if found != e.digest:
@@ -350,7 +350,11 @@ def verify(src: str | os.PathLike[str], manifest: Manifest) -> None:
 def _check_entries(src: Path, manifest: Manifest) -> None:
     """What can be checked without reading: kinds, file names, and that every file is there,
     a plain file (not a link) of the recorded size. A missing or cut file is refused here,
-    before anything is read."""
+    before anything is read, as is a snapshot whose hash cannot be computed here."""
+    try:
+        manifest.scheme.new()
+    except digest.NoHash as why:
+        raise SnapshotError(f"{why}; nothing was loaded") from None
     for e in manifest.entries:
         if e.kind not in formats.KINDS:
             raise CorruptSnapshot(f"{e.name}: unknown kind {e.kind!r}; nothing was loaded")
@@ -387,12 +391,13 @@ def _open(src: Path, e: Entry) -> Iterator[int]:
         os.close(fd)
 
 
-def _read_array(src: Path, e: Entry, chunk: int, executor: ThreadPoolExecutor) -> Any:
+def _read_array(src: Path, e: Entry, scheme: digest.Scheme, executor: ThreadPoolExecutor
+                ) -> Any:
     """The verified array of a numpy entry, read straight into place; None where the file is
     not one `formats.read_numpy` reads (it is then read as bytes and loaded with numpy.load)."""
     with _open(src, e) as fd:
         try:
-            read = formats.read_numpy(fd, e.bytes, chunk, executor)
+            read = formats.read_numpy(fd, e.bytes, scheme, executor)
         except digest.ShortRead:
             raise _damaged(src, e) from None
     if read is None:
@@ -402,7 +407,8 @@ def _read_array(src: Path, e: Entry, chunk: int, executor: ThreadPoolExecutor) -
     return read[0]
 
 
-def _read_bytes(src: Path, e: Entry, chunk: int, executor: ThreadPoolExecutor) -> memoryview:
+def _read_bytes(src: Path, e: Entry, scheme: digest.Scheme, executor: ThreadPoolExecutor
+                ) -> memoryview:
     """The entry's file, in memory and verified: the only bytes a pickle is loaded from.
     Anonymous memory rather than a bytearray, which the main thread would first fill with
     zeros: its pages are touched first by the threads that read into them."""
@@ -411,7 +417,7 @@ def _read_bytes(src: Path, e: Entry, chunk: int, executor: ThreadPoolExecutor) -
                       else bytearray())
     with _open(src, e) as fd:
         try:
-            found = digest.read(fd, e.bytes, chunk, executor, body=data)
+            found = digest.read(fd, e.bytes, scheme, executor, body=data)
         except digest.ShortRead:
             raise _damaged(src, e) from None
     if found != e.digest:
@@ -451,7 +457,7 @@ def restore(namespace: MutableMapping[str, Any], src: str | os.PathLike[str], *,
         arrays: dict[str, Any] = {}
         for e in manifest.entries:  # arrays first: all read and verified before any pickle
             if e.kind == "numpy":
-                array = _read_array(src, e, manifest.chunk, executor)
+                array = _read_array(src, e, manifest.scheme, executor)
                 if array is not None:
                     arrays[e.name] = array
         before = {e.name: namespace.get(e.name, _ABSENT) for e in manifest.entries}
@@ -489,7 +495,7 @@ def _load(namespace: MutableMapping[str, Any], src: Path, manifest: Manifest,
             data = None
             if e.kind != "module" and e.name not in arrays:
                 # outside the try below: an altered file stops the whole restore
-                data = _read_bytes(src, e, manifest.chunk, executor)
+                data = _read_bytes(src, e, manifest.scheme, executor)
             try:
                 if e.kind == "module":
                     value = importlib.import_module(str(e.module))
