@@ -170,6 +170,15 @@ async def _alerts(jp_fetch: Any, kind: str) -> list[dict[str, Any]]:
     return [a for a in doc["alerts"] if a["kind"] == kind]
 
 
+async def _failed_alert(jp_fetch: Any, kernel_id: str) -> dict[str, Any] | None:
+    """The kernel's open idle alert once a hibernation of it has failed (None before)."""
+    for a in await _alerts(jp_fetch, KIND):
+        if a["key"] == kernel_id and a["resolved"] is None \
+                and a["details"]["hibernate"]["failures"]:
+            return a
+    return None
+
+
 async def _until(what: Any, timeout: float = 60.0) -> Any:
     deadline = time.monotonic() + timeout
     while True:
@@ -220,12 +229,8 @@ async def test_a_failed_save_keeps_the_kernel_and_the_alert_says_why(jp_fetch, j
     kernel_id = (await start_session(jp_fetch, "big.ipynb"))["kernel"]["id"]
     assert "Error" not in await run(jp_serverapp, kernel_id, "items = list(range(10000))")
 
-    async def failed() -> dict[str, Any] | None:
-        for a in await _alerts(jp_fetch, KIND):
-            if a["key"] == kernel_id and a["resolved"] is None \
-                    and a["details"]["hibernate"]["failures"]:
-                return a
-        return None
+    def failed() -> Any:
+        return _failed_alert(jp_fetch, kernel_id)
 
     alert = await _until(failed)
     assert "Hibernating it failed, so it keeps running" in alert["message"], alert
@@ -247,12 +252,8 @@ async def test_an_idle_kernel_with_an_unsaveable_value_keeps_running_and_the_ale
     assert "Error" not in await run(jp_serverapp, kernel_id,
                                     "items = list(range(10))\nbatches = (i for i in items)")
 
-    async def failed() -> dict[str, Any] | None:
-        for a in await _alerts(jp_fetch, KIND):
-            if a["key"] == kernel_id and a["resolved"] is None \
-                    and a["details"]["hibernate"]["failures"]:
-                return a
-        return None
+    def failed() -> Any:
+        return _failed_alert(jp_fetch, kernel_id)
 
     alert = await _until(failed)
     assert "Hibernating it failed, so it keeps running" in alert["message"], alert

@@ -16,6 +16,7 @@ import pytest
 from jupyter_client.session import Session
 
 from jupyter_costguard.kernel.hibernate.records import MANIFEST
+from tests.support.gated import GATED
 from tests.support.openapi_check import validate
 from tests.support.rest import start_session
 from tests.test_hibernate_api import (
@@ -31,23 +32,6 @@ from tests.test_hibernate_api import (
 )
 
 pytestmark = pytest.mark.timeout(240)
-
-#: a value whose loading waits for a file (the test's gate): the restore is held open while
-#: the test looks at it and sends a cell
-GATED = """
-import os, time
-def wait_gate(path, value):
-    deadline = time.monotonic() + 120
-    while not os.path.exists(path) and time.monotonic() < deadline:
-        time.sleep(0.02)
-    return value
-class Gated:
-    def __init__(self, path, value):
-        self.path, self.value = path, value
-    def __reduce__(self):
-        return (wait_gate, (self.path, self.value))
-gated = Gated({gate!r}, 42)
-"""
 
 
 @pytest.fixture

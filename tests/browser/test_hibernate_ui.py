@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from tests.support.browser import chromium_page, lab_server, need_browser, open_notebook, shot
+from tests.support.gated import GATED
 from tests.support.notebooks import code, write_notebook
 from tests.support.server_proc import ServerProcess
 from tests.support.traces import write_trace
@@ -195,20 +196,6 @@ def test_running_a_cell_in_a_hibernated_notebook_restores_its_variables_and_runs
     assert banner.locator(".jp-costguard-hibernate-restore").is_hidden()
     assert banner.locator(".jp-costguard-hibernate-discard").is_visible()
     assert not [t for t in toasts(page) if "Restored:" in t or "NameError" in t]
-
-
-GATED = """import os, time
-def wait_gate(path, value):
-    deadline = time.monotonic() + 120
-    while not os.path.exists(path) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    return value
-class Gated:
-    def __init__(self, path, value):
-        self.path, self.value = path, value
-    def __reduce__(self):
-        return (wait_gate, (self.path, self.value))
-gated = Gated({gate!r}, 42)"""
 
 
 def test_the_banner_says_restoring_while_the_server_restores(
