@@ -283,11 +283,12 @@ def _subtract(span: tuple[float, float],
 
 @dataclass(frozen=True)
 class Throughput:
-    """bench/README.md, "hibernate.py", the 4 GB hibernate row: save 13.76 s and restore
-    1.99 s for 4.00 GB (warm page cache, two cores); a kernel start before a restore."""
+    """bench/README.md, "hibernate.py", the 4 GB hibernate row of format 3 on a quieter
+    machine: save 3.75 s and restore 1.14 s for 4.00 GB (warm page cache, two cores); a kernel
+    start before a restore."""
 
-    save_bytes_per_s: float = 4.0 * GIB / 13.76
-    restore_bytes_per_s: float = 4.0 * GIB / 1.99
+    save_bytes_per_s: float = 4.0 * GIB / 3.75
+    restore_bytes_per_s: float = 4.0 * GIB / 1.14
     kernel_start_s: float = 2.0
 
     def restore_wait(self, nbytes: int) -> float:
