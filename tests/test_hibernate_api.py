@@ -628,13 +628,9 @@ async def test_rest_and_metrics_show_the_same_waste_removed_by_the_one_rule(
     # the hour-old one grew between the two reads by at most a few seconds' worth
     assert float(line.rsplit(" ", 1)[1]) == pytest.approx(listed["waste_avoided"], abs=0.01)
     # named by Prometheus's conventions (promtool's checks)
-    import subprocess
-
-    from tests.support.services import require_binary
+    from tests.support.exposition import promtool_complaints
 
     ours = "".join(m + "\n" for m in metrics.splitlines()
                    if "costguard_hibernate_waste_avoided" in m)
-    done = subprocess.run([require_binary("promtool"), "check", "metrics"], input=ours,
-                          capture_output=True, text=True, timeout=30)
-    complaints = (done.stdout + done.stderr).strip()
-    assert done.returncode == 0 and complaints == "", f"{complaints}\n{ours}"
+    complaints = promtool_complaints(ours)
+    assert complaints == "", f"{complaints}\n{ours}"
