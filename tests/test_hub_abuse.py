@@ -286,6 +286,13 @@ def test_every_hostile_report_is_refused_with_its_reason_and_the_service_stays_u
         ("gpus_busy above gpu_count", dumps(valid(hub, gpus_busy=3)), 400, "gpus_busy"),
         ("active_jobs 10**30", dumps(valid(hub, active_jobs=10**30)), 400, "active_jobs"),
         ("a string as a number", dumps(valid(hub, spend="1")), 400, "spend"),
+        ("NaN waste removed", dumps(valid(hub, waste_removed=float("nan"))), 400, "NaN"),
+        ("negative waste removed", dumps(valid(hub, waste_removed=-1.0)), 400,
+         "waste_removed"),
+        ("waste removed beyond a year of the dearest rate",
+         dumps(valid(hub, waste_removed=MAX_RATE * 24 * 366 + 1)), 400, "waste_removed"),
+        ("waste removed as a string", dumps(valid(hub, waste_removed="5")), 400,
+         "waste_removed"),
         ("true as a number", dumps(valid(hub, gpu_count=True)), 400, "gpu_count"),
         ("kept of 10000 keys", dumps(valid(hub, kept=["k"] * 10_000)), 400, "kept"),
         ("kept holding an object", dumps(valid(hub, kept=[{"a": 1}])), 400, "kept"),
@@ -437,6 +444,31 @@ def test_another_members_gpu_spawn_is_not_refused_because_of_mallory(hub: Hub) -
     t0 = time.time()
     wait_for(lambda: (lambda r: r["state"] == "ok" and r["last_ok"] > t0)(
         server_rows(hub)["bob/"]), 30, "bob's GPU server reporting")
+
+
+def test_her_claimed_waste_removed_is_hers_alone_and_decides_no_money(hub: Hub) -> None:
+    """`waste_removed` is the server's own figure, shown as such: mallory's inflated claim
+    (within the bounds) shows on her row only, moves no spend or budget of hers or anyone's,
+    and her next report replaces it (a gauge she cannot pump report over report)."""
+    token = own_token(hub, "mallory")
+    wait_for(lambda: "alice/" in server_rows(hub), 30, "alice's server listed")
+    t0, before = time.monotonic(), server_rows(hub)
+    claim = MAX_RATE * 24 * 300  # large, but within a year of the dearest rate: accepted
+    for _ in range(3):
+        status, doc = post(hub, token, dumps(valid(hub, spend=0.0, waste_removed=claim)))
+        assert status == 200 and doc["accepted"] is True, doc
+    after = server_rows(hub)
+    assert after["mallory/"]["waste_removed"] == pytest.approx(claim)  # not 3x the claim
+    # her spend moved by no more than the meter's time passing at the dearest rate
+    moved = MAX_RATE * (time.monotonic() - t0) / 3600 + 0.01
+    assert abs(after["mallory/"]["spend"] - before["mallory/"]["spend"]) <= moved, (
+        before["mallory/"], after["mallory/"])
+    assert after["alice/"]["waste_removed"] == before["alice/"]["waste_removed"]
+    states = states_for(load_settings(hub.service_config), "mallory", ["ml"], time.time())
+    assert not any(s.exhausted for s in states), states
+    status, doc = post(hub, token, dumps(valid(hub, spend=0.0, waste_removed=0.0)))
+    assert status == 200 and doc["accepted"] is True, doc
+    assert server_rows(hub)["mallory/"]["waste_removed"] == 0.0
 
 
 def test_a_run_cannot_claim_more_than_the_dearest_rate_for_its_time(hub: Hub) -> None:

@@ -1,11 +1,13 @@
 """The waste a server's hibernations removed travels from its report to the hub's rows, its
 `/metrics` and its page as a display figure, labelled as the server's: checked as a bounded
 finite number, kept as the server's last report said it (not added up run over run), the
-same on the rows the page draws and on `/metrics`; a report of an earlier release (without
+same on the rows the page draws, the CSV and `/metrics`; a report of an earlier release (without
 it) counts 0, and a service file of an earlier release gains the column."""
 
 from __future__ import annotations
 
+import csv
+import io
 from pathlib import Path
 from typing import Any
 
@@ -83,6 +85,11 @@ def test_rows_and_metrics_show_each_servers_last_figure(tmp_path: Path) -> None:
         by_server = {r.key: r.doc()["waste_removed"]
                      for r in report.rows(store, Budgets(), "server", NOW)}
         assert by_server == {"alice/": 12.5, "alice/gpu2": 1.25, "bob/": 0.0}
+        # the finance export carries the same figure, as its last column
+        by_csv = {line["key"]: float(line["waste_removed"]) for line in csv.DictReader(
+            io.StringIO(report.to_csv(report.rows(store, Budgets(), "user", NOW))))}
+        assert by_csv == {"alice": 13.75, "bob": 0.0}
+        assert report.CSV_COLUMNS[-1] == "waste_removed"
     finally:
         store.close()
 

@@ -41,7 +41,7 @@ NO_GROUP = "(no group)"
 CSV_COLUMNS = ("key", "user", "group", "server", "spend", "waste", "idle_gpu_hours",
                "rate_per_hour", "gpus_held", "gpus_busy", "servers_running", "servers_stale",
                "budget", "budget_spent", "budget_used", "currency", "simulated", "counted",
-               "metered_rate_per_hour", "flags")
+               "metered_rate_per_hour", "flags", "waste_removed")
 
 
 @dataclass(frozen=True)
@@ -305,5 +305,6 @@ def to_csv(rows_: list[Row]) -> str:
             r.servers_stale, "" if b is None else f"{b.budget:.2f}",
             "" if b is None else f"{b.spent:.6f}", "" if b is None else f"{b.used:.4f}",
             inert(r.currency or ""), str(r.simulated).lower(), r.counted or "",
-            f"{r.metered_rate_per_hour:.6f}", inert("; ".join(r.flags or []))])
+            f"{r.metered_rate_per_hour:.6f}", inert("; ".join(r.flags or [])),
+            f"{r.waste_removed:.6f}"])
     return buf.getvalue()
