@@ -124,7 +124,7 @@ def test_each_user_has_their_own_home_with_the_notebooks_and_own_jobs(
     own = hub.state / "users" / "alice"
     assert Path(config["db_path"]).parent == own and Path(jobs["alice", "gpu"]).parent == own
     assert stat.S_IMODE(own.stat().st_mode) == 0o700
-    assert stat.S_IMODE(own.parent.stat().st_mode) == 0o700
+    assert stat.S_IMODE(own.parent.stat().st_mode) == (0o700 if hub.no_accounts else 0o711)
     assert not (hub.state / "ledgers").exists()
 
 
