@@ -25,7 +25,6 @@ import grp
 import json
 import os
 import pwd
-import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -37,6 +36,8 @@ c = get_config()  # noqa: F821 - provided by JupyterHub when it loads this file
 # one account per user needs root (to create the accounts and to start a process as one)
 ACCOUNTS = os.geteuid() == 0 and os.environ.get("COSTGUARD_DEMO_ACCOUNTS", "on") != "off"
 ACCOUNT_PREFIX = os.environ.get("COSTGUARD_DEMO_ACCOUNT_PREFIX", "costguard-demo-")
+# a group every account joins, where the site has one (one that may read the Python, say)
+ACCOUNT_GROUP = os.environ.get("COSTGUARD_DEMO_ACCOUNT_GROUP", "")
 # root's home is closed to other accounts: a root hub keeps its state where they can pass
 default_state = Path("/srv/costguard-hub-demo") if ACCOUNTS \
     else Path.home() / ".costguard-hub-demo"
@@ -84,28 +85,6 @@ homes = folder(state / "home", 0o711 if ACCOUNTS else 0o700)
 singleuser = Path(sys.executable).with_name("jupyterhub-singleuser")
 
 
-def unreachable(path: Path) -> Path | None:
-    """The first folder on the way to `path` that other accounts may not pass (or `path`
-    itself, if they may not read it); None when they reach it."""
-    path = path.absolute()
-    for up in reversed(path.parents):
-        if not up.stat().st_mode & stat.S_IXOTH:
-            return up
-    return None if path.stat().st_mode & stat.S_IROTH else path
-
-
-if ACCOUNTS:
-    # every account runs the Hub's Python, its jupyterhub-singleuser and costguard: they must
-    # be readable by all (a venv in /opt or /srv, not in root's home)
-    import jupyter_costguard
-
-    for needed in (singleuser, Path(sys.executable).resolve(),
-                   Path(jupyter_costguard.__file__).parent, state):
-        closed = unreachable(needed)
-        if closed is not None:
-            raise SystemExit(f"the users' accounts cannot reach {needed}: {closed} is closed "
-                             "to other users (chmod o+rx, or move it; or run with "
-                             "COSTGUARD_DEMO_ACCOUNTS=off, where every server is root)")
 c.Spawner.cmd = [str(singleuser)]
 c.Spawner.default_url = "/lab"
 if ACCOUNTS:
@@ -217,6 +196,10 @@ for user, offset in OFFSETS.items():
         conf.mkdir(exist_ok=True)
         (conf / "jupyter_server_config.json").write_text(json.dumps(
             {"CostGuard": {**common, **own}}))
+        # jupyter_core's one-time move of ~/.ipython's config writes this marker into the
+        # configuration folder, which is root's: written here, the server finds it and
+        # leaves its configuration alone
+        (conf / "migrated").write_text("the demo's configuration: nothing to migrate\n")
 
 
 def config_dir(spawner) -> str:
@@ -279,6 +262,7 @@ def make_account(user: str, name: str, home: Path) -> pwd.struct_passwd:
         shell = "/bin/bash" if Path("/bin/bash").exists() else "/bin/sh"
         subprocess.run(["useradd", "--no-create-home", "--home-dir", str(home),
                         "--shell", shell, "--user-group",
+                        *(["--groups", ACCOUNT_GROUP] if ACCOUNT_GROUP else []),
                         "--comment", f"costguard demo hub user {user}", name],
                        check=True, capture_output=True)
         account = pwd.getpwnam(name)
@@ -289,6 +273,19 @@ def make_account(user: str, name: str, home: Path) -> pwd.struct_passwd:
         os.chown(own, account.pw_uid, account.pw_gid, follow_symlinks=False)
         own.chmod(0o700)
     os.chown(conf_folder(user), 0, grp.getgrgid(account.pw_gid).gr_gid)
+    # the account runs the Hub's Python, costguard and jupyterhub-singleuser, in its home:
+    # say so here when it cannot (a venv in root's home, say) rather than as a server that
+    # never answers
+    from jupyterhub.spawner import set_user_setuid
+
+    check = subprocess.run(
+        [sys.executable, "-c", "import os, sys, jupyter_costguard; os.listdir(sys.argv[1]); "
+         "open(sys.argv[2]).close()", str(home), str(singleuser)],
+        preexec_fn=set_user_setuid(name, chdir=False), capture_output=True, text=True)
+    if check.returncode != 0:
+        raise PermissionError(
+            f"the account {name} cannot run {sys.executable} with costguard in {home} "
+            f"(a folder on the way closed to other users?): {check.stderr.strip()[-500:]}")
     return account
 
 
