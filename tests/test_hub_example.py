@@ -300,5 +300,12 @@ def test_each_user_is_their_own_unix_account_and_reads_nothing_of_another(
         for private in (state / "hub", state / "service"):
             st = private.stat()
             assert (st.st_uid, stat.S_IMODE(st.st_mode)) == (0, 0o700), private
+        # her JupyterLab keeps its workspace in her home (the configuration folder is root's)
+        status, _, body = hub.request(
+            "PUT", "/user/alice/lab/api/workspaces/probe", hub.tester_token,
+            {"data": {}, "metadata": {"id": "probe"}})
+        assert status == 204, (status, body)
+        [saved] = list((hub.home("alice") / ".jupyter" / "lab" / "workspaces").iterdir())
+        assert saved.stat().st_uid == alice.pw_uid
     finally:
         hub.stop_server("bob")

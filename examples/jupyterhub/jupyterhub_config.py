@@ -83,8 +83,6 @@ c.JupyterHub.load_groups = {"ml": {"users": ["alice", "bob"]},
 # local processes, one home per user under the demo's state folder
 homes = folder(state / "home", 0o711 if ACCOUNTS else 0o700)
 singleuser = Path(sys.executable).with_name("jupyterhub-singleuser")
-
-
 c.Spawner.cmd = [str(singleuser)]
 c.Spawner.default_url = "/lab"
 if ACCOUNTS:
@@ -153,6 +151,7 @@ def rotated_trace(user: str, share: float) -> Path:
     doc["description"] = f"{doc.get('description', '')} (from {share:.0%} in, for {user})"
     path = conf_folder(user) / "trace.json"
     path.write_text(json.dumps(doc))
+    path.chmod(0o644)  # the folder keeps other users out, whatever root's umask
     return path
 
 
@@ -192,14 +191,16 @@ for user, offset in OFFSETS.items():
     for profile, own in (("gpu", {"replay_trace": str(rotated_trace(user, offset)),
                                   "replay_mode": "fallback"}),
                          ("cpu", {"instance_type": "m5.xlarge"})):
-        conf = conf_folder(user) / profile
-        conf.mkdir(exist_ok=True)
+        # readable by the account whatever root's umask: conf_folder keeps the others out
+        conf = folder(conf_folder(user) / profile, 0o755)
         (conf / "jupyter_server_config.json").write_text(json.dumps(
             {"CostGuard": {**common, **own}}))
         # jupyter_core's one-time move of ~/.ipython's config writes this marker into the
         # configuration folder, which is root's: written here, the server finds it and
         # leaves its configuration alone
         (conf / "migrated").write_text("the demo's configuration: nothing to migrate\n")
+        for written in conf.iterdir():
+            written.chmod(0o644)
 
 
 def config_dir(spawner) -> str:
@@ -212,6 +213,12 @@ def config_dir(spawner) -> str:
 service_port = int(os.environ.get("COSTGUARD_DEMO_SERVICE_PORT", "10101"))
 c.Spawner.environment = {
     "JUPYTER_CONFIG_DIR": config_dir,
+    # JupyterLab keeps the user's settings and workspaces in their home, not in the
+    # configuration folder (root's)
+    "JUPYTERLAB_SETTINGS_DIR": lambda spawner: str(
+        homes / spawner.user.name / ".jupyter" / "lab" / "user-settings"),
+    "JUPYTERLAB_WORKSPACES_DIR": lambda spawner: str(
+        homes / spawner.user.name / ".jupyter" / "lab" / "workspaces"),
     # where each server pushes its report, with its own token
     "COSTGUARD_HUB_URL": f"http://127.0.0.1:{service_port}/services/costguard/",
     "COSTGUARD_CLOUD_METADATA": "off",
