@@ -255,9 +255,17 @@ def test_each_user_is_their_own_unix_account_and_reads_nothing_of_another(
     if hub.no_accounts:
         pytest.skip(f"no account per user here: {hub.no_accounts}")
     hub.wait_ready("alice")
+    # bob left a link where a notebook of the example goes, to a file of root's: the spawn
+    # hook (root) copies the notebooks in without following it
+    planted = hub.state / "hub" / "planted"
+    link = hub.home("bob") / "train.ipynb"
+    link.parent.mkdir(parents=True, exist_ok=True)
+    link.unlink(missing_ok=True)
+    link.symlink_to(planted)
     hub.start_server("bob", {"profile": "cpu"})
     try:
         hub.wait_ready("bob")
+        assert link.is_symlink() and not planted.exists()
         alice, bob = hub.account("alice"), hub.account("bob")
         running = wait_for(lambda: (lambda u: u if {"alice", "bob"} <= set(u) else None)(
             servers(hub)), 30, "both servers' processes")
@@ -266,11 +274,13 @@ def test_each_user_is_their_own_unix_account_and_reads_nothing_of_another(
         state = hub.state
         bob_data = state / "users" / "bob"
         bob_snapshots = bob_data / "snapshots" / "users" / "bob"
-        wait_for(lambda: bob_snapshots.is_dir() and (bob_data / "ledger.sqlite").exists(),
-                 60, "bob's ledger and snapshot folder")
+        wait_for(lambda: (bob_snapshots / "hibernate.key").exists()
+                 and (bob_data / "ledger.sqlite").exists(), 60,
+                 "bob's ledger, snapshot folder and key")
         bob_pid = running["bob"][0]
-        theirs = [state / "home" / "bob", state / "home" / "bob" / "train.ipynb",
+        theirs = [state / "home" / "bob", state / "home" / "bob" / "offload.ipynb",
                   bob_data, bob_data / "ledger.sqlite", bob_snapshots,
+                  bob_snapshots / "hibernate.key",
                   Path(f"/proc/{bob_pid}/environ"),
                   hub.service_db, state / "hub" / "jupyterhub.sqlite",
                   state / "hub" / "jupyterhub_cookie_secret",
@@ -297,6 +307,10 @@ def test_each_user_is_their_own_unix_account_and_reads_nothing_of_another(
             for own in (hub.home(user), state / "users" / user):
                 st = own.stat()
                 assert (st.st_uid, stat.S_IMODE(st.st_mode)) == (account.pw_uid, 0o700), own
+        # his snapshots' folder and key (hibernate/layout.py) are his account's, 0700
+        for own in (bob_snapshots, bob_snapshots / "hibernate.key"):
+            st = own.stat()
+            assert st.st_uid == bob.pw_uid and not st.st_mode & 0o077, own
         for private in (state / "hub", state / "service"):
             st = private.stat()
             assert (st.st_uid, stat.S_IMODE(st.st_mode)) == (0, 0o700), private
