@@ -1,6 +1,9 @@
 """examples/jupyterhub/jupyterhub_config.py runs: a real hub from it (ports and the state
 folder moved for the test), the logins the docs give, a user's GPU server with the example
-notebooks in their own home and their own jobs, and the costguard service adding it up."""
+notebooks in their own home and their own jobs, and the costguard service adding it up.
+
+Run as root (as CI runs), each user is their own Unix account (a prefix of the test's own,
+removed when the hub stops), and code in one user's kernel reads nothing of another's."""
 
 from __future__ import annotations
 
