@@ -21,12 +21,12 @@
 # other user (or with COSTGUARD_DEMO_ACCOUNTS=off), every server runs as that one account
 # and can read the others' files (docs/admin/security.md).
 import asyncio
-import grp
 import json
 import os
 import pwd
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 here = Path(__file__).resolve().parent
@@ -259,27 +259,34 @@ from jupyter_costguard.hub.spawn import budget_hook  # noqa: E402
 NOTEBOOKS = ("explore.ipynb", "train.ipynb", "offload.ipynb")
 
 
+#: one useradd at a time: two users spawning together would race for /etc/passwd's lock
+ACCOUNTS_LOCK = threading.Lock()
+
+
 def make_account(user: str, name: str, home: Path) -> pwd.struct_passwd:
     """The Unix account `name` for hub user `user`, made with useradd where it is missing
     (no password: nobody logs in as it, the Hub starts processes as it), its home 0700 and
     its own, its data folder 0700 and its own, its configuration readable by its group."""
-    try:
-        account = pwd.getpwnam(name)
-    except KeyError:
-        shell = "/bin/bash" if Path("/bin/bash").exists() else "/bin/sh"
-        subprocess.run(["useradd", "--no-create-home", "--home-dir", str(home),
-                        "--shell", shell, "--user-group",
-                        *(["--groups", ACCOUNT_GROUP] if ACCOUNT_GROUP else []),
-                        "--comment", f"costguard demo hub user {user}", name],
-                       check=True, capture_output=True)
-        account = pwd.getpwnam(name)
+    with ACCOUNTS_LOCK:
+        try:
+            account = pwd.getpwnam(name)
+        except KeyError:
+            shell = "/bin/bash" if Path("/bin/bash").exists() else "/bin/sh"
+            made = subprocess.run(
+                ["useradd", "--no-create-home", "--home-dir", str(home), "--shell", shell,
+                 "--user-group", *(["--groups", ACCOUNT_GROUP] if ACCOUNT_GROUP else []),
+                 "--comment", f"costguard demo hub user {user}", name],
+                capture_output=True, text=True)
+            if made.returncode != 0:
+                raise RuntimeError(f"useradd {name}: {made.stderr.strip()}") from None
+            account = pwd.getpwnam(name)
     if account.pw_uid == 0 or account.pw_gid == 0:
         raise PermissionError(f"{name} is a root account: no server runs as it")
     home.mkdir(exist_ok=True)
     for own in (home, data_folder(user)):
         os.chown(own, account.pw_uid, account.pw_gid, follow_symlinks=False)
         own.chmod(0o700)
-    os.chown(conf_folder(user), 0, grp.getgrgid(account.pw_gid).gr_gid)
+    os.chown(conf_folder(user), 0, account.pw_gid)
     # the account runs the Hub's Python, costguard and jupyterhub-singleuser, in its home:
     # say so here when it cannot (a venv in root's home, say) rather than as a server that
     # never answers
