@@ -35,10 +35,10 @@ EDITED = {"cells": [], "metadata": {"edited": "by alice"}, "nbformat": 4,
 @pytest.fixture(scope="module")
 def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ExampleHub]:
     h = ExampleHub(tmp_path_factory.mktemp("example"), [], accounts=True)
-    # alice edited her copy of explore.ipynb on an earlier spawn: her edit stays
-    h.home("alice").mkdir(parents=True)
-    (h.home("alice") / "explore.ipynb").write_text(json.dumps(EDITED))
     try:
+        # alice edited her copy of explore.ipynb on an earlier spawn: her edit stays
+        h.home("alice").mkdir(parents=True)
+        (h.home("alice") / "explore.ipynb").write_text(json.dumps(EDITED))
         h.start()
         h.start_server("alice", {"profile": "gpu"})
         yield h
