@@ -1,16 +1,22 @@
 """examples/jupyterhub/jupyterhub_config.py runs: a real hub from it (ports and the state
 folder moved for the test), the logins the docs give, a user's GPU server with the example
-notebooks in their own home and their own jobs, and the costguard service adding it up."""
+notebooks in their own home and their own jobs, and the costguard service adding it up.
+
+Run as root (as CI runs), each user is their own Unix account (a prefix of the test's own,
+removed when the hub stops), and code in one user's kernel reads nothing of another's."""
 
 from __future__ import annotations
 
 import json
 import stat
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.support.attach import KERNEL_CLIENT
 from tests.support.examplehub import (
     ADMIN_PASSWORD,
     EXAMPLE,
@@ -28,11 +34,11 @@ EDITED = {"cells": [], "metadata": {"edited": "by alice"}, "nbformat": 4,
 
 @pytest.fixture(scope="module")
 def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ExampleHub]:
-    h = ExampleHub(tmp_path_factory.mktemp("example"), [])
-    # alice edited her copy of explore.ipynb on an earlier spawn: her edit stays
-    h.home("alice").mkdir(parents=True)
-    (h.home("alice") / "explore.ipynb").write_text(json.dumps(EDITED))
+    h = ExampleHub(tmp_path_factory.mktemp("example"), [], accounts=True)
     try:
+        # alice edited her copy of explore.ipynb on an earlier spawn: her edit stays
+        h.home("alice").mkdir(parents=True)
+        (h.home("alice") / "explore.ipynb").write_text(json.dumps(EDITED))
         h.start()
         h.start_server("alice", {"profile": "gpu"})
         yield h
@@ -124,7 +130,7 @@ def test_each_user_has_their_own_home_with_the_notebooks_and_own_jobs(
     own = hub.state / "users" / "alice"
     assert Path(config["db_path"]).parent == own and Path(jobs["alice", "gpu"]).parent == own
     assert stat.S_IMODE(own.stat().st_mode) == 0o700
-    assert stat.S_IMODE(own.parent.stat().st_mode) == 0o700
+    assert stat.S_IMODE(own.parent.stat().st_mode) == (0o700 if hub.no_accounts else 0o711)
     assert not (hub.state / "ledgers").exists()
 
 
@@ -202,3 +208,121 @@ def test_a_user_neither_sees_nor_deletes_another_users_snapshots(hub: ExampleHub
     assert not any(p.name == sid for p in (hub.state / "users" / "bob").rglob("*"))
     status, _ = costguard(hub, "DELETE", "alice", f"snapshots/{sid}", alice)
     assert status == 204 and not folder.exists()
+
+
+#: run in alice's kernel: each path opened (a folder listed, a file read) as her server's
+#: account; one JSON line of {path: "read" or the error's class name}, and her uid
+PROBE = """
+import json, os, sys
+seen = {}
+for path in %r:
+    try:
+        if os.path.isdir(path):
+            os.listdir(path)
+        else:
+            with open(path, "rb") as f:
+                f.read(1)
+        seen[path] = "read"
+    except OSError as e:
+        seen[path] = type(e).__name__
+print(json.dumps({"uid": os.getuid(), "seen": seen}))
+"""
+
+
+def servers(hub: ExampleHub) -> dict[str, tuple[int, int]]:
+    """The process id and uid of each running single-user server of this hub, by hub
+    user."""
+    import psutil
+
+    found: dict[str, tuple[int, int]] = {}
+    for proc in psutil.process_iter(["cmdline", "uids"]):
+        try:
+            cmd = proc.info["cmdline"] or []
+            if not any(c.endswith("jupyterhub-singleuser") for c in cmd):
+                continue
+            env = proc.environ()
+        except psutil.Error:
+            continue
+        if env.get("COSTGUARD_DEMO_STATE", "") == str(hub.state) or str(hub.state) in \
+                env.get("JUPYTER_CONFIG_DIR", ""):
+            found[env["JUPYTERHUB_USER"]] = (proc.pid, proc.info["uids"].real)
+    return found
+
+
+def test_each_user_is_their_own_unix_account_and_reads_nothing_of_another(
+        hub: ExampleHub) -> None:
+    """Issue 46: alice's and bob's servers run as their own accounts (not root), and code in
+    alice's kernel is refused bob's home, his ledger, his snapshots and key, his server's
+    token (its environment) and the Hub's and the service's databases, while it reads her own.
+    (Every server ran as root: any of them read all of these.)"""
+    if hub.no_accounts:
+        pytest.skip(f"no account per user here: {hub.no_accounts}")
+    hub.wait_ready("alice")
+    # bob left a link where a notebook of the example goes, to a file of root's: the spawn
+    # hook (root) copies the notebooks in without following it
+    planted = hub.state / "hub" / "planted"
+    link = hub.home("bob") / "train.ipynb"
+    link.parent.mkdir(parents=True, exist_ok=True)
+    link.unlink(missing_ok=True)
+    link.symlink_to(planted)
+    hub.start_server("bob", {"profile": "cpu"})
+    try:
+        hub.wait_ready("bob")
+        assert link.is_symlink() and not planted.exists()
+        alice, bob = hub.account("alice"), hub.account("bob")
+        running = wait_for(lambda: (lambda u: u if {"alice", "bob"} <= set(u) else None)(
+            servers(hub)), 30, "both servers' processes")
+        assert running["alice"][1] == alice.pw_uid and running["bob"][1] == bob.pw_uid, running
+        assert 0 not in (alice.pw_uid, bob.pw_uid)
+        state = hub.state
+        bob_data = state / "users" / "bob"
+        bob_snapshots = bob_data / "snapshots" / "users" / "bob"
+        wait_for(lambda: (bob_snapshots / "hibernate.key").exists()
+                 and (bob_data / "ledger.sqlite").exists(), 60,
+                 "bob's ledger, snapshot folder and key")
+        bob_pid = running["bob"][0]
+        theirs = [state / "home" / "bob", state / "home" / "bob" / "offload.ipynb",
+                  bob_data, bob_data / "ledger.sqlite", bob_snapshots,
+                  bob_snapshots / "hibernate.key",
+                  Path(f"/proc/{bob_pid}/environ"),
+                  hub.service_db, state / "hub" / "jupyterhub.sqlite",
+                  state / "hub" / "jupyterhub_cookie_secret",
+                  state / "users", state / "home", state / "conf" / "bob"]
+        assert all(p.exists() for p in theirs), [p for p in theirs if not p.exists()]
+        hers = [state / "users" / "alice" / "ledger.sqlite", hub.home("alice")]
+        # bob's token is in his server's environment (root reads it; alice may not)
+        assert "JUPYTERHUB_API_TOKEN=" in Path(f"/proc/{bob_pid}/environ").read_text()
+
+        kernel = hub.start_kernel("alice")
+        [connection] = list(hub.home("alice").rglob(f"kernel-{kernel}.json"))
+        out = subprocess.run(
+            [sys.executable, "-c", KERNEL_CLIENT, str(connection),
+             PROBE % [str(p) for p in theirs + hers]],
+            capture_output=True, text=True, timeout=120)
+        hub.request("DELETE", f"/user/alice/api/kernels/{kernel}", hub.tester_token)
+        doc = json.loads(out.stdout.splitlines()[0])
+        assert doc["uid"] == alice.pw_uid, doc
+        assert {p: doc["seen"][str(p)] for p in theirs} == {
+            p: "PermissionError" for p in theirs}, doc
+        assert all(doc["seen"][str(p)] == "read" for p in hers), doc
+        # each home and data folder is its own account's, 0700
+        for user, account in (("alice", alice), ("bob", bob)):
+            for own in (hub.home(user), state / "users" / user):
+                st = own.stat()
+                assert (st.st_uid, stat.S_IMODE(st.st_mode)) == (account.pw_uid, 0o700), own
+        # his snapshots' folder and key (hibernate/layout.py) are his account's, 0700
+        for own in (bob_snapshots, bob_snapshots / "hibernate.key"):
+            st = own.stat()
+            assert st.st_uid == bob.pw_uid and not st.st_mode & 0o077, own
+        for private in (state / "hub", state / "service"):
+            st = private.stat()
+            assert (st.st_uid, stat.S_IMODE(st.st_mode)) == (0, 0o700), private
+        # her JupyterLab keeps its workspace in her home (the configuration folder is root's)
+        status, _, body = hub.request(
+            "PUT", "/user/alice/lab/api/workspaces/probe", hub.tester_token,
+            {"data": {}, "metadata": {"id": "probe"}})
+        assert status == 204, (status, body)
+        [saved] = list((hub.home("alice") / ".jupyter" / "lab" / "workspaces").iterdir())
+        assert saved.stat().st_uid == alice.pw_uid
+    finally:
+        hub.stop_server("bob")

@@ -6,7 +6,9 @@ import os
 c = get_config()  # noqa: F821 - provided by traitlets when it loads this file
 
 state = os.environ.get("COSTGUARD_DEMO_STATE", os.path.expanduser("~/.costguard-hub-demo"))
-c.CostGuardHub.db_path = os.path.join(state, "costguard_hub.sqlite")
+# in a folder of the service's account alone (root's, as the Hub's): no user's server reads it
+os.makedirs(os.path.join(state, "service"), mode=0o700, exist_ok=True)
+c.CostGuardHub.db_path = os.path.join(state, "service", "costguard_hub.sqlite")
 # servers push a report every report_interval; the service asks the Hub what runs every
 # poll_interval
 c.CostGuardHub.report_interval = 10.0

@@ -13,28 +13,61 @@
 # (explore, train, offload) on their first spawn. Then open
 # http://127.0.0.1:8000/services/costguard/.
 # Loopback only: the hub listens on 127.0.0.1 and no server asks a cloud's metadata service.
+#
+# Run as root, the Hub gives each user a Unix account of their own (made with useradd at their
+# first spawn, named COSTGUARD_DEMO_ACCOUNT_PREFIX + their name, "costguard-demo-alice" by
+# default) and runs their server as it, as JupyterHub's LocalProcessSpawner does: homes and
+# data folders 0700 and theirs, the Hub's and the service's files root's alone. Run as any
+# other user (or with COSTGUARD_DEMO_ACCOUNTS=off), every server runs as that one account
+# and can read the others' files (docs/admin/security.md).
 import asyncio
 import json
 import os
-import shutil
+import pwd
+import subprocess
 import sys
+import threading
 from pathlib import Path
 
 here = Path(__file__).resolve().parent
 examples = here.parent
 c = get_config()  # noqa: F821 - provided by JupyterHub when it loads this file
 
-state = Path(os.environ.get("COSTGUARD_DEMO_STATE", Path.home() / ".costguard-hub-demo"))
+# one account per user needs root (to create the accounts and to start a process as one)
+ACCOUNTS = os.geteuid() == 0 and os.environ.get("COSTGUARD_DEMO_ACCOUNTS", "on") != "off"
+ACCOUNT_PREFIX = os.environ.get("COSTGUARD_DEMO_ACCOUNT_PREFIX", "costguard-demo-")
+# a group every account joins, where the site has one (one that may read the Python, say)
+ACCOUNT_GROUP = os.environ.get("COSTGUARD_DEMO_ACCOUNT_GROUP", "")
+# root's home is closed to other accounts: a root hub keeps its state where they can pass
+default_state = Path("/srv/costguard-hub-demo") if ACCOUNTS \
+    else Path.home() / ".costguard-hub-demo"
+state = Path(os.environ.get("COSTGUARD_DEMO_STATE", default_state))
 state.mkdir(parents=True, exist_ok=True)
 os.environ["COSTGUARD_DEMO_STATE"] = str(state)
 port = int(os.environ.get("COSTGUARD_DEMO_PORT", "8000"))
 
+
+def folder(path: Path, mode: int) -> Path:
+    """`path` made (its parents too) with exactly `mode`: 0700 for what is the Hub's alone,
+    0711 where the users' accounts pass through to their own folders but list nothing."""
+    path.mkdir(parents=True, exist_ok=True)
+    path.chmod(mode)
+    return path
+
+
+# the state folder lets the accounts pass to their homes and data folders (and lists nothing);
+# the Hub's database, cookie secret and proxy pid file are in a folder of root's alone, and
+# so is the costguard service's database (costguard_hub_config.py)
+folder(state, 0o711 if ACCOUNTS else 0o700)
+hub_files = folder(state / "hub", 0o700)
+folder(state / "service", 0o700)
+
 c.JupyterHub.ip = "127.0.0.1"
 c.JupyterHub.port = port
 c.JupyterHub.hub_ip = "127.0.0.1"
-c.JupyterHub.db_url = f"sqlite:///{state / 'jupyterhub.sqlite'}"
-c.JupyterHub.cookie_secret_file = str(state / "jupyterhub_cookie_secret")
-c.ConfigurableHTTPProxy.pid_file = str(state / "proxy.pid")
+c.JupyterHub.db_url = f"sqlite:///{hub_files / 'jupyterhub.sqlite'}"
+c.JupyterHub.cookie_secret_file = str(hub_files / "jupyterhub_cookie_secret")
+c.ConfigurableHTTPProxy.pid_file = str(hub_files / "proxy.pid")
 c.JupyterHub.cleanup_servers = True
 
 # demo logins: one shared password for the users and another for the admin, for a hub
@@ -48,12 +81,46 @@ c.JupyterHub.load_groups = {"ml": {"users": ["alice", "bob"]},
                             "research": {"users": ["carol"]}}
 
 # local processes, one home per user under the demo's state folder
-c.JupyterHub.spawner_class = "simple"
-c.SimpleLocalProcessSpawner.home_dir_template = str(state / "home" / "{username}")
-c.Spawner.cmd = [str(Path(sys.executable).with_name("jupyterhub-singleuser"))]
+homes = folder(state / "home", 0o711 if ACCOUNTS else 0o700)
+singleuser = Path(sys.executable).with_name("jupyterhub-singleuser")
+c.Spawner.cmd = [str(singleuser)]
 c.Spawner.default_url = "/lab"
-if os.geteuid() == 0:
-    c.Spawner.args = ["--allow-root"]
+if ACCOUNTS:
+    from jupyterhub.spawner import LocalProcessSpawner, set_user_setuid
+
+    class AccountSpawner(LocalProcessSpawner):
+        """JupyterHub's LocalProcessSpawner (setuid to the user's account before the server
+        starts), with the demo's account names (the prefix keeps them apart from the
+        machine's own) and homes under the state folder."""
+
+        @property
+        def account(self) -> str:
+            return ACCOUNT_PREFIX + self.user.name
+
+        @property
+        def home_dir(self) -> str:
+            return str(homes / self.user.name)
+
+        def make_preexec_fn(self, name):
+            become = set_user_setuid(self.account, chdir=False)
+            home = self.home_dir
+
+            def preexec():
+                become()
+                os.chdir(home)
+            return preexec
+
+        def user_env(self, env):
+            env.update(USER=self.account, HOME=self.home_dir,
+                       SHELL=pwd.getpwnam(self.account).pw_shell or "/bin/sh")
+            return env
+
+    c.JupyterHub.spawner_class = AccountSpawner
+else:
+    c.JupyterHub.spawner_class = "simple"
+    c.SimpleLocalProcessSpawner.home_dir_template = str(homes / "{username}")
+    if os.geteuid() == 0:
+        c.Spawner.args = ["--allow-root"]
 # `form-select`, not `form-control`: JupyterHub 5's pages use Bootstrap 5, where a select
 # styled as a text field loses its drop-down arrow and the choice does not look like one
 c.Spawner.options_form = """
@@ -82,19 +149,27 @@ def rotated_trace(user: str, share: float) -> Path:
     doc["frames"] = ([{**f, "t": f["t"] - t0} for f in frames[k:]]
                      + [{**f, "t": f["t"] + duration - t0} for f in frames[:k]])
     doc["description"] = f"{doc.get('description', '')} (from {share:.0%} in, for {user})"
-    path = state / "traces" / f"{user}.json"
-    path.parent.mkdir(exist_ok=True)
+    path = conf_folder(user) / "trace.json"
     path.write_text(json.dumps(doc))
+    path.chmod(0o644)  # the folder keeps other users out, whatever root's umask
     return path
 
 
+def conf_folder(user: str) -> Path:
+    """The user's server configuration and trace: root's, which only the user's account may
+    read (the spawn hook gives it the account's group)."""
+    folder(state / "conf", 0o711 if ACCOUNTS else 0o700)
+    return folder(state / "conf" / user, 0o750)
+
+
 def data_folder(user: str) -> Path:
-    """The user's own costguard data folder (0700): their ledger, batch jobs, hibernated
-    kernels' snapshots and the key that signs them, shared with no other user."""
+    """The user's own costguard data folder (0700, their account's from their first spawn):
+    their ledger, batch jobs, hibernated kernels' snapshots and the key that signs them,
+    shared with no other user."""
+    folder(state / "users", 0o711 if ACCOUNTS else 0o700)
     own = state / "users" / user
-    for folder in (own.parent, own):
-        folder.mkdir(mode=0o700, exist_ok=True)
-        folder.chmod(0o700)
+    own.mkdir(mode=0o700, exist_ok=True)
+    own.chmod(0o700)
     return own
 
 
@@ -116,22 +191,34 @@ for user, offset in OFFSETS.items():
     for profile, own in (("gpu", {"replay_trace": str(rotated_trace(user, offset)),
                                   "replay_mode": "fallback"}),
                          ("cpu", {"instance_type": "m5.xlarge"})):
-        conf = state / "conf" / user / profile
-        conf.mkdir(parents=True, exist_ok=True)
+        # readable by the account whatever root's umask: conf_folder keeps the others out
+        conf = folder(conf_folder(user) / profile, 0o755)
         (conf / "jupyter_server_config.json").write_text(json.dumps(
             {"CostGuard": {**common, **own}}))
+        # jupyter_core's one-time move of ~/.ipython's config writes this marker into the
+        # configuration folder, which is root's: written here, the server finds it and
+        # leaves its configuration alone
+        (conf / "migrated").write_text("the demo's configuration: nothing to migrate\n")
+        for written in conf.iterdir():
+            written.chmod(0o644)
 
 
 def config_dir(spawner) -> str:
     """The user's configuration for the profile this spawn runs (the spawn hook has named
     it in the user options)."""
     profile = (spawner.user_options or {}).get("profile") or "gpu"
-    return str(state / "conf" / spawner.user.name / ("cpu" if profile == "cpu" else "gpu"))
+    return str(conf_folder(spawner.user.name) / ("cpu" if profile == "cpu" else "gpu"))
 
 
 service_port = int(os.environ.get("COSTGUARD_DEMO_SERVICE_PORT", "10101"))
 c.Spawner.environment = {
     "JUPYTER_CONFIG_DIR": config_dir,
+    # JupyterLab keeps the user's settings and workspaces in their home, not in the
+    # configuration folder (root's)
+    "JUPYTERLAB_SETTINGS_DIR": lambda spawner: str(
+        homes / spawner.user.name / ".jupyter" / "lab" / "user-settings"),
+    "JUPYTERLAB_WORKSPACES_DIR": lambda spawner: str(
+        homes / spawner.user.name / ".jupyter" / "lab" / "workspaces"),
     # where each server pushes its report, with its own token
     "COSTGUARD_HUB_URL": f"http://127.0.0.1:{service_port}/services/costguard/",
     "COSTGUARD_CLOUD_METADATA": "off",
@@ -172,19 +259,78 @@ from jupyter_costguard.hub.spawn import budget_hook  # noqa: E402
 NOTEBOOKS = ("explore.ipynb", "train.ipynb", "offload.ipynb")
 
 
-def copy_examples(home: Path) -> None:
+#: one useradd at a time: two users spawning together would race for /etc/passwd's lock
+ACCOUNTS_LOCK = threading.Lock()
+
+
+def make_account(user: str, name: str, home: Path) -> pwd.struct_passwd:
+    """The Unix account `name` for hub user `user`, made with useradd where it is missing
+    (no password: nobody logs in as it, the Hub starts processes as it), its home 0700 and
+    its own, its data folder 0700 and its own, its configuration readable by its group."""
+    with ACCOUNTS_LOCK:
+        try:
+            account = pwd.getpwnam(name)
+        except KeyError:
+            shell = "/bin/bash" if Path("/bin/bash").exists() else "/bin/sh"
+            made = subprocess.run(
+                ["useradd", "--no-create-home", "--home-dir", str(home), "--shell", shell,
+                 "--user-group", *(["--groups", ACCOUNT_GROUP] if ACCOUNT_GROUP else []),
+                 "--comment", f"costguard demo hub user {user}", name],
+                capture_output=True, text=True)
+            if made.returncode != 0:
+                raise RuntimeError(f"useradd {name}: {made.stderr.strip()}") from None
+            account = pwd.getpwnam(name)
+    if account.pw_uid == 0 or account.pw_gid == 0:
+        raise PermissionError(f"{name} is a root account: no server runs as it")
+    home.mkdir(exist_ok=True)
+    for own in (home, data_folder(user)):
+        os.chown(own, account.pw_uid, account.pw_gid, follow_symlinks=False)
+        own.chmod(0o700)
+    os.chown(conf_folder(user), 0, account.pw_gid)
+    # the account runs the Hub's Python, costguard and jupyterhub-singleuser, in its home:
+    # say so here when it cannot (a venv in root's home, say) rather than as a server that
+    # never answers
+    from jupyterhub.spawner import set_user_setuid
+
+    check = subprocess.run(
+        [sys.executable, "-c", "import os, sys, jupyter_costguard; os.listdir(sys.argv[1]); "
+         "open(sys.argv[2]).close()", str(home), str(singleuser)],
+        preexec_fn=set_user_setuid(name, chdir=False), capture_output=True, text=True)
+    if check.returncode != 0:
+        raise PermissionError(
+            f"the account {name} cannot run {sys.executable} with costguard in {home} "
+            f"(a folder on the way closed to other users?): {check.stderr.strip()[-500:]}")
+    return account
+
+
+def copy_examples(home: Path, owner: pwd.struct_passwd | None) -> None:
     """The example notebooks into a user's home, each only where it is missing: a user's
-    edits are theirs on every later spawn."""
+    edits are theirs on every later spawn. Created new (never through a link the user left
+    there: root writes them) and given to the user's account."""
     home.mkdir(parents=True, exist_ok=True)
     for name in NOTEBOOKS:
-        if not (home / name).exists():
-            shutil.copyfile(examples / name, home / name)
+        try:
+            fd = os.open(home / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW,
+                         0o644)
+        except FileExistsError:
+            continue
+        with os.fdopen(fd, "wb") as out:
+            if owner is not None:
+                os.fchown(out.fileno(), owner.pw_uid, owner.pw_gid)
+            out.write((examples / name).read_bytes())
+
+
+def prepare_user(spawner) -> None:
+    """The user's account (where the Hub runs as root) and home with the notebooks."""
+    home = Path(spawner.home_dir)
+    owner = make_account(spawner.user.name, spawner.account, home) if ACCOUNTS else None
+    copy_examples(home, owner)
 
 
 async def seed_home(spawner):
-    """After the budget check: the user's home with the example notebooks (off the Hub's
-    event loop)."""
-    await asyncio.to_thread(copy_examples, Path(spawner.home_dir))
+    """After the budget check: the user's account, and their home with the example
+    notebooks (off the Hub's event loop)."""
+    await asyncio.to_thread(prepare_user, spawner)
 
 
 c.Spawner.pre_spawn_hook = budget_hook(service_config, then=seed_home)
