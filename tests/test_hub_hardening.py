@@ -153,6 +153,7 @@ class FakeServer:
     state: str = "ok"
     detail: str | None = None
     rate_per_hour: float = 1.0
+    gpu_count: int = 0
     gpus_held: int = 0
     gpus_busy: int = 0
     simulated: bool = False
