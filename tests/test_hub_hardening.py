@@ -12,6 +12,7 @@ import csv
 import io
 import json
 import os
+import re
 import sqlite3
 import subprocess
 import sys
@@ -461,7 +462,8 @@ def serve(monkeypatch: pytest.MonkeyPatch, service: FakeService,
         app = web.Application([
             (p, handlers.PageHandler), (p + "api/me", handlers.MeHandler),
             (p + "api/spend", handlers.SpendHandler),
-            (p + "api/events", handlers.EventsHandler)],
+            (p + "api/events", handlers.EventsHandler),
+            (p + "static/(?P<path>[^/]+)", handlers.StaticHandler)],
             costguard=service, cookie_secret="x" * 32)
         sock, port = bind_unused_port()
         server = HTTPServer(app)
@@ -495,6 +497,35 @@ def test_no_answer_of_the_service_may_be_framed(monkeypatch: pytest.MonkeyPatch)
     for a in answers:
         assert a.headers["Content-Security-Policy"] == "frame-ancestors 'none'"
         assert a.headers["X-Frame-Options"] == "DENY"
+
+
+def test_the_page_loads_its_typed_script_from_the_service_cached_by_its_hash(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The page's shell names the script built from labextension/src/hub with its hash; the
+    service serves it as JavaScript (a module script needs a JavaScript type), cached for
+    good at that hash and revalidated without it, framed by no one, and nothing outside the
+    static folder."""
+    built = handlers.read_static()
+    assert handlers.SCRIPT in built, "build the labextension (npm run build) first"
+    script = built[handlers.SCRIPT]
+    page, versioned, bare, missing, outside = serve(monkeypatch, member_service("remaining"), [
+        ("", "ann"), (f"static/{handlers.SCRIPT}?v={script.version}", None),
+        (f"static/{handlers.SCRIPT}", None), ("static/nothing.js", None),
+        ("static/..%2fpage.html", None)])
+    html = page.body.decode()
+    src = re.search(r'<script type="module" src="([^"]+)"></script>', html)
+    assert src and src.group(1) == f"/services/costguard/static/{handlers.SCRIPT}?v=" \
+        f"{script.version}", html[-400:]
+    assert "<script>" not in html and "__COSTGUARD" not in html
+    for answer in (versioned, bare):
+        assert answer.code == 200 and answer.body == script.body
+        assert answer.headers["Content-Type"] == "text/javascript; charset=UTF-8"
+        assert answer.headers["Content-Security-Policy"] == "frame-ancestors 'none'"
+        assert answer.headers["X-Content-Type-Options"] == "nosniff"
+    assert "max-age=31536000" in versioned.headers["Cache-Control"]
+    assert bare.headers["Cache-Control"] == "no-cache" and bare.headers["Etag"]
+    assert [missing.code, outside.code] == [404, 404]
+    assert json.loads(missing.body)["message"] == "not found"
 
 
 @pytest.mark.parametrize("view", ["remaining", "none", "full"])
