@@ -29,12 +29,13 @@ from tornado.httpclient import AsyncHTTPClient, HTTPResponse
 from tornado.httpserver import HTTPServer
 from tornado.testing import bind_unused_port
 
+from jupyter_costguard.common.hubprotocol import Report
 from jupyter_costguard.cost.hubbudget import ENV_BUDGET, budgets_doc, budgets_from_environ
 from jupyter_costguard.hub import budgetbook, handlers, report
 from jupyter_costguard.hub.budgets import Budgets, BudgetState
 from jupyter_costguard.hub.profiles import profile_slug
 from jupyter_costguard.hub.spawn import check_budget, is_gpu_spawn, name_profile
-from jupyter_costguard.hub.store import hour_bounds
+from jupyter_costguard.hub.store import HubStore, hour_bounds
 
 HOUR = 3600.0
 
@@ -203,6 +204,28 @@ def test_group_rows_carry_the_sites_currency_user_rows_their_own() -> None:
     users = report.rows(store, budgets, "user", time.time(),  # type: ignore[arg-type]
                         currency="USD")
     assert {r.key: r.currency for r in users} == {"mallory": "=1+1", "ann": "EUR"}
+
+
+def test_the_gpus_beside_idle_gpu_hours_are_the_gpus_they_count(tmp_path: Path) -> None:
+    """Issue 46: alice's profile pays for an 8-GPU instance and her kernel holds one, idle. A
+    minute on, her idle GPU hours count the 8 GPUs, and so does the GPU figure beside them
+    (`gpus_paid`), with the one her kernel holds: the page's columns count the same GPUs."""
+    store = HubStore(tmp_path / "hub.sqlite")
+    t0 = 1_800_000_000.0
+    try:
+        for t in (t0, t0 + 60):
+            store.record_report("alice", "/user/alice/", "gpu", Report(
+                server="", time=t, since=t0 - 1, spend=(t - t0 + 1) / 3600 * 40.0, waste=0.0,
+                currency="USD", simulated=False, rate_per_hour=40.0, gpu_count=8, gpus_held=1,
+                gpus_busy=0, gpu_idle_since=t0, active_jobs=0, kept=()))
+        for by in ("user", "server"):
+            (doc,) = [r.doc() for r in report.rows(store, Budgets(), by, t0 + 61)]
+            assert (doc["gpus_paid"], doc["gpus_held"], doc["gpus_busy"]) == (8, 1, 0), doc
+            # the idle hours are the paid GPUs not at work over the minute between reports
+            assert doc["idle_gpu_hours"] == round(
+                (doc["gpus_paid"] - doc["gpus_busy"]) * 60 / 3600, 4), doc
+    finally:
+        store.close()
 
 
 # --- 3. what a member sees of a group's spend --------------------------------------------

@@ -6,7 +6,7 @@
  */
 import { drawChart } from './chart';
 import { HubClient } from './client';
-import type { IPeriod } from './client';
+import type { Fetch, IPeriod } from './client';
 import { byId, el, selectSeg } from './dom';
 import {
   IBucket,
@@ -51,9 +51,10 @@ export class HubPage {
 
   constructor(
     readonly boot: IBoot,
-    private readonly now: () => number = () => Date.now() / 1000
+    private readonly now: () => number = () => Date.now() / 1000,
+    fetcher?: Fetch
   ) {
-    this.api = new HubClient(boot.prefix || '/services/costguard/', boot.xsrf);
+    this.api = new HubClient(boot.prefix || '/services/costguard/', boot.xsrf, fetcher);
     this.s = {
       by: 'user',
       period: 'all',
