@@ -152,10 +152,9 @@ class CostGuardHub(HubSettings, Application):
         views: list[tuple[Callable[..., Any], tuple[Any, ...]]] = [
             (rows_json, (self.store, self.budgets, by, self.budgets.start(wall) + 1, None,
                          None, None, self.currency, self.reconcile)) for by in BY]
-        # the page's chart of the hub: every user, by the hour, as far back as it answers
-        # (the chart starts at the first hour recorded)
-        views.append((series, (self.store, "user", hour + 3600 - handlers.MAX_POINTS * 3600,
-                               hour + 3600, "hour", None)))
+        # the page's chart of the hub: every user, by the hour, the last 48 hours
+        views.append((series, (self.store, "user", hour - 47 * 3600, hour + 3600, "hour",
+                               None)))
         self.pages.refresh(views)
 
     def is_admin(self, model: dict[str, Any]) -> bool:

@@ -54,10 +54,15 @@ def error_message(handler: web.RequestHandler, **kwargs: Any) -> str:
     return handler._reason
 
 
+NO_FRAMING = "frame-ancestors 'none'"
+#: the page's scripts: its own from the service's origin, no inline script, no plugin
+PAGE_SCRIPTS = "script-src 'self'; object-src 'none'; base-uri 'none'"
+
+
 def no_framing(handler: web.RequestHandler) -> None:
     """No page or answer of the service may be framed by another site (clickjacking): user
     servers share the Hub's origin by default."""
-    handler.set_header("Content-Security-Policy", "frame-ancestors 'none'")
+    handler.set_header("Content-Security-Policy", NO_FRAMING)
     handler.set_header("X-Frame-Options", "DENY")
     handler.set_header("X-Content-Type-Options", "nosniff")
 
@@ -249,6 +254,8 @@ class PageHandler(BaseHandler):
                                 'not built: run `npm run build` in labextension/.', 1)
         self.set_header("Content-Type", "text/html; charset=UTF-8")
         self.set_header("Cache-Control", "no-store")
+        # the page runs only the service's own script: nothing inline, whatever a name holds
+        self.set_header("Content-Security-Policy", f"{NO_FRAMING}; {PAGE_SCRIPTS}")
         self.finish(html.replace("__COSTGUARD_SCRIPT__", src).replace(
             "__COSTGUARD_BOOT__", json.dumps(boot).replace("<", "\\u003c")))
 

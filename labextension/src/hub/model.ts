@@ -264,17 +264,22 @@ export interface IBucket {
   unattributed: number;
 }
 
+/** How far back a chart of an open period reaches, in buckets: 48 hours, 30 days (as the service's default). */
+export const CHART_BUCKETS: Record<Step, number> = { hour: 48, day: 30 };
+
 /**
  * What the chart asks the service for: the period in whole buckets, or, where
- * it is open at the start, as far back as the service answers (its first
- * sample is found in the answer: `chartBuckets`).
+ * it is open at the start, the last 48 hours or 30 days (which the chart then
+ * starts at the first bucket recorded in: `chartBuckets`).
  */
 export function chartWindow(step: Step, period: IPeriod, now: number): IChartRange {
   const width = step === 'hour' ? HOUR : DAY;
   const cur = Math.floor(now / width) * width;
   const end = period.until === null ? cur + width : Math.ceil(period.until / width) * width;
   let start =
-    period.since === null ? end - MAX_POINTS * width : Math.floor(period.since / width) * width;
+    period.since === null
+      ? end - CHART_BUCKETS[step] * width
+      : Math.floor(period.since / width) * width;
   let last = end;
   if (last <= start) {
     last = start + width;
@@ -288,8 +293,9 @@ export function chartWindow(step: Step, period: IPeriod, now: number): IChartRan
 /**
  * The chart's buckets from the service's series (summed over keys), waste and
  * unattributed within spend. A window open at the start begins at the first
- * bucket anything was recorded in (the hub's, or the key's, first sample),
- * never at a fixed span before now; with nothing recorded, the last bucket.
+ * bucket in it that anything was recorded in (a hub, or a user, younger than
+ * the window: its first sample, as the lab panel's chart starts), not with
+ * empty buckets before it; with nothing recorded, the last bucket.
  */
 export function chartBuckets(
   doc: Pick<Series, 'series'>,

@@ -38,12 +38,17 @@ describe('the GPU columns', () => {
 });
 
 describe('the chart', () => {
-  it('asks as far back as the service answers when the period is open', () => {
+  it('asks for the last 48 hours or 30 days when the period is open', () => {
     const w = chartWindow('hour', { since: null, until: null }, NOW);
     expect(w.end).toBe(HOUR_NOW + 3600);
-    expect((w.end - w.start) / 3600).toBe(MAX_POINTS);
+    expect((w.end - w.start) / 3600).toBe(48);
     const d = chartWindow('day', { since: null, until: null }, NOW);
-    expect((d.end - d.start) / 86400).toBe(MAX_POINTS);
+    expect((d.end - d.start) / 86400).toBe(30);
+  });
+
+  it('asks for at most as many points as the service draws', () => {
+    const w = chartWindow('hour', { since: 0, until: null }, NOW);
+    expect((w.end - w.start) / 3600).toBe(MAX_POINTS);
   });
 
   it("of a one-minute-old hub spans its one hour, not 48", () => {
@@ -57,6 +62,11 @@ describe('the chart', () => {
     const w = chartWindow('hour', { since: null, until: null }, NOW);
     const { buckets } = chartBuckets(series([HOUR_NOW - 3 * 3600, HOUR_NOW]), w, true);
     expect(buckets.map(b => b.spend)).toEqual([0.5, 0, 0, 0.5]);
+  });
+
+  it('of a hub older than the window spans all of it', () => {
+    const w = chartWindow('hour', { since: null, until: null }, NOW);
+    expect(chartBuckets(series([w.start, HOUR_NOW]), w, true).buckets.length).toBe(48);
   });
 
   it('spans a period chosen, whatever was recorded in it', () => {
