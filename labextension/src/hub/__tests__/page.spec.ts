@@ -106,7 +106,26 @@ describe('the admin page', () => {
     expect(chart).toContain('by=user&step=hour');
   });
 
-  it('sorts on a header click and filters as one types', async () => {
+  it('charts a period chosen whole, and the hub from its first hour again after', async () => {
+    const page = new HubPage(boot(true), () => NOW, fakeHub([]));
+    page.start();
+    await page.refresh();
+    const period = document.getElementById('cg-period') as HTMLSelectElement;
+    const span = (): number => {
+      const svg = document.querySelector('#cg-chart svg')!;
+      return (Number(svg.getAttribute('data-end')) - Number(svg.getAttribute('data-start'))) / 3600;
+    };
+    period.value = '24h';
+    period.dispatchEvent(new Event('change'));
+    await page.refresh();
+    expect(span()).toBe(24);
+    period.value = 'all';
+    period.dispatchEvent(new Event('change'));
+    await page.refresh();
+    expect(span()).toBe(1);
+  });
+
+    it('sorts on a header click and filters as one types', async () => {
     const page = new HubPage(boot(true), () => NOW, fakeHub([]));
     page.start();
     await page.refresh();
