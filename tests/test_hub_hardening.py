@@ -12,6 +12,7 @@ import csv
 import io
 import json
 import os
+import re
 import sqlite3
 import subprocess
 import sys
@@ -28,12 +29,13 @@ from tornado.httpclient import AsyncHTTPClient, HTTPResponse
 from tornado.httpserver import HTTPServer
 from tornado.testing import bind_unused_port
 
+from jupyter_costguard.common.hubprotocol import Report
 from jupyter_costguard.cost.hubbudget import ENV_BUDGET, budgets_doc, budgets_from_environ
 from jupyter_costguard.hub import budgetbook, handlers, report
 from jupyter_costguard.hub.budgets import Budgets, BudgetState
 from jupyter_costguard.hub.profiles import profile_slug
 from jupyter_costguard.hub.spawn import check_budget, is_gpu_spawn, name_profile
-from jupyter_costguard.hub.store import hour_bounds
+from jupyter_costguard.hub.store import HubStore, hour_bounds
 
 HOUR = 3600.0
 
@@ -153,6 +155,7 @@ class FakeServer:
     state: str = "ok"
     detail: str | None = None
     rate_per_hour: float = 1.0
+    gpu_count: int = 0
     gpus_held: int = 0
     gpus_busy: int = 0
     simulated: bool = False
@@ -201,6 +204,28 @@ def test_group_rows_carry_the_sites_currency_user_rows_their_own() -> None:
     users = report.rows(store, budgets, "user", time.time(),  # type: ignore[arg-type]
                         currency="USD")
     assert {r.key: r.currency for r in users} == {"mallory": "=1+1", "ann": "EUR"}
+
+
+def test_the_gpus_beside_idle_gpu_hours_are_the_gpus_they_count(tmp_path: Path) -> None:
+    """Issue 46: alice's profile pays for an 8-GPU instance and her kernel holds one, idle. A
+    minute on, her idle GPU hours count the 8 GPUs, and so does the GPU figure beside them
+    (`gpus_paid`), with the one her kernel holds: the page's columns count the same GPUs."""
+    store = HubStore(tmp_path / "hub.sqlite")
+    t0 = 1_800_000_000.0
+    try:
+        for t in (t0, t0 + 60):
+            store.record_report("alice", "/user/alice/", "gpu", Report(
+                server="", time=t, since=t0 - 1, spend=(t - t0 + 1) / 3600 * 40.0, waste=0.0,
+                currency="USD", simulated=False, rate_per_hour=40.0, gpu_count=8, gpus_held=1,
+                gpus_busy=0, gpu_idle_since=t0, active_jobs=0, kept=()))
+        for by in ("user", "server"):
+            (doc,) = [r.doc() for r in report.rows(store, Budgets(), by, t0 + 61)]
+            assert (doc["gpus_paid"], doc["gpus_held"], doc["gpus_busy"]) == (8, 1, 0), doc
+            # the idle hours are the paid GPUs not at work over the minute between reports
+            assert doc["idle_gpu_hours"] == round(
+                (doc["gpus_paid"] - doc["gpus_busy"]) * 60 / 3600, 4), doc
+    finally:
+        store.close()
 
 
 # --- 3. what a member sees of a group's spend --------------------------------------------
@@ -460,7 +485,8 @@ def serve(monkeypatch: pytest.MonkeyPatch, service: FakeService,
         app = web.Application([
             (p, handlers.PageHandler), (p + "api/me", handlers.MeHandler),
             (p + "api/spend", handlers.SpendHandler),
-            (p + "api/events", handlers.EventsHandler)],
+            (p + "api/events", handlers.EventsHandler),
+            (p + "static/(?P<path>[^/]+)", handlers.StaticHandler)],
             costguard=service, cookie_secret="x" * 32)
         sock, port = bind_unused_port()
         server = HTTPServer(app)
@@ -492,8 +518,39 @@ def test_no_answer_of_the_service_may_be_framed(monkeypatch: pytest.MonkeyPatch)
         ("api/events", "ann"), ("api/spend?by=nope", "ann")])
     assert [a.code for a in answers] == [302, 200, 200, 403, 200, 403, 400]
     for a in answers:
-        assert a.headers["Content-Security-Policy"] == "frame-ancestors 'none'"
+        assert a.headers["Content-Security-Policy"].split("; ")[0] == "frame-ancestors 'none'"
         assert a.headers["X-Frame-Options"] == "DENY"
+    # the page (its script is the service's own file) runs no inline script
+    assert "script-src 'self'" in answers[1].headers["Content-Security-Policy"]
+
+
+def test_the_page_loads_its_typed_script_from_the_service_cached_by_its_hash(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The page's shell names the script built from labextension/src/hub with its hash; the
+    service serves it as JavaScript (a module script needs a JavaScript type), cached for
+    good at that hash and revalidated without it, framed by no one, and nothing outside the
+    static folder."""
+    built = handlers.read_static()
+    assert handlers.SCRIPT in built, "build the labextension (npm run build) first"
+    script = built[handlers.SCRIPT]
+    page, versioned, bare, missing, outside = serve(monkeypatch, member_service("remaining"), [
+        ("", "ann"), (f"static/{handlers.SCRIPT}?v={script.version}", None),
+        (f"static/{handlers.SCRIPT}", None), ("static/nothing.js", None),
+        ("static/..%2fpage.html", None)])
+    html = page.body.decode()
+    src = re.search(r'<script type="module" src="([^"]+)"></script>', html)
+    assert src and src.group(1) == f"/services/costguard/static/{handlers.SCRIPT}?v=" \
+        f"{script.version}", html[-400:]
+    assert "<script>" not in html and "__COSTGUARD" not in html
+    for answer in (versioned, bare):
+        assert answer.code == 200 and answer.body == script.body
+        assert answer.headers["Content-Type"] == "text/javascript; charset=UTF-8"
+        assert answer.headers["Content-Security-Policy"] == "frame-ancestors 'none'"
+        assert answer.headers["X-Content-Type-Options"] == "nosniff"
+    assert "max-age=31536000" in versioned.headers["Cache-Control"]
+    assert bare.headers["Cache-Control"] == "no-cache" and bare.headers["Etag"]
+    assert [missing.code, outside.code] == [404, 404]
+    assert json.loads(missing.body)["message"] == "not found"
 
 
 @pytest.mark.parametrize("view", ["remaining", "none", "full"])

@@ -122,7 +122,8 @@ def served_routes(hub: CostGuardHub) -> dict[str, type[web.RequestHandler]]:
     out = {}
     for rule in app.wildcard_router.rules:
         pattern = rule.matcher.regex.pattern  # type: ignore[attr-defined]
-        path = pattern.removesuffix("$")
+        # a named group is the document's path parameter: static/(?P<path>...) is {path}
+        path = re.sub(r"\(\?P<(\w+)>[^)]*\)", r"{\1}", pattern.removesuffix("$"))
         assert path.startswith(PREFIX), path
         out["/" + path[len(PREFIX):]] = rule.target
     return out
@@ -206,6 +207,8 @@ REQUESTS: list[tuple[str, str, str | None, Any, str]] = [
     ("GET", "metrics", "root", None, "/metrics"),
     ("GET", "metrics", "ann", None, "/metrics"),
     ("GET", "oauth_callback", None, None, "/oauth_callback"),
+    ("GET", f"static/{handlers.SCRIPT}", None, None, "/static/{path}"),
+    ("GET", "static/nothing-here.js", None, None, "/static/{path}"),
 ]
 
 

@@ -189,6 +189,7 @@ class CostGuardHub(HubSettings, Application):
             (url_path_join(p, "api/me"), handlers.MeHandler),
             (url_path_join(p, "api/events"), handlers.EventsHandler),
             (url_path_join(p, "metrics"), handlers.MetricsHandler),
+            (url_path_join(p, "static/(?P<path>[^/]+)"), handlers.StaticHandler),
         ]
         auth = HubOAuth(api_token=os.environ["JUPYTERHUB_API_TOKEN"],
                         cache_max_age=self.token_cache_seconds)

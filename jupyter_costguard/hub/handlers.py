@@ -9,9 +9,12 @@ send a browser through the Hub's login.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
+import re
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -32,6 +35,13 @@ if TYPE_CHECKING:
 
 ADMIN_SCOPE = "custom:costguard:admin"
 PAGE = Path(__file__).with_name("page.html")
+#: the pages' script, built from labextension/src/hub by the labextension's build
+STATIC = Path(__file__).with_name("static")
+SCRIPT = "costguard-hub.js"
+#: what the static route serves: the script and its source map, by suffix
+STATIC_TYPES = {".js": "text/javascript; charset=UTF-8",
+                ".map": "application/json; charset=UTF-8"}
+STATIC_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]{0,99}\Z")
 #: the longest chart a request may ask for, in points
 MAX_POINTS = 24 * 400
 
@@ -44,12 +54,77 @@ def error_message(handler: web.RequestHandler, **kwargs: Any) -> str:
     return handler._reason
 
 
+NO_FRAMING = "frame-ancestors 'none'"
+#: the page's scripts: its own from the service's origin, no inline script, no plugin
+PAGE_SCRIPTS = "script-src 'self'; object-src 'none'; base-uri 'none'"
+
+
 def no_framing(handler: web.RequestHandler) -> None:
     """No page or answer of the service may be framed by another site (clickjacking): user
     servers share the Hub's origin by default."""
-    handler.set_header("Content-Security-Policy", "frame-ancestors 'none'")
+    handler.set_header("Content-Security-Policy", NO_FRAMING)
     handler.set_header("X-Frame-Options", "DENY")
     handler.set_header("X-Content-Type-Options", "nosniff")
+
+
+@dataclass(frozen=True)
+class StaticFile:
+    body: bytes
+    #: a hash of the body: the `v` of the page's URL for it (cached for good when it matches)
+    version: str
+    content_type: str
+
+
+def read_static() -> dict[str, StaticFile]:
+    """The files of the pages' static folder by name (empty where it was not built)."""
+    out = {}
+    try:
+        paths = sorted(STATIC.iterdir())
+    except OSError:
+        return {}
+    for path in paths:
+        content_type = STATIC_TYPES.get(path.suffix)
+        if content_type is None or not STATIC_NAME.match(path.name) or not path.is_file():
+            continue
+        body = path.read_bytes()
+        out[path.name] = StaticFile(body, hashlib.sha256(body).hexdigest()[:16], content_type)
+    return out
+
+
+_static: dict[str, StaticFile] | None = None
+
+
+async def static_file(ctx: ServiceContext, name: str) -> StaticFile | None:
+    """The static file `name` (None: there is none), the folder read once on the worker
+    (never on the IO loop) and kept: the package's files do not change while it runs."""
+    global _static
+    if _static is None:
+        _static = await ctx.run(read_static)
+    return _static.get(name)
+
+
+class StaticHandler(web.RequestHandler):
+    """The pages' script, without a login (the package's own code, like the Hub's own static
+    files; every figure it shows comes from the API, behind the login). Asked with the `v`
+    the page names it is cached for a year; otherwise revalidated by its ETag."""
+
+    def set_default_headers(self) -> None:
+        no_framing(self)
+
+    async def get(self, path: str) -> None:
+        f = await static_file(cast("ServiceContext", self.settings["costguard"]), path)
+        if f is None:
+            raise web.HTTPError(404)
+        self.set_header("Content-Type", f.content_type)
+        self.set_header("Cache-Control",
+                        "public, max-age=31536000, immutable"
+                        if self.get_query_argument("v", None) == f.version else "no-cache")
+        self.finish(f.body)
+
+    def write_error(self, status_code: int, **kwargs: Any) -> None:
+        self.set_header("Content-Type", "application/json; charset=UTF-8")
+        self.finish(json.dumps({"message": "not found" if status_code == 404 else
+                                error_message(self, **kwargs), "status": status_code}))
 
 
 class OAuthCallbackHandler(HubOAuthCallbackHandler):
@@ -168,13 +243,21 @@ class PageHandler(BaseHandler):
     @web.authenticated
     async def get(self) -> None:
         html = await self.ctx.page_html()
+        script = await static_file(self.ctx, SCRIPT)
         # the site's currency: what a user with no server yet sees their zeros in
         boot = {"admin": self.is_admin(), "user": self.who.get("name"),
                 "prefix": self.ctx.prefix, "xsrf": self.xsrf_token.decode(),
                 "currency": self.site_currency}
+        src = f"{self.ctx.prefix}static/{SCRIPT}" + (f"?v={script.version}" if script else "")
+        if script is None:  # a checkout whose labextension was not built: say so, not blank
+            html = html.replace('role="alert" hidden>', 'role="alert">The page\'s script is '
+                                'not built: run `npm run build` in labextension/.', 1)
         self.set_header("Content-Type", "text/html; charset=UTF-8")
         self.set_header("Cache-Control", "no-store")
-        self.finish(html.replace("__COSTGUARD_BOOT__", json.dumps(boot).replace("<", "\\u003c")))
+        # the page runs only the service's own script: nothing inline, whatever a name holds
+        self.set_header("Content-Security-Policy", f"{NO_FRAMING}; {PAGE_SCRIPTS}")
+        self.finish(html.replace("__COSTGUARD_SCRIPT__", src).replace(
+            "__COSTGUARD_BOOT__", json.dumps(boot).replace("<", "\\u003c")))
 
 
 class SpendHandler(BaseHandler):

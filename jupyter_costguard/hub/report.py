@@ -90,6 +90,9 @@ class Row:
     waste: float = 0.0
     idle_gpu_seconds: float = 0.0
     rate_per_hour: float = 0.0
+    #: the GPUs the running servers pay for (what idle GPU hours count); of them, held by
+    #: their kernels, and of those, busy
+    gpus_paid: int = 0
     gpus_held: int = 0
     gpus_busy: int = 0
     servers_running: int = 0
@@ -131,6 +134,7 @@ class Row:
             self.reported_rate_per_hour += s.rate_per_hour
             self.rate_per_hour += counted_value(
                 count, None if meter is None else meter.rate_per_hour, s.rate_per_hour)
+            self.gpus_paid += max(s.gpu_count, s.gpus_held)
             self.gpus_held += s.gpus_held
             self.gpus_busy += s.gpus_busy
             self.servers_running += 1
@@ -145,7 +149,8 @@ class Row:
             "key": self.key, "user": self.user, "group": self.group, "server": self.server,
             "spend": round(self.spend, 6), "waste": round(self.waste, 6),
             "idle_gpu_hours": round(self.idle_gpu_seconds / 3600.0, 4),
-            "rate_per_hour": round(self.rate_per_hour, 6), "gpus_held": self.gpus_held,
+            "rate_per_hour": round(self.rate_per_hour, 6), "gpus_paid": self.gpus_paid,
+            "gpus_held": self.gpus_held,
             "gpus_busy": self.gpus_busy, "servers_running": self.servers_running,
             "servers_stale": self.servers_stale, "currency": self.currency,
             "simulated": self.simulated, "last_ok": self.last_ok,

@@ -2,10 +2,8 @@
  * The value axis of a chart that starts at 0: a "nice" step (1, 2, 2.5 or
  * 5 × 10^k), the ticks 0, step, ... up to the first at or above the largest
  * value, and how many decimals a step's labels need. One copy for the cost
- * panel's spend chart (`spendchart.ts`) and the hub page
- * (`jupyter_costguard/hub/page.html`, which holds this file as plain JS,
- * written by `npm run gen:hub` and checked by `generated.spec.ts`): so it
- * imports nothing and uses nothing a browser script lacks.
+ * panel's spend chart (`spendchart.ts`) and the hub page's (`hub/chart.ts`),
+ * which import it.
  */
 
 /** A "nice" step (1, 2, 2.5 or 5 × 10^k) with at most `count` steps up to `max`; 1 when `max` is not above 0. */

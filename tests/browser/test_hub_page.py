@@ -168,7 +168,8 @@ def test_admin_sees_every_user_and_group_sorts_filters_and_charts(
 
         # the header: hub totals and the last poll, in UTC, with the simulated badge
         header = pg.locator("#cg-kpis").inner_text().lower()
-        assert "hub spend" in header and "rate now" in header and "gpus held" in header
+        assert "hub spend" in header and "rate now" in header and "gpus paid for" in header
+        assert "held by kernels" in header
         assert "Times in UTC" in pg.inner_text("body")
         assert "last poll" in pg.locator("#cg-poll").inner_text().lower()
         if any(r["simulated"] for r in after.values()):
@@ -245,7 +246,11 @@ def test_admin_sees_every_user_and_group_sorts_filters_and_charts(
         assert until - since == 86400 and time.strftime(
             "%Y-%m-%d", time.gmtime(since)) == today
         pg.select_option("#cg-period", "all")
-        pg.wait_for_function("!document.querySelector('#cg-csv').href.includes('since=')")
+        # (predicates as functions: the page's CSP allows no string evaluated as script)
+        pg.wait_for_function("() => !document.querySelector('#cg-csv').href.includes('since=')")
+        # all time again: the chart is the hub's, from its first hour (minutes ago)
+        pg.wait_for_function("() => (s => s && s.dataset.end - s.dataset.start <= 7200)"
+                             "(document.querySelector('#cg-chart svg'))")
 
         if SHOTS:
             DOCS.mkdir(exist_ok=True)
@@ -253,9 +258,62 @@ def test_admin_sees_every_user_and_group_sorts_filters_and_charts(
             pg.screenshot(path=str(DOCS / "hub-admin.png"))
 
 
+def first_hour_recorded(hub: Hub, token: str, query: str = "by=user") -> float:
+    """The first hour of the last 48 the service recorded anything in (for `query`'s keys):
+    a hub minutes old, its first sample's."""
+    end = (time.time() // 3600 + 1) * 3600
+    status, doc = hub.service(f"api/series?{query}&step=hour&since={end - 48 * 3600:.0f}"
+                              f"&until={end:.0f}", token)
+    assert status == 200, doc
+    return float(min(p["time"] for s in doc["series"] for p in s["points"]))
+
+
+def test_the_typed_page_counts_the_same_gpus_side_by_side_and_charts_from_the_first_sample(
+        hub: Hub, browser: Any) -> None:
+    """Issue 46: the page is the script built from labextension/src/hub, served by the
+    service as JavaScript; the GPUs column beside idle GPU hours counts the GPUs the servers
+    pay for (what the hours count), with how many their kernels hold, and the headers say
+    so; the chart spans what the hub recorded, from its first hour, not a fixed 48 h."""
+    with logged_in(browser, hub, "admin") as pg:
+        src = pg.get_attribute('script[type="module"]', "src") or ""
+        assert re.fullmatch(r"/services/costguard/static/costguard-hub\.js\?v=[0-9a-f]{16}", src)
+        status, headers, body = hub.request("GET", src)
+        assert status == 200 and body
+        assert {k.lower(): v for k, v in headers.items()}["content-type"].startswith(
+            "text/javascript")
+        assert not pg.locator("script:not([src]):not([type='application/json'])").count()
+        rows = spend(hub)
+        for key, r in rows.items():
+            cell = pg.locator(f'#cg-table tbody tr[data-key="{key}"] td.gpus')
+
+            def same(cell: Any = cell, key: str = key) -> bool:
+                return bool(cell.inner_text().split(" ")[0] == str(spend(hub)[key]["gpus_paid"]))
+            # the figures are the service's, counted over the same GPUs as idle GPU hours
+            wait_for(same, 40, f"{key}'s GPUs paid for")
+            text = cell.inner_text()
+            assert re.fullmatch(r"\d+ \(\d+ held · \d+ busy\)", text), text
+            assert "paid for" in (cell.get_attribute("title") or "")
+            assert "paid for" in (pg.locator(f'#cg-table tbody tr[data-key="{key}"] td.idle'
+                                             ).get_attribute("title") or "")
+            assert r["gpus_paid"] >= r["gpus_held"]
+        for column in ("gpus", "idle"):
+            assert "pay for" in (pg.get_attribute(f'#cg-table th[data-sort="{column}"]',
+                                                  "title") or "")
+        # the chart starts at the hub's first hour recorded (minutes ago), ends this hour
+        first = first_hour_recorded(hub, hub.admin_token)  # type: ignore[attr-defined]
+        pg.wait_for_selector("#cg-chart svg rect.cg-bar", timeout=15_000)
+        start = float(pg.get_attribute("#cg-chart svg", "data-start") or "nan")
+        end = float(pg.get_attribute("#cg-chart svg", "data-end") or "nan")
+        hour_end = (time.time() // 3600 + 1) * 3600
+        assert start == first and end in (hour_end, hour_end - 3600), (start, end, first)
+        assert (end - start) / 3600 <= 2, "a hub minutes old charts its hour or two, not 48"
+        assert pg.locator("#cg-chart-foot").inner_text().startswith(
+            time.strftime("%Y-%m-%d %H:%M", time.gmtime(first)))
+
+
 def test_download_csv_has_the_columns_and_a_line_per_user(hub: Hub, browser: Any) -> None:
     with logged_in(browser, hub, "admin") as pg:
-        pg.wait_for_function("document.querySelector('#cg-csv').href.includes('by=user')")
+        pg.wait_for_function("() => document.querySelector('#cg-csv').href.includes('by=user')")
         with pg.expect_download() as info:
             pg.click("#cg-csv")
         download = info.value
@@ -286,6 +344,12 @@ def test_a_user_sees_only_their_own_figures_and_budgets(hub: Hub, browser: Any) 
         status, later = hub.service("api/me", token)
         assert me["totals"]["spend"] - 0.005 <= value <= later["totals"]["spend"] + 0.005
         assert bars(pg) >= 1
+        # her chart starts at her first hour recorded
+        assert float(pg.get_attribute("#cg-chart svg", "data-start") or "nan") == \
+            first_hour_recorded(hub, token, "by=user&key=alice")
+        # her server's GPUs: those it pays for, with those her kernel holds
+        gpus = pg.locator('#cg-table tbody tr[data-key="alice/"] td.gpus').inner_text()
+        assert re.fullmatch(r"\d+ \(1 held · \d busy\)", gpus), gpus
         # when her figures are from and that her server runs, never "waiting" for a poll
         # whose counts are not hers to see
         wait_for(lambda: "1 server running" in pg.locator("#cg-poll").inner_text(), 10,

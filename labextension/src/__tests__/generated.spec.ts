@@ -1,7 +1,7 @@
 /**
  * The checked-in generated files match their sources (`scripts/generate.js`):
- * `src/generated/openapi.ts` matches the OpenAPI document, and the hub page's
- * chart-scale block matches `src/chartscale.ts`. A failure names the command
+ * `src/generated/openapi.ts` matches the server extension's OpenAPI document,
+ * and `src/generated/hubapi.ts` the hub service's. A failure names the command
  * that regenerates the file. The generator runs in a child process
  * (openapi-typescript is an ES module, which jest's runtime cannot load).
  */
@@ -25,7 +25,7 @@ describe('generated files', () => {
     check('types');
   }, 60000);
 
-  it("the hub page's chart-scale block matches src/chartscale.ts", () => {
+  it('src/generated/hubapi.ts matches jupyter_costguard/hub/openapi.yaml', () => {
     check('hub');
   }, 60000);
 });
