@@ -229,16 +229,34 @@ def test_a_member_is_given_what_is_left_of_a_group_budget_by_default(tmp_path: P
     assert seen["full"][1]["spent"] == 7.0 and seen["full"][1]["budget"] == 10.0
 
 
-def test_a_spent_group_budget_still_refuses_the_gpu_whatever_members_see(
-        tmp_path: Path) -> None:
-    db = service_db(tmp_path / "hub.sqlite", {"bob": 12.0}, {"ann": ["ml"], "bob": ["ml"]})
-    for view in ("remaining", "none"):
-        spawner = Spawner(groups=("ml",), user_options={"profile": "gpu"})
-        with pytest.raises(web.HTTPError) as refused:
-            asyncio.run(check_budget(spawner, settings_for(
-                db, group_budgets={"ml": 10.0}, member_group_view=view)))
-        assert "group ml's monthly budget of 10.00 USD is spent" in \
-            refused.value.jupyterhub_message  # type: ignore[attr-defined]
+@pytest.mark.parametrize("view", ["remaining", "none", "full"])
+def test_a_spent_group_budget_refuses_the_gpu_and_says_only_what_members_may_see(
+        tmp_path: Path, view: str) -> None:
+    """Bob spent 12.00 of the two-member group's 10.00: ann's refusal must not tell her that
+    (she knows her own 0.84, so the group's figure is bob's) unless the site shows members
+    everything ("full")."""
+    db = service_db(tmp_path / "hub.sqlite", {"bob": 12.0, "ann": 0.84},
+                    {"ann": ["ml"], "bob": ["ml"]})
+    spawner = Spawner(groups=("ml",), user_options={"profile": "gpu"})
+    with pytest.raises(web.HTTPError) as refused:
+        asyncio.run(check_budget(spawner, settings_for(
+            db, group_budgets={"ml": 10.0}, member_group_view=view)))
+    message = refused.value.jupyterhub_message  # type: ignore[attr-defined]
+    assert refused.value.status_code == 403
+    assert "GPU servers are refused: group ml's monthly budget" in message
+    assert "a CPU profile can still be started" in message
+    if view == "full":
+        assert "budget of 10.00 USD is spent (12.84 USD since " in message
+    else:
+        assert "group ml's monthly budget is spent. It resets on " in message
+        assert not any(figure in message for figure in ("10.00", "12.84", "12.00", "0.84"))
+    # one's own budget is always told whole
+    db2 = service_db(tmp_path / "own.sqlite", {"ann": 2.5})
+    with pytest.raises(web.HTTPError) as own:
+        asyncio.run(check_budget(Spawner(user_options={"profile": "gpu"}), settings_for(
+            db2, user_budgets={"ann": 2.0}, member_group_view=view)))
+    assert "your monthly budget of 2.00 USD is spent (2.50 USD since " in \
+        own.value.jupyterhub_message  # type: ignore[attr-defined]
 
 
 def test_the_server_reads_a_remaining_only_budget_and_shrinks_it_by_its_own_spend() -> None:

@@ -26,7 +26,13 @@ from tornado import web
 from jupyter_costguard.common import hubbudget
 from jupyter_costguard.hub import budgetbook
 from jupyter_costguard.hub.budgetbook import BudgetUnreadable
-from jupyter_costguard.hub.budgets import ADJECTIVE, BudgetState, shown_to_member
+from jupyter_costguard.hub.budgets import (
+    ADJECTIVE,
+    BudgetState,
+    day,
+    shown_to_member,
+    spent_words,
+)
 from jupyter_costguard.hub.profiles import (
     RESOURCE_ATTRS,
     asks_for_gpu,
@@ -113,19 +119,18 @@ def states_for(settings: Settings, user: str, groups: list[str], now: float,
     return budgetbook.for_user(s.db_path, counted_sql(s.count), budgets, user, groups, now)
 
 
-def refusal(states: list[BudgetState], currency: str = "") -> str | None:
-    """Why a GPU server is refused, in the site's currency (never one a server reported)."""
+def refusal(states: list[BudgetState], currency: str = "",
+            view: str = "remaining") -> str | None:
+    """Why a GPU server is refused, in the site's currency (never one a server reported),
+    with only the figures the site's `member_group_view` lets a member see of a group's
+    budget (budgets.spent_words: a refusal must not tell one member what the others spent)."""
     spent = [s for s in states if s.exhausted]
     if not spent:
         return None
     s = spent[0]
-    whose = "your" if s.scope == "user" else f"group {s.name}'s"
-    unit = f" {currency}" if currency else ""
-    return (f"GPU servers are refused: {whose} {ADJECTIVE[s.period]} budget of "
-            f"{s.budget:.2f}{unit} is spent ({s.spent:.2f}{unit} since "
-            f"{time.strftime('%Y-%m-%d', time.gmtime(s.period_start))} UTC). It resets on "
-            f"{time.strftime('%Y-%m-%d', time.gmtime(s.period_end))}; a CPU profile can "
-            "still be started.")
+    words = spent_words(s, currency, view, whose="your" if s.scope == "user" else None)
+    return (f"GPU servers are refused: {words}. It resets on {day(s.period_end)}; a CPU "
+            "profile can still be started.")
 
 
 def _refuse(status: int, why: str) -> NoReturn:
@@ -165,7 +170,7 @@ async def check_budget(spawner: Any, settings: Settings) -> list[BudgetState]:
                      "profile can still be started; tell your hub's administrators.")
         spawner.log.warning("costguard: refusing %s's GPU server: %s", user, unchecked)
         _refuse(503, unchecked)
-    why = refusal(states, s.currency) if gpu else None
+    why = refusal(states, s.currency, s.member_group_view) if gpu else None
     if why is not None:
         spawner.log.warning("costguard: refusing %s's GPU server: %s", user, why)
         _refuse(403, why)
