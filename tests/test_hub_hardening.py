@@ -33,7 +33,7 @@ from jupyter_costguard.hub import budgetbook, handlers, report
 from jupyter_costguard.hub.budgets import Budgets, BudgetState
 from jupyter_costguard.hub.profiles import profile_slug
 from jupyter_costguard.hub.spawn import check_budget, is_gpu_spawn, name_profile
-from jupyter_costguard.hub.store import hour_bounds
+from jupyter_costguard.hub.store import HubStore, hour_bounds
 
 HOUR = 3600.0
 
@@ -180,12 +180,8 @@ class FakeStore:
     def memberships(self, since: float | None = None) -> dict[str, list[str]]:
         return self._members
 
-    def user_spend(self, user: str, since: float) -> float:
-        return self._spend.get(user, 0.0)
-
-    def budget_states(self, budgets: Budgets, users: dict[str, list[str]], now: float,
-                      ) -> dict[str, list[Any]]:
-        return budgetbook.states(budgets, self._spend, self._members, users, now)
+    def budget_book(self, budgets: Budgets, now: float) -> budgetbook.BudgetBook:
+        return budgetbook.BudgetBook(budgets, now, self._spend, self._members)
 
     def meter_rows(self) -> list[Any]:
         return []
@@ -257,6 +253,129 @@ def test_a_spent_group_budget_refuses_the_gpu_and_says_only_what_members_may_see
             db2, user_budgets={"ann": 2.0}, member_group_view=view)))
     assert "your monthly budget of 2.00 USD is spent (2.50 USD since " in \
         own.value.jupyterhub_message  # type: ignore[attr-defined]
+
+
+# --- 3b. a budget holds when members start GPU servers at the same moment ----------------
+
+#: the gpu profile's price: a 30 s look at the Hub's worth of it is 0.30
+RESERVE_RATE = 36.0
+
+
+def group_store(path: Path, names: list[str], spent: float) -> tuple[HubStore, float]:
+    """The service's real store: `names` members of group ml this period, `spent` of its
+    budget metered on the first member's (stopped) GPU server."""
+    store = HubStore(path)
+    now = time.time()
+    store.record_cycle({}, {n: ["ml"] for n in names}, now, 120.0)
+    store.record_meter({(names[0], "old"): (now - spent / RESERVE_RATE * 3600, "gpu")},
+                       {"gpu": RESERVE_RATE}, now)
+    return store, now
+
+
+def reserving_settings(db: Path, **more: Any) -> dict[str, Any]:
+    return settings_for(db, profile_prices={"gpu": {"hourly_rate": RESERVE_RATE, "gpus": 1},
+                                                  "cpu": {"hourly_rate": 0.1, "gpus": 0}},
+                        group_budgets={"ml": 1.0}, poll_interval=30.0, **more)
+
+
+def spawn_at_once(spawners: list[Spawner], settings: dict[str, Any],
+                  ) -> tuple[list[Spawner], list[str]]:
+    """Every spawner's check at the same moment, each on a thread (and a connection) of its
+    own, as the Hub runs concurrent spawns: those admitted, and the refusals."""
+    import threading
+
+    start = threading.Barrier(len(spawners))
+    admitted: list[Spawner] = []
+    refused: list[str] = []
+
+    def one(spawner: Spawner) -> None:
+        start.wait()
+        try:
+            asyncio.run(check_budget(spawner, settings))
+        except web.HTTPError as e:
+            refused.append(e.jupyterhub_message)  # type: ignore[attr-defined]
+        else:
+            admitted.append(spawner)
+
+    threads = [threading.Thread(target=one, args=(s,)) for s in spawners]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return admitted, refused
+
+
+def test_ten_gpu_spawns_at_once_against_room_for_one_admit_exactly_one(tmp_path: Path) -> None:
+    """Two members with 0.25 USD left in their group's budget both got a GPU server at the
+    same moment, and the group reached 0.84 before the hold stopped them: each check read
+    the same spend and nothing was held. Now each admitted spawn reserves what it can spend
+    until the service meters it (0.30: 30 s at 36/h), in one transaction with its check."""
+    names = [f"m{i}" for i in range(10)]
+    db = tmp_path / "hub.sqlite"
+    store, _ = group_store(db, names, 0.75)
+    settings = reserving_settings(db)
+    spawners = [Spawner(n, ("ml",), {"profile": "gpu"}) for n in names]
+    admitted, refused = spawn_at_once(spawners, settings)
+    assert len(admitted) == 1 and len(refused) == 9, refused
+    for message in refused:
+        assert "GPU servers are refused for now: what is left of group ml's monthly budget " \
+               "is held by GPU servers starting at this moment" in message, message
+        assert "a CPU profile can still be started" in message
+        # what the others hold is theirs: no figure of the group's under "remaining"
+        assert not any(f in message for f in ("0.75", "0.25", "0.30", "1.00")), message
+    (winner,) = admitted
+    (held,) = store.budget_book(Budgets(group_budgets={"ml": 1.0}), time.time()).reservations
+    assert (held.user, held.server, held.groups) == (winner.user.name, "", ("ml",))
+    assert held.amount == pytest.approx(0.30)
+    # a site that shows members everything tells the figures
+    full = Spawner(names[-1] if winner.user.name != names[-1] else names[0], ("ml",),
+                   {"profile": "gpu"})
+    with pytest.raises(web.HTTPError) as told:
+        asyncio.run(check_budget(full, {**settings, "member_group_view": "full"}))
+    assert "budget (0.75 of 1.00 USD spent, 0.30 USD held) is held by GPU servers" in \
+        told.value.jupyterhub_message  # type: ignore[attr-defined]
+    # a CPU server is never held up by reservations
+    cpu = Spawner(names[1], ("ml",), {"profile": "cpu"})
+    assert [s.scope for s in asyncio.run(check_budget(cpu, settings))] == ["group"]
+    store.close()
+
+
+def test_a_reservation_gives_way_to_the_servers_own_spend_and_never_outlives_its_spawn(
+        tmp_path: Path) -> None:
+    names = ["ann", "bob"]
+    db = tmp_path / "hub.sqlite"
+    store, now = group_store(db, names, 0.5)
+    budgets = Budgets(group_budgets={"ml": 1.0})
+    settings = reserving_settings(db)
+
+    def held() -> list[tuple[str, str]]:
+        return [(r.user, r.server) for r in
+                store.budget_book(budgets, time.time()).reservations]
+
+    asyncio.run(check_budget(Spawner("ann", ("ml",), {"profile": "gpu"}), settings))
+    assert held() == [("ann", "")]
+    # ann's spawn again (a retry): one reservation, not two
+    asyncio.run(check_budget(Spawner("ann", ("ml",), {"profile": "gpu"}), settings))
+    assert held() == [("ann", "")]
+    # the meter counts her server at the next look at the Hub: its reservation is released
+    later = time.time() + 1
+    store.record_cycle({("ann", ""): ("/user/ann/", "gpu")}, {n: ["ml"] for n in names},
+                       later, 120.0)
+    assert held() == [("ann", "")]  # listed as running: still held until counted
+    store.record_meter({("ann", ""): (now, "gpu")}, {"gpu": RESERVE_RATE}, later)
+    assert held() == []
+    # bob's spawn fails (or he stops it before it is counted): the next look releases it
+    asyncio.run(check_budget(Spawner("bob", ("ml",), {"profile": "gpu"}), settings))
+    assert held() == [("bob", "")]
+    store.record_cycle({}, {n: ["ml"] for n in names}, time.time() + 1, 120.0)
+    assert held() == []
+    # and a reservation nobody releases expires (the spawn's start timeout and two looks)
+    asyncio.run(check_budget(Spawner("bob", ("ml",), {"profile": "gpu"}), settings))
+    (r,) = store.budget_book(budgets, time.time()).reservations
+    assert r.expires - r.made == pytest.approx(60.0 + 2 * 30.0)
+    book = store.budget_book(budgets, r.expires + 1)
+    assert book.reserved("group", "ml") == 0.0
+    store.close()
 
 
 def test_the_server_reads_a_remaining_only_budget_and_shrinks_it_by_its_own_spend() -> None:

@@ -65,6 +65,9 @@ class BudgetState:
     period_end: float
     #: a group's members this period (0: not counted, or a user's own budget)
     members: int = 0
+    #: what other GPU spawns hold of it until their spend counts (the spawn check's figure,
+    #: hub/budgetbook.py; 0 elsewhere)
+    reserved: float = 0.0
 
     @property
     def remaining(self) -> float:
@@ -77,6 +80,11 @@ class BudgetState:
     @property
     def exhausted(self) -> bool:
         return self.spent >= self.budget
+
+    @property
+    def full(self) -> bool:
+        """Nothing left once what other spawns hold is counted: a GPU spawn waits."""
+        return self.spent + self.reserved >= self.budget
 
     def doc(self) -> dict[str, object]:
         return {"scope": self.scope, "name": self.name, "budget": round(self.budget, 6),

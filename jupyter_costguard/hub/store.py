@@ -191,6 +191,8 @@ class HubStore:
         self._readers_lock = threading.Lock()
         #: bumped by every write, so readers can cache what they built from the store
         self.version = 0
+        #: the last budget book built (store version, budgets, book)
+        self._book: tuple[int, Budgets, budgetbook.BudgetBook] | None = None
 
     def close(self) -> None:
         self.db.close()
@@ -309,6 +311,14 @@ class HubStore:
                         "node_time = NULL, node_idle_since = NULL, node_unknown = NULL "
                         "WHERE user = ? AND server = ?",
                         (STOPPED, user, server))
+            # a reservation of a spawn that began before this look at the Hub, of a server
+            # it does not list (the spawn failed, or the server stopped), holds nothing
+            db.executemany(
+                "DELETE FROM reservations WHERE user = ? AND server = ? AND made < ?",
+                [(u, s, now) for u, s in db.execute(
+                    "SELECT user, server FROM reservations").fetchall()
+                 if (u, s) not in running])
+            db.execute("DELETE FROM reservations WHERE expires <= ?", (now,))
             # each listed user's groups now; a membership no longer listed is kept, with
             # when it was last seen, for the period it counts in
             db.executemany(
@@ -329,6 +339,9 @@ class HubStore:
                 rate = rates.get(profile)
                 if run is None or rate is None:
                     continue
+                # its spawn's reservation: the meter counts this server's spend from now on
+                db.execute("DELETE FROM reservations WHERE user = ? AND server = ? AND "
+                           "made <= ?", (user, server, now))
                 found = db.execute("SELECT spend, last FROM meter WHERE user = ? AND "
                                    "server = ? AND run = ?", (user, server, run)).fetchone()
                 spend, last = (0.0, run) if found is None else found
@@ -388,6 +401,9 @@ class HubStore:
 
     def _record_one(self, db: sqlite3.Connection, user: str, url: str, profile: str,
                     r: Report, epoch: float, seen: float) -> None:
+        # its spawn's reservation: the server's own figures count from now on
+        db.execute("DELETE FROM reservations WHERE user = ? AND server = ? AND made <= ?",
+                   (user, r.server, seen))
         prev = db.execute(
             "SELECT spend, waste, last_seen, unattributed FROM epochs WHERE user = ? AND "
             "server = ? AND since = ?", (user, r.server, epoch)).fetchone()
@@ -532,29 +548,31 @@ class HubStore:
                 out.setdefault((u, s), []).append(t)
         return out
 
-    def user_spend(self, user: str, since: float) -> float:
-        """A user's counted spend, all servers, in the hours from `since` (budgets)."""
+    def budget_book(self, budgets: Budgets, now: float) -> budgetbook.BudgetBook:
+        """The budget book of the period of `now` (hub/budgetbook.py, as the spawn hook
+        reads it): built once per state of the store and period, so the budget hold, the
+        pages, the CSV, the metrics and api/me read the same figures."""
+        version = self.version
+        held = self._book
+        if held is not None and held[0] == version and held[1] == budgets \
+                and held[2].budgets.start(held[2].now) == budgets.start(now):
+            # the spawn hook writes reservations from the Hub's process: read afresh
+            with self._reading() as db:
+                fresh = budgetbook.reservations(db, now)
+            return replace(held[2], now=now, reservations=fresh)
         with self._reading() as db:
-            row = db.execute(f"SELECT COALESCE(SUM({self._counted}), 0) FROM hours "
-                                  "WHERE user = ? AND hour >= ?",
-                                  (user, hour_bounds(since, None)[0])).fetchone()
-            return float(row[0])
+            db.execute("BEGIN")  # one snapshot: spend, memberships and reservations agree
+            try:
+                found = budgetbook.book(db, self._counted, budgets, now)
+            finally:
+                db.execute("COMMIT")
+        self._book = (version, budgets, found)
+        return found
 
     def budget_states(self, budgets: Budgets, users: Mapping[str, Sequence[str]], now: float,
                       ) -> dict[str, list[BudgetState]]:
-        """The budgets of each of `users` (user -> their groups now), every user's spend and
-        the period's memberships read once (hub/budgetbook.py, as the spawn hook reads it)."""
-        start = budgets.start(now)
-        with self._reading() as db:
-            spent = budgetbook.users_spend(db, self._counted, start)
-            members = budgetbook.memberships(db, start)
-        return budgetbook.states(budgets, spent, members, users, now)
-
-    def users_spend(self, since: float) -> dict[str, float]:
-        """Every user's counted spend in the hours from `since`, in one query (budgets for
-        many users at once)."""
-        with self._reading() as db:
-            return budgetbook.users_spend(db, self._counted, since)
+        """The budgets of each of `users` (user -> their groups now), from the book."""
+        return self.budget_book(budgets, now).of_users(users)
 
     def meter_rows(self) -> list[MeterRow]:
         """Each server's latest metered run, with the server's own figures for that run."""
