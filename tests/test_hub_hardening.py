@@ -378,6 +378,37 @@ def test_a_reservation_gives_way_to_the_servers_own_spend_and_never_outlives_its
     store.close()
 
 
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes a read-only file")
+def test_a_database_the_hub_cannot_write_is_checked_unreserved_and_the_log_says_so(
+        tmp_path: Path) -> None:
+    db = tmp_path / "hub.sqlite"
+    store, _ = group_store(db, ["ann", "bob"], 0.5)
+    store.close()
+    db.chmod(0o400)
+    spawner = Spawner("ann", ("ml",), {"profile": "gpu"})
+    states = asyncio.run(check_budget(spawner, reserving_settings(db)))
+    assert [(s.scope, round(s.spent, 6)) for s in states] == [("group", 0.5)]
+    assert any("reserves nothing" in w and "cannot be written" in w
+               for w in spawner.log.warnings), spawner.log.warnings
+
+
+def test_a_check_that_cannot_take_the_write_lock_is_not_made(tmp_path: Path) -> None:
+    """Unreserved, the check would let simultaneous spawns through again: a lock held past
+    the timeout is an unreadable budget (503, or `budget_check_on_error`)."""
+    from jupyter_costguard.hub.store import counted_sql
+
+    db = tmp_path / "hub.sqlite"
+    store, now = group_store(db, ["ann"], 0.5)
+    store.db.execute("BEGIN IMMEDIATE")  # the service in a write that does not end
+    try:
+        with pytest.raises(budgetbook.BudgetUnreadable, match="locked"):
+            budgetbook.admit(db, counted_sql("metered"), Budgets(group_budgets={"ml": 1.0}),
+                             "ann", "", ["ml"], now, 0.3, 60.0, timeout=0.2)
+    finally:
+        store.db.execute("ROLLBACK")
+    store.close()
+
+
 def test_the_server_reads_a_remaining_only_budget_and_shrinks_it_by_its_own_spend() -> None:
     now = time.time()
     env = {ENV_BUDGET: json.dumps([

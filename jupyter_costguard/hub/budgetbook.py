@@ -214,21 +214,23 @@ class Admission:
 
 
 def admit(db_path: str | Path, counted: str, budgets: Budgets, user: str, server: str,
-          groups: Iterable[str], now: float, amount: float, ttl: float) -> Admission:
+          groups: Iterable[str], now: float, amount: float, ttl: float,
+          timeout: float = BUSY_TIMEOUT) -> Admission:
     """The spawn check of a GPU server (the hook, in the Hub's process): in one write
     transaction, the user's budgets with what other spawns hold, and, when every one has
     something left after that, a reservation of `amount` for `ttl` seconds (replacing this
     server's earlier one). A file the hook cannot write (or from before reservations) is
-    checked read-only, unreserved, and `unreserved` says why."""
+    checked read-only, unreserved, and `unreserved` says why; one whose write lock another
+    holds past `timeout` is BudgetUnreadable (the check cannot be made)."""
     path = _exists(db_path)
     groups = sorted(set(groups))
     try:
         db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=rw", uri=True,
-                             timeout=BUSY_TIMEOUT, isolation_level=None)
+                             timeout=timeout, isolation_level=None)
     except sqlite3.Error as e:
         found = read(path, counted, budgets, now)
         return Admission(found.states(user, groups, (user, server)),
-                         unreserved=f"{path} cannot be written ({e})")
+                         unreserved=f"{path} cannot be opened for writing ({e})")
     try:
         if not columns(db, "reservations"):
             found = book(db, counted, budgets, now)
@@ -252,10 +254,13 @@ def admit(db_path: str | Path, counted: str, budgets: Budgets, user: str, server
             db.execute("ROLLBACK")
             raise
     except sqlite3.Error as e:
-        if "readonly" in str(e):
-            found = read(path, counted, budgets, now)
-            return Admission(found.states(user, groups, (user, server)),
-                             unreserved=f"{path} cannot be written ({e})")
-        raise BudgetUnreadable(f"{path}: {e}") from e
+        if "locked" in str(e):  # held past the timeout: the check cannot be made now
+            raise BudgetUnreadable(f"{path}: {e}") from e
+        # not writable here (the Hub runs as another account than the service, the folder
+        # is not the Hub's): checked as before, unreserved; a file that cannot be read at
+        # all is BudgetUnreadable from `read`
+        found = read(path, counted, budgets, now)
+        return Admission(found.states(user, groups, (user, server)),
+                         unreserved=f"{path} cannot be written ({e})")
     finally:
         db.close()

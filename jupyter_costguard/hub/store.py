@@ -9,7 +9,10 @@ gained between two reports is also spread evenly over the hours between them, fo
 and charts.
 
 Each report is written in a transaction of its own, so a bad one can roll back nothing but
-itself. All methods run on the service's worker threads; one connection, one writer.
+itself. All methods run on the service's worker threads; one connection, one writer in this
+process. The one other writer is the spawn hook in the Hub's process, which adds a GPU
+spawn's reservation in one transaction with its budget check (hub/budgetbook.py `admit`); the
+store releases reservations as the meter, a report or a look at the Hub replaces them.
 """
 
 from __future__ import annotations
