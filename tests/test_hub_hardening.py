@@ -55,9 +55,13 @@ class User:
 class Log:
     def __init__(self) -> None:
         self.warnings: list[str] = []
+        self.infos: list[str] = []
 
     def warning(self, msg: str, *args: Any) -> None:
         self.warnings.append(msg % args)
+
+    def info(self, msg: str, *args: Any) -> None:
+        self.infos.append(msg % args)
 
 
 class Spawner:
@@ -324,6 +328,8 @@ def test_ten_gpu_spawns_at_once_against_room_for_one_admit_exactly_one(tmp_path:
         # what the others hold is theirs: no figure of the group's under "remaining"
         assert not any(f in message for f in ("0.75", "0.25", "0.30", "1.00")), message
     (winner,) = admitted
+    assert winner.log.infos == [f"costguard: {winner.user.name}'s GPU server reserves 0.3000 "
+                                "USD of its budgets until the service counts it"]
     (held,) = store.budget_book(Budgets(group_budgets={"ml": 1.0}), time.time()).reservations
     assert (held.user, held.server, held.groups) == (winner.user.name, "", ("ml",))
     assert held.amount == pytest.approx(0.30)

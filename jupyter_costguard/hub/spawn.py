@@ -208,6 +208,10 @@ async def check_budget(spawner: Any, settings: Settings) -> list[BudgetState]:
             if admission.unreserved:
                 spawner.log.warning("costguard: %s's GPU server reserves nothing: %s", user,
                                     admission.unreserved)
+            elif admission.reserved:
+                spawner.log.info("costguard: %s's GPU server reserves %.4f %s of its budgets "
+                                 "until the service counts it", user, admission.reserved,
+                                 s.currency)
             states = admission.states
         else:
             states = await loop.run_in_executor(None, states_for, s, user, groups, now)
