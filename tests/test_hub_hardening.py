@@ -28,6 +28,7 @@ from tornado.httpclient import AsyncHTTPClient, HTTPResponse
 from tornado.httpserver import HTTPServer
 from tornado.testing import bind_unused_port
 
+from jupyter_costguard.common.hubprotocol import Report
 from jupyter_costguard.cost.hubbudget import ENV_BUDGET, budgets_doc, budgets_from_environ
 from jupyter_costguard.hub import budgetbook, handlers, report
 from jupyter_costguard.hub.budgets import Budgets, BudgetState
@@ -374,6 +375,15 @@ def test_a_reservation_gives_way_to_the_servers_own_spend_and_never_outlives_its
     asyncio.run(check_budget(Spawner("bob", ("ml",), {"profile": "gpu"}), settings))
     assert held() == [("bob", "")]
     store.record_cycle({}, {n: ["ml"] for n in names}, time.time() + 1, 120.0)
+    assert held() == []
+    # an unpriced profile's server (or one the meter has not reached yet): its first report
+    asyncio.run(check_budget(Spawner("bob", ("ml",), {"profile": "gpu"}), settings))
+    assert held() == [("bob", "")]
+    at = time.time() + 1
+    store.record_report("bob", "/user/bob/", "gpu", Report(
+        server="", time=at, since=at - 5, spend=0.01, waste=0.0, currency="USD",
+        simulated=False, rate_per_hour=RESERVE_RATE, gpu_count=1, gpus_held=1, gpus_busy=1,
+        gpu_idle_since=None, active_jobs=0, kept=()), at - 5, at)
     assert held() == []
     # and a reservation nobody releases expires (the spawn's start timeout and two looks)
     asyncio.run(check_budget(Spawner("bob", ("ml",), {"profile": "gpu"}), settings))

@@ -6,10 +6,12 @@ every server its budget, and names the profile the spawn runs in the Hub's recor
     c.Spawner.pre_spawn_hook = budget_hook("/srv/costguard/costguard_hub_config.py")
 
 It builds the service's own settings from its config file (hub/settings.py: budgets, period,
-the site's profiles) and reads the service's SQLite (what each user and group has spent this
-period, hub/budgetbook.py), so budgets are written once, decided by the service's own code,
-and the check needs no network. Runs in the Hub's process; the SQLite read runs off its IO
-loop. A site with its own hook calls `check_budget(spawner, settings)` from it.
+the site's profiles) and reads the service's SQLite (the budget book: what each user and group
+has spent this period, hub/budgetbook.py), so budgets are written once, decided by the
+service's own code, and the check needs no network. An admitted GPU spawn reserves what it can
+spend until the service counts it, in one transaction with its check, so spawns at the same
+moment cannot all pass on the same budget. Runs in the Hub's process; the SQLite work runs
+off its IO loop. A site with its own hook calls `check_budget(spawner, settings)` from it.
 """
 
 from __future__ import annotations

@@ -158,6 +158,18 @@ def hour_bounds(since: float | None, until: float | None) -> tuple[int, int]:
     return lo, hi
 
 
+def reserved(db: sqlite3.Connection) -> set[tuple[str, str]]:
+    """The servers whose spawn holds a reservation (a handful: spawns under way)."""
+    return {(u, s) for u, s in db.execute("SELECT user, server FROM reservations")}
+
+
+def release(db: sqlite3.Connection, user: str, server: str, made_by: float) -> None:
+    """A server's spawn's reservation, made by `made_by`, holds nothing from now on: its own
+    spend counts (hub/budgetbook.py). One made later is a newer spawn's, kept."""
+    db.execute("DELETE FROM reservations WHERE user = ? AND server = ? AND made <= ?",
+               (user, server, made_by))
+
+
 @dataclass(frozen=True)
 class MeterRow:
     """A server's current run as the meter has it, beside what the server reported of it."""
@@ -254,12 +266,15 @@ class HubStore:
             return errors
 
         def write(db: sqlite3.Connection) -> None:
+            held = reserved(db)
             for user, url, profile, r, run, received in reports:
                 seen = r.time if received is None else min(r.time, received)
                 db.execute("SAVEPOINT report")
                 try:
                     self._record_one(db, user, url, profile, r,
                                      r.since if run is None else run, seen)
+                    if (user, r.server) in held:  # the server's own figures count from now
+                        release(db, user, r.server, seen)
                 except Exception as e:  # one report's failure is its own
                     db.execute("ROLLBACK TO report")
                     errors.append(e)
@@ -316,11 +331,8 @@ class HubStore:
                         (STOPPED, user, server))
             # a reservation of a spawn that began before this look at the Hub, of a server
             # it does not list (the spawn failed, or the server stopped), holds nothing
-            db.executemany(
-                "DELETE FROM reservations WHERE user = ? AND server = ? AND made < ?",
-                [(u, s, now) for u, s in db.execute(
-                    "SELECT user, server FROM reservations").fetchall()
-                 if (u, s) not in running])
+            for user, server in reserved(db) - set(running):
+                release(db, user, server, now - 1e-6)  # made before `now` only
             db.execute("DELETE FROM reservations WHERE expires <= ?", (now,))
             # each listed user's groups now; a membership no longer listed is kept, with
             # when it was last seen, for the period it counts in
@@ -338,13 +350,13 @@ class HubStore:
         so a restart of the service picks up where it left: the time it was down is
         counted at its next cycle, as long as the Hub says the same run is still up."""
         def write(db: sqlite3.Connection) -> None:
+            held = reserved(db)
             for (user, server), (run, profile) in running.items():
                 rate = rates.get(profile)
                 if run is None or rate is None:
                     continue
-                # its spawn's reservation: the meter counts this server's spend from now on
-                db.execute("DELETE FROM reservations WHERE user = ? AND server = ? AND "
-                           "made <= ?", (user, server, now))
+                if (user, server) in held:  # the meter counts this server's spend from now
+                    release(db, user, server, now)
                 found = db.execute("SELECT spend, last FROM meter WHERE user = ? AND "
                                    "server = ? AND run = ?", (user, server, run)).fetchone()
                 spend, last = (0.0, run) if found is None else found
@@ -404,9 +416,6 @@ class HubStore:
 
     def _record_one(self, db: sqlite3.Connection, user: str, url: str, profile: str,
                     r: Report, epoch: float, seen: float) -> None:
-        # its spawn's reservation: the server's own figures count from now on
-        db.execute("DELETE FROM reservations WHERE user = ? AND server = ? AND made <= ?",
-                   (user, r.server, seen))
         prev = db.execute(
             "SELECT spend, waste, last_seen, unattributed FROM epochs WHERE user = ? AND "
             "server = ? AND since = ?", (user, r.server, epoch)).fetchone()

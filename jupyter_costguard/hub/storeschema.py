@@ -1,5 +1,6 @@
 """The hub service's tables and their migrations, and which figure is counted: the schema
-the service writes and the hooks in other processes read (hub/store.py, hub/budgetbook.py)."""
+the service writes and the hooks in other processes read (hub/store.py, hub/budgetbook.py),
+and where the spawn hook writes its reservations."""
 
 from __future__ import annotations
 
