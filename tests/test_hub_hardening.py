@@ -57,9 +57,13 @@ class User:
 class Log:
     def __init__(self) -> None:
         self.warnings: list[str] = []
+        self.infos: list[str] = []
 
     def warning(self, msg: str, *args: Any) -> None:
         self.warnings.append(msg % args)
+
+    def info(self, msg: str, *args: Any) -> None:
+        self.infos.append(msg % args)
 
 
 class Spawner:
@@ -183,12 +187,8 @@ class FakeStore:
     def memberships(self, since: float | None = None) -> dict[str, list[str]]:
         return self._members
 
-    def user_spend(self, user: str, since: float) -> float:
-        return self._spend.get(user, 0.0)
-
-    def budget_states(self, budgets: Budgets, users: dict[str, list[str]], now: float,
-                      ) -> dict[str, list[Any]]:
-        return budgetbook.states(budgets, self._spend, self._members, users, now)
+    def budget_book(self, budgets: Budgets, now: float) -> budgetbook.BudgetBook:
+        return budgetbook.BudgetBook(budgets, now, self._spend, self._members)
 
     def meter_rows(self) -> list[Any]:
         return []
@@ -254,16 +254,199 @@ def test_a_member_is_given_what_is_left_of_a_group_budget_by_default(tmp_path: P
     assert seen["full"][1]["spent"] == 7.0 and seen["full"][1]["budget"] == 10.0
 
 
-def test_a_spent_group_budget_still_refuses_the_gpu_whatever_members_see(
+@pytest.mark.parametrize("view", ["remaining", "none", "full"])
+def test_a_spent_group_budget_refuses_the_gpu_and_says_only_what_members_may_see(
+        tmp_path: Path, view: str) -> None:
+    """Bob spent 12.00 of the two-member group's 10.00: ann's refusal must not tell her that
+    (she knows her own 0.84, so the group's figure is bob's) unless the site shows members
+    everything ("full")."""
+    db = service_db(tmp_path / "hub.sqlite", {"bob": 12.0, "ann": 0.84},
+                    {"ann": ["ml"], "bob": ["ml"]})
+    spawner = Spawner(groups=("ml",), user_options={"profile": "gpu"})
+    with pytest.raises(web.HTTPError) as refused:
+        asyncio.run(check_budget(spawner, settings_for(
+            db, group_budgets={"ml": 10.0}, member_group_view=view)))
+    message = refused.value.jupyterhub_message  # type: ignore[attr-defined]
+    assert refused.value.status_code == 403
+    assert "GPU servers are refused: group ml's monthly budget" in message
+    assert "a CPU profile can still be started" in message
+    if view == "full":
+        assert "budget of 10.00 USD is spent (12.84 USD since " in message
+    else:
+        assert "group ml's monthly budget is spent. It resets on " in message
+        assert not any(figure in message for figure in ("10.00", "12.84", "12.00", "0.84"))
+    # one's own budget is always told whole
+    db2 = service_db(tmp_path / "own.sqlite", {"ann": 2.5})
+    with pytest.raises(web.HTTPError) as own:
+        asyncio.run(check_budget(Spawner(user_options={"profile": "gpu"}), settings_for(
+            db2, user_budgets={"ann": 2.0}, member_group_view=view)))
+    assert "your monthly budget of 2.00 USD is spent (2.50 USD since " in \
+        own.value.jupyterhub_message  # type: ignore[attr-defined]
+
+
+# --- 3b. a budget holds when members start GPU servers at the same moment ----------------
+
+#: the gpu profile's price: a 30 s look at the Hub's worth of it is 0.30
+RESERVE_RATE = 36.0
+
+
+def group_store(path: Path, names: list[str], spent: float) -> tuple[HubStore, float]:
+    """The service's real store: `names` members of group ml this period, `spent` of its
+    budget metered on the first member's (stopped) GPU server."""
+    store = HubStore(path)
+    now = time.time()
+    store.record_cycle({}, {n: ["ml"] for n in names}, now, 120.0)
+    store.record_meter({(names[0], "old"): (now - spent / RESERVE_RATE * 3600, "gpu")},
+                       {"gpu": RESERVE_RATE}, now)
+    return store, now
+
+
+def reserving_settings(db: Path, **more: Any) -> dict[str, Any]:
+    return settings_for(db, profile_prices={"gpu": {"hourly_rate": RESERVE_RATE, "gpus": 1},
+                                                  "cpu": {"hourly_rate": 0.1, "gpus": 0}},
+                        group_budgets={"ml": 1.0}, poll_interval=30.0, **more)
+
+
+def spawn_at_once(spawners: list[Spawner], settings: dict[str, Any],
+                  ) -> tuple[list[Spawner], list[str]]:
+    """Every spawner's check at the same moment, each on a thread (and a connection) of its
+    own, as the Hub runs concurrent spawns: those admitted, and the refusals."""
+    import threading
+
+    start = threading.Barrier(len(spawners))
+    admitted: list[Spawner] = []
+    refused: list[str] = []
+
+    def one(spawner: Spawner) -> None:
+        start.wait()
+        try:
+            asyncio.run(check_budget(spawner, settings))
+        except web.HTTPError as e:
+            refused.append(e.jupyterhub_message)  # type: ignore[attr-defined]
+        else:
+            admitted.append(spawner)
+
+    threads = [threading.Thread(target=one, args=(s,)) for s in spawners]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return admitted, refused
+
+
+def test_ten_gpu_spawns_at_once_against_room_for_one_admit_exactly_one(tmp_path: Path) -> None:
+    """Two members with 0.25 USD left in their group's budget both got a GPU server at the
+    same moment, and the group reached 0.84 before the hold stopped them: each check read
+    the same spend and nothing was held. Now each admitted spawn reserves what it can spend
+    until the service meters it (0.30: 30 s at 36/h), in one transaction with its check."""
+    names = [f"m{i}" for i in range(10)]
+    db = tmp_path / "hub.sqlite"
+    store, _ = group_store(db, names, 0.75)
+    settings = reserving_settings(db)
+    spawners = [Spawner(n, ("ml",), {"profile": "gpu"}) for n in names]
+    admitted, refused = spawn_at_once(spawners, settings)
+    assert len(admitted) == 1 and len(refused) == 9, refused
+    for message in refused:
+        assert "GPU servers are refused for now: what is left of group ml's monthly budget " \
+               "is held by GPU servers starting at this moment" in message, message
+        assert "a CPU profile can still be started" in message
+        # what the others hold is theirs: no figure of the group's under "remaining"
+        assert not any(f in message for f in ("0.75", "0.25", "0.30", "1.00")), message
+    (winner,) = admitted
+    assert winner.log.infos == [f"costguard: {winner.user.name}'s GPU server reserves 0.3000 "
+                                "USD of its budgets until the service counts it"]
+    (held,) = store.budget_book(Budgets(group_budgets={"ml": 1.0}), time.time()).reservations
+    assert (held.user, held.server, held.groups) == (winner.user.name, "", ("ml",))
+    assert held.amount == pytest.approx(0.30)
+    # a site that shows members everything tells the figures
+    full = Spawner(names[-1] if winner.user.name != names[-1] else names[0], ("ml",),
+                   {"profile": "gpu"})
+    with pytest.raises(web.HTTPError) as told:
+        asyncio.run(check_budget(full, {**settings, "member_group_view": "full"}))
+    assert "budget (0.75 of 1.00 USD spent, 0.30 USD held) is held by GPU servers" in \
+        told.value.jupyterhub_message  # type: ignore[attr-defined]
+    # a CPU server is never held up by reservations
+    cpu = Spawner(names[1], ("ml",), {"profile": "cpu"})
+    assert [s.scope for s in asyncio.run(check_budget(cpu, settings))] == ["group"]
+    store.close()
+
+
+def test_a_reservation_gives_way_to_the_servers_own_spend_and_never_outlives_its_spawn(
         tmp_path: Path) -> None:
-    db = service_db(tmp_path / "hub.sqlite", {"bob": 12.0}, {"ann": ["ml"], "bob": ["ml"]})
-    for view in ("remaining", "none"):
-        spawner = Spawner(groups=("ml",), user_options={"profile": "gpu"})
-        with pytest.raises(web.HTTPError) as refused:
-            asyncio.run(check_budget(spawner, settings_for(
-                db, group_budgets={"ml": 10.0}, member_group_view=view)))
-        assert "group ml's monthly budget of 10.00 USD is spent" in \
-            refused.value.jupyterhub_message  # type: ignore[attr-defined]
+    names = ["ann", "bob"]
+    db = tmp_path / "hub.sqlite"
+    store, now = group_store(db, names, 0.5)
+    budgets = Budgets(group_budgets={"ml": 1.0})
+    settings = reserving_settings(db)
+
+    def held() -> list[tuple[str, str]]:
+        return [(r.user, r.server) for r in
+                store.budget_book(budgets, time.time()).reservations]
+
+    asyncio.run(check_budget(Spawner("ann", ("ml",), {"profile": "gpu"}), settings))
+    assert held() == [("ann", "")]
+    # ann's spawn again (a retry): one reservation, not two
+    asyncio.run(check_budget(Spawner("ann", ("ml",), {"profile": "gpu"}), settings))
+    assert held() == [("ann", "")]
+    # the meter counts her server at the next look at the Hub: its reservation is released
+    later = time.time() + 1
+    store.record_cycle({("ann", ""): ("/user/ann/", "gpu")}, {n: ["ml"] for n in names},
+                       later, 120.0)
+    assert held() == [("ann", "")]  # listed as running: still held until counted
+    store.record_meter({("ann", ""): (now, "gpu")}, {"gpu": RESERVE_RATE}, later)
+    assert held() == []
+    # bob's spawn fails (or he stops it before it is counted): the next look releases it
+    asyncio.run(check_budget(Spawner("bob", ("ml",), {"profile": "gpu"}), settings))
+    assert held() == [("bob", "")]
+    store.record_cycle({}, {n: ["ml"] for n in names}, time.time() + 1, 120.0)
+    assert held() == []
+    # an unpriced profile's server (or one the meter has not reached yet): its first report
+    asyncio.run(check_budget(Spawner("bob", ("ml",), {"profile": "gpu"}), settings))
+    assert held() == [("bob", "")]
+    at = time.time() + 1
+    store.record_report("bob", "/user/bob/", "gpu", Report(
+        server="", time=at, since=at - 5, spend=0.01, waste=0.0, currency="USD",
+        simulated=False, rate_per_hour=RESERVE_RATE, gpu_count=1, gpus_held=1, gpus_busy=1,
+        gpu_idle_since=None, active_jobs=0, kept=()), at - 5, at)
+    assert held() == []
+    # and a reservation nobody releases expires (the spawn's start timeout and two looks)
+    asyncio.run(check_budget(Spawner("bob", ("ml",), {"profile": "gpu"}), settings))
+    (r,) = store.budget_book(budgets, time.time()).reservations
+    assert r.expires - r.made == pytest.approx(60.0 + 2 * 30.0)
+    book = store.budget_book(budgets, r.expires + 1)
+    assert book.reserved("group", "ml") == 0.0
+    store.close()
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes a read-only file")
+def test_a_database_the_hub_cannot_write_is_checked_unreserved_and_the_log_says_so(
+        tmp_path: Path) -> None:
+    db = tmp_path / "hub.sqlite"
+    store, _ = group_store(db, ["ann", "bob"], 0.5)
+    store.close()
+    db.chmod(0o400)
+    spawner = Spawner("ann", ("ml",), {"profile": "gpu"})
+    states = asyncio.run(check_budget(spawner, reserving_settings(db)))
+    assert [(s.scope, round(s.spent, 6)) for s in states] == [("group", 0.5)]
+    assert any("reserves nothing" in w and "cannot be written" in w
+               for w in spawner.log.warnings), spawner.log.warnings
+
+
+def test_a_check_that_cannot_take_the_write_lock_is_not_made(tmp_path: Path) -> None:
+    """Unreserved, the check would let simultaneous spawns through again: a lock held past
+    the timeout is an unreadable budget (503, or `budget_check_on_error`)."""
+    from jupyter_costguard.hub.store import counted_sql
+
+    db = tmp_path / "hub.sqlite"
+    store, now = group_store(db, ["ann"], 0.5)
+    store.db.execute("BEGIN IMMEDIATE")  # the service in a write that does not end
+    try:
+        with pytest.raises(budgetbook.BudgetUnreadable, match="locked"):
+            budgetbook.admit(db, counted_sql("metered"), Budgets(group_budgets={"ml": 1.0}),
+                             "ann", "", ["ml"], now, 0.3, 60.0, timeout=0.2)
+    finally:
+        store.db.execute("ROLLBACK")
+    store.close()
 
 
 def test_the_server_reads_a_remaining_only_budget_and_shrinks_it_by_its_own_spend() -> None:

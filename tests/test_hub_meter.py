@@ -14,7 +14,7 @@ from jupyter_costguard.common.hubprotocol import Report
 from jupyter_costguard.cost.config import PricingConfig
 from jupyter_costguard.cost.pricing import ContainerFacts, resolve_pricing
 from jupyter_costguard.cost.service import decide_pricing, load_catalog
-from jupyter_costguard.hub.budgets import Budgets
+from jupyter_costguard.hub.budgets import Budgets, BudgetState
 from jupyter_costguard.hub.meter import MeterConfigError, parse_bytes, price_profiles
 from jupyter_costguard.hub.report import Reconcile, flags_of, rows, to_csv
 from jupyter_costguard.hub.store import HubStore
@@ -23,6 +23,8 @@ from jupyter_costguard.sampling.records import GpuReading, GpuSample, HostSample
 GiB = 2 ** 30
 HOUR = 3600.0
 T0 = 1_780_000_000.0 // HOUR * HOUR  # an hour boundary
+#: budgets whose period (a day) starts at or before T0 and holds the hours after it
+BOOK = Budgets("day")
 
 
 def report(server: str = "", *, since: float, time: float, spend: float, rate: float,
@@ -155,7 +157,7 @@ def test_the_meter_accrues_from_the_hubs_start_and_survives_a_restart(tmp_path: 
 
 def test_what_is_counted(tmp_path: Path) -> None:
     """metered (default): the meter where the profile is priced, else the report; reported;
-    larger. Budgets (user_spend) and pages (totals) count the same figure."""
+    larger. Budgets (the budget book) and pages (totals) count the same figure."""
     figures = {}
     for count in ("metered", "reported", "larger"):
         store = HubStore(tmp_path / f"{count}.sqlite", count=count)
@@ -170,7 +172,8 @@ def test_what_is_counted(tmp_path: Path) -> None:
                             T0 + HOUR)
         totals = store.totals()
         figures[count] = (totals[("alice", "")][0], totals[("bob", "")][0],
-                          store.user_spend("alice", T0), store.user_spend("bob", T0))
+                          *(lambda b: (b.spent["alice"], b.spent["bob"]))(
+                              store.budget_book(BOOK, T0 + HOUR)))
     assert figures["metered"] == pytest.approx((10.0, 4.0, 10.0, 4.0))
     assert figures["reported"] == pytest.approx((1.0, 4.0, 1.0, 4.0))
     assert figures["larger"] == pytest.approx((10.0, 4.0, 10.0, 4.0))
@@ -184,7 +187,7 @@ def test_a_profile_priced_at_zero_counts_zero_whatever_the_server_says(tmp_path:
     store.record_report("alice", "/user/alice/", "free",
                         report(since=T0, time=T0 + HOUR, spend=3.0, rate=3.0), T0, T0 + HOUR)
     assert store.totals()[("alice", "")][0] == 0.0
-    assert store.user_spend("alice", T0) == 0.0
+    assert store.budget_book(BOOK, T0 + HOUR).spent["alice"] == 0.0
 
 
 def test_an_older_database_gains_the_meter(tmp_path: Path) -> None:
@@ -202,9 +205,9 @@ def test_an_older_database_gains_the_meter(tmp_path: Path) -> None:
     old.commit()
     old.close()
     store = HubStore(db)
-    assert store.user_spend("alice", T0) == 2.5  # reported before the meter: still counted
+    assert store.budget_book(BOOK, T0 + HOUR).spent == {"alice": 2.5}  # from before the meter
     store.record_meter({("alice", ""): (T0, "gpu")}, {"gpu": 1.0}, T0 + HOUR)
-    assert store.user_spend("alice", T0) == pytest.approx(1.0)
+    assert store.budget_book(BOOK, T0 + HOUR).spent["alice"] == pytest.approx(1.0)
     store.record_report("alice", "/user/alice/", "gpu",
                         report(since=T0 + 5, time=T0 + HOUR, spend=0.9, rate=1.0), T0,
                         T0 + HOUR)
@@ -284,8 +287,6 @@ def test_budgets_for_many_users_at_once_are_each_users_budgets(tmp_path: Path) -
     many = store.budget_states(app.budgets, members, T0 + HOUR)
     for user in members:
         assert many[user] == handlers.budgets_of(app, user, T0 + HOUR), user
-    assert store.users_spend(T0 - HOUR) == pytest.approx(
-        {u: store.user_spend(u, T0 - HOUR) for u in members})
     assert [s.scope for s in many["bob"]] == ["user", "group", "group"]
 
 
@@ -319,4 +320,78 @@ def test_a_group_counts_its_members_of_the_period_whether_or_not_they_run(
     assert row.budget is not None and row.budget.spent == pytest.approx(12.0)
     # a membership seen before this period does not count in it
     assert budgetbook.memberships(store.db, T0 + 40 * 24 * HOUR) == {}
+    store.close()
+
+
+def test_every_consumer_reads_the_same_budget_figures(tmp_path: Path) -> None:
+    """The page's rows, the CSV and the budget-used gauge summed spend by their own code
+    beside the book the spawn hook, the budget hold and api/me read: one book now, and for
+    the same state of the store every consumer shows the same spend against each budget."""
+    import csv
+    import io
+    import re
+    import time
+
+    from jupyter_costguard.hub import budgetbook, handlers
+    from jupyter_costguard.hub.app import CostGuardHub
+    from jupyter_costguard.hub.metrics import HubCollector, exposition
+    from jupyter_costguard.hub.spawn import states_for
+    from jupyter_costguard.hub.store import counted_sql
+
+    db = tmp_path / "hub.sqlite"
+    store = HubStore(db)
+    now = time.time()
+    members = {"ann": ["ml"], "bob": ["ml", "cv"], "cy": ["cv"], "dee": []}
+    budgets = Budgets("month", {"ann": 3.0}, {"ml": 10.0, "cv": 5.0}, 4.0)
+    start = budgets.start(now)
+    store.record_cycle({(u, ""): (f"/user/{u}/", "gpu") for u in members}, members, now,
+                       120.0)
+    # each run metered from a few minutes into the period (or before it: only the period's
+    # hours count), and bob's earlier server reported on an unpriced profile
+    store.record_meter({(u, ""): (max(start, now - 600 * (i + 1)), "gpu")
+                        for i, u in enumerate(members)}, {"gpu": 6.0}, now)
+    store.record_report("bob", "/user/bob/", "nope",
+                        report("b2", since=now - 300, time=now, spend=0.7, rate=1.0),
+                        now - 300, now)
+    app = CostGuardHub()
+    app.store = store
+    app.budgets = budgets
+    settings = {"db_path": str(db), "default_user_budget": 4.0,
+                "user_budgets": {"ann": 3.0}, "group_budgets": {"ml": 10.0, "cv": 5.0}}
+
+    book = store.budget_book(budgets, now)
+    expect = {("user", u): book.spent.get(u, 0.0) for u in members}
+    expect.update({("group", g): book.group_spend[g] for g in ("ml", "cv")})
+    assert expect[("group", "ml")] == pytest.approx(expect[("user", "ann")]
+                                                    + expect[("user", "bob")])
+    assert all(v > 0 for v in expect.values())
+
+    def figures(states: list[BudgetState]) -> dict[tuple[str, str], float]:
+        return {(s.scope, s.name): s.spent for s in states}
+
+    seen: dict[str, dict[tuple[str, str], float]] = {}
+    hold = store.budget_states(budgets, members, now)  # the budget hold's, each cycle
+    seen["hold"] = {k: v for u in members for k, v in figures(hold[u]).items()}
+    seen["api/me budgets"] = {k: v for u in members
+                              for k, v in figures(handlers.budgets_of(app, u, now)).items()}
+    seen["spawn hook"] = {k: v for u in members for k, v in figures(
+        states_for(settings, u, members[u], now)).items()}
+    seen["spawn check"] = {k: v for u in members for k, v in figures(budgetbook.admit(
+        db, counted_sql("metered"), budgets, u, "", members[u], now, 0.0, 60.0).states).items()}
+    rows_ = rows(store, budgets, "user", now) + rows(store, budgets, "group", now)
+    seen["page rows, api/me totals"] = {(r.budget.scope, r.budget.name): r.budget.spent
+                                        for r in rows_ if r.budget is not None}
+    seen["csv"] = {("group" if line["group"] else "user", line["key"]):
+                   float(line["budget_spent"]) for line in csv.DictReader(io.StringIO(
+                       to_csv(rows_))) if line["budget_spent"]}
+    ratio = re.compile(r'costguard_hub_budget_used_ratio\{name="([^"]+)",period="month",'
+                       r'scope="([^"]+)"\} (\S+)')
+    body = exposition(HubCollector(store, budgets, lambda: None)).decode()
+    seen["metrics"] = {(scope, name): float(v) * ((budgets.for_user(name) if scope == "user"
+                                                    else budgets.for_group(name)) or 0.0)
+                       for name, scope, v in ratio.findall(body)}
+    for consumer, found in seen.items():
+        assert found.keys() == expect.keys(), consumer
+        for key, value in expect.items():
+            assert found[key] == pytest.approx(value, abs=1e-6), (consumer, key)
     store.close()

@@ -148,6 +148,12 @@ def test_every_member_is_metered_alike_and_the_bent_reports_are_flagged(hub: Hub
         metered_window += window
         reported_sum += reported
     assert abs(metered_window - reported_sum) < 0.01
+    # each GPU spawn reserved its 1 s look's worth in the Hub's process, in the service's
+    # file, and the service released every reservation once its meter counted the server
+    log = hub.log_path.read_text(errors="replace")
+    for user in MEMBERS:
+        assert f"costguard: {user}'s GPU server reserves " in log, user
+    assert read_only(hub.service_db, ("SELECT user FROM reservations", ())) == [[]]
     # what the bent servers say, beside what is counted: the admin's rate is the counted
     # one (the meter's), not ivan's word of 0/h; what he says is shown beside it
     assert rows["ivan"]["reported_rate_per_hour"] == 0.0

@@ -20,6 +20,7 @@ from jupyter_costguard.cost import ledger as ledger_module
 from jupyter_costguard.cost.ledger import Ledger, read_report
 from jupyter_costguard.cost.spend import IntervalCost, Share
 from jupyter_costguard.hub import store as hub_store
+from jupyter_costguard.hub.budgets import Budgets
 from jupyter_costguard.hub.store import HubStore, read_only
 from jupyter_costguard.offload import store as job_store
 from jupyter_costguard.offload.jobdir import JOBS_DB, recorded_results_digest
@@ -217,11 +218,11 @@ def test_a_hub_file_from_before_versions_gains_every_column(tmp_path: Path) -> N
     path = old_file(tmp_path / "hub.sqlite", OLD_HUB)
     store = HubStore(path, count="reported")
     try:
-        assert store.user_spend("alice", 0.0) == 2.5
+        assert store.budget_book(Budgets("day"), 0.0).spent == {"alice": 2.5}
         [row] = store.servers()
         assert (row.user, row.spend, row.active_jobs, row.node_gpus) == ("alice", 2.5, 0, None)
         assert row.node_unknown is None and row.waste_removed == 0.0
-        assert store_version(store.db, hub_store.SCHEMA) == hub_store.SCHEMA.version == 5
+        assert store_version(store.db, hub_store.SCHEMA) == hub_store.SCHEMA.version == 6
         # a membership from before memberships had times counts as seen at the upgrade
         assert store.memberships() == {"alice": ["ml"]}
         assert store.memberships(time.time() - 60) == {"alice": ["ml"]}

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from jupyter_costguard.common.hubprotocol import warning_doc
-from jupyter_costguard.hub.budgets import ADJECTIVE, BudgetState
+from jupyter_costguard.hub.budgets import BudgetState, shown, spent_words
 from jupyter_costguard.hub.siteprofiles import SiteProfiles, site_profiles
 from jupyter_costguard.hub.store import OK, ServerRow
 
@@ -39,16 +39,10 @@ class Hold:
 
 
 def figures_of(state: BudgetState, currency: str, view: str = "full") -> str:
-    """The spent budget in words: with its figures for the admins' record, and for the user
-    as the site's `member_group_view` lets members see a group's (only "full" shows a
-    group's budget and spend: the rest would tell a member what the others spent)."""
-    whose = "the user's" if state.scope == "user" else f"group {state.name}'s"
-    period = ADJECTIVE.get(state.period, state.period)
-    if state.scope == "group" and view != "full":
-        return f"{whose} {period} budget is spent"
-    return (f"{whose} {period} budget of {state.budget:.2f} {currency} is spent "
-            f"({state.spent:.2f} {currency} since "
-            f"{time.strftime('%Y-%m-%d', time.gmtime(state.period_start))} UTC)")
+    """The spent budget in words: with its figures for the admins' record (the default),
+    and for the user as the site's `member_group_view` lets members see a group's
+    (budgets.spent_words, the one rule)."""
+    return spent_words(state, currency, view)
 
 
 def upper_first(text: str) -> str:
@@ -103,8 +97,8 @@ class BudgetHold:
             "still be started.",
             "critical",
             {"stop_at": stop_at, "scope": state.scope, "name": state.name,
-             **({"budget": state.budget, "spent": state.spent}
-                if state.scope == "user" or self.view == "full" else {}),
+             **{k: v for k, v in (shown(state, self.view) or {}).items()
+                if k in ("budget", "spent") and v is not None},
              "period": state.period},
             actions=[{"id": "dismiss", "label": "Hide"}])
 

@@ -9,6 +9,7 @@ something left in the current period.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -64,6 +65,9 @@ class BudgetState:
     period_end: float
     #: a group's members this period (0: not counted, or a user's own budget)
     members: int = 0
+    #: what other GPU spawns hold of it until their spend counts (the spawn check's figure,
+    #: hub/budgetbook.py; 0 elsewhere)
+    reserved: float = 0.0
 
     @property
     def remaining(self) -> float:
@@ -76,6 +80,11 @@ class BudgetState:
     @property
     def exhausted(self) -> bool:
         return self.spent >= self.budget
+
+    @property
+    def full(self) -> bool:
+        """Nothing left once what other spawns hold is counted: a GPU spawn waits."""
+        return self.spent + self.reserved >= self.budget
 
     def doc(self) -> dict[str, object]:
         return {"scope": self.scope, "name": self.name, "budget": round(self.budget, 6),
@@ -101,22 +110,47 @@ def budget_states(budgets: Budgets, user: str, groups: list[str],
     return out
 
 
+def shown(state: BudgetState, view: str = "remaining") -> dict[str, Any] | None:
+    """One budget as a member (not a costguard admin) may see it, by the site's
+    `member_group_view`: the user's own budget whole; a group's whole ("full"), as what is
+    left of it ("remaining"; in tenths of it in a small group), or not at all ("none", and an
+    unknown view: never read as "full"). The one rule for every page, answer, server
+    environment, refusal and warning a member reads (`spent_words`)."""
+    if state.scope != "group" or view == "full":
+        return state.doc()
+    if view != "remaining":
+        return None
+    remaining = state.remaining
+    if state.members < PRIVATE_GROUP_MEMBERS and remaining > 0:
+        # in a group this small what is left moves by the others' spend alone: each member
+        # would read the others' from it; shown in tenths of the budget
+        step = state.budget / 10
+        remaining = max(step, (remaining // step) * step)
+    return {**state.doc(), "budget": None, "spent": None, "used": None,
+            "remaining": round(remaining, 6)}
+
+
 def shown_to_member(states: list[BudgetState], view: str = "remaining",
                     ) -> list[dict[str, Any]]:
-    """The budget documents a member is shown, group budgets as the site's
-    `member_group_view` says; the user's own budget is always shown whole. An unknown view is
-    read as the most private one ("none"), never as "full"."""
-    out: list[dict[str, Any]] = []
-    for s in states:
-        if s.scope != "group" or view == "full":
-            out.append(s.doc())
-        elif view == "remaining":
-            remaining = s.remaining
-            if s.members < PRIVATE_GROUP_MEMBERS and remaining > 0:
-                # in a group this small what is left moves by the others' spend alone: each
-                # member would read the others' from it; shown in tenths of the budget
-                step = s.budget / 10
-                remaining = max(step, (remaining // step) * step)
-            out.append({**s.doc(), "budget": None, "spent": None, "used": None,
-                        "remaining": round(remaining, 6)})
-    return out
+    """The budget documents a member is shown (`shown`)."""
+    return [d for d in (shown(s, view) for s in states) if d is not None]
+
+
+def day(t: float) -> str:
+    return time.strftime("%Y-%m-%d", time.gmtime(t))
+
+
+def spent_words(state: BudgetState, currency: str, view: str = "remaining",
+                whose: str | None = None) -> str:
+    """A spent budget in words, with the figures `view` lets a member see of it (`shown`):
+    a group's budget and spend only under "full" (anything else would tell a member what the
+    others spent). `view="full"` is the admins' record."""
+    doc = shown(state, view)
+    if whose is None:
+        whose = "the user's" if state.scope == "user" else f"group {state.name}'s"
+    period = ADJECTIVE.get(state.period, state.period)
+    if doc is None or doc["budget"] is None:
+        return f"{whose} {period} budget is spent"
+    unit = f" {currency}" if currency else ""
+    return (f"{whose} {period} budget of {doc['budget']:.2f}{unit} is spent "
+            f"({doc['spent']:.2f}{unit} since {day(state.period_start)} UTC)")

@@ -382,6 +382,6 @@ class MetricsHandler(BaseHandler):
 
 def budgets_of(ctx: ServiceContext, name: str, now: float) -> list[BudgetState]:
     """Every budget that applies to `name` with what this period has spent of it (the same
-    computation as the budget hold's and the spawn hook's, hub/budgetbook.py)."""
+    book as the budget hold's, the rows' and the spawn hook's, hub/budgetbook.py)."""
     groups = ctx.store.memberships().get(name, [])
-    return list(ctx.store.budget_states(ctx.budgets, {name: groups}, now)[name])
+    return ctx.store.budget_book(ctx.budgets, now).states(name, groups)

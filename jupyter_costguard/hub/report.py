@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from jupyter_costguard.hub.budgets import Budgets, BudgetState, budget_states
+from jupyter_costguard.hub.budgets import Budgets, BudgetState
 from jupyter_costguard.hub.store import (
     DEFAULT_FRESH_SECONDS,
     OK,
@@ -186,16 +186,9 @@ def rows(store: HubStore, budgets: Budgets, by: str, now: float,
     servers = [with_node_activity(s, wall, recon.node_fresh_seconds) for s in servers]
     totals = store.totals(since, until)
     members = store.memberships()
-    # a group's budget counts every member of its period, running now or not
-    period_members = store.memberships(budgets.start(now))
-    period = store.totals(budgets.start(now), None)
-    user_period: dict[str, float] = {}
-    for (user, _), (spend, _, _) in period.items():
-        user_period[user] = user_period.get(user, 0.0) + spend
-    group_period: dict[str, float] = {}
-    for user, groups in period_members.items():
-        for g in groups:
-            group_period[g] = group_period.get(g, 0.0) + user_period.get(user, 0.0)
+    # every budget figure from the one book (hub/budgetbook.py): a group's budget counts
+    # every member of its period, running now or not
+    book = store.budget_book(budgets, now)
 
     out: dict[str, Row] = {}
     for s in servers:
@@ -230,15 +223,9 @@ def rows(store: HubStore, budgets: Budgets, by: str, now: float,
                 row.currency = currency
     for row in out.values():
         if by == "group" and row.group is not None:
-            b = budgets.for_group(row.group)
-            if b is not None:
-                row.budget = BudgetState("group", row.group, b,
-                                         group_period.get(row.group, 0.0), budgets.period,
-                                         budgets.start(now), budgets.end(now))
+            row.budget = book.group_state(row.group)
         elif row.user is not None and by == "user":
-            own = budget_states(budgets, row.user, [], user_period.get(row.user, 0.0), {},
-                                now)
-            row.budget = own[0] if own else None
+            row.budget = book.user_state(row.user)
     return sorted(out.values(), key=lambda r: (-r.spend, r.key))
 
 

@@ -6,10 +6,12 @@ every server its budget, and names the profile the spawn runs in the Hub's recor
     c.Spawner.pre_spawn_hook = budget_hook("/srv/costguard/costguard_hub_config.py")
 
 It builds the service's own settings from its config file (hub/settings.py: budgets, period,
-the site's profiles) and reads the service's SQLite (what each user and group has spent this
-period, hub/budgetbook.py), so budgets are written once, decided by the service's own code,
-and the check needs no network. Runs in the Hub's process; the SQLite read runs off its IO
-loop. A site with its own hook calls `check_budget(spawner, settings)` from it.
+the site's profiles) and reads the service's SQLite (the budget book: what each user and group
+has spent this period, hub/budgetbook.py), so budgets are written once, decided by the
+service's own code, and the check needs no network. An admitted GPU spawn reserves what it can
+spend until the service counts it, in one transaction with its check, so spawns at the same
+moment cannot all pass on the same budget. Runs in the Hub's process; the SQLite work runs
+off its IO loop. A site with its own hook calls `check_budget(spawner, settings)` from it.
 """
 
 from __future__ import annotations
@@ -26,7 +28,14 @@ from tornado import web
 from jupyter_costguard.common import hubbudget
 from jupyter_costguard.hub import budgetbook
 from jupyter_costguard.hub.budgetbook import BudgetUnreadable
-from jupyter_costguard.hub.budgets import ADJECTIVE, BudgetState, shown_to_member
+from jupyter_costguard.hub.budgets import (
+    ADJECTIVE,
+    BudgetState,
+    day,
+    shown,
+    shown_to_member,
+    spent_words,
+)
 from jupyter_costguard.hub.profiles import (
     RESOURCE_ATTRS,
     asks_for_gpu,
@@ -101,31 +110,73 @@ async def is_gpu_spawn(spawner: Any, site: SiteProfiles | set[str]) -> bool:
     return (await spawn_profile(spawner, site))[1]
 
 
+def budgeted(settings: HubSettings, user: str, groups: list[str]) -> bool:
+    """Whether any budget applies to the user (else the database is not needed)."""
+    budgets = settings.budgets
+    return budgets.for_user(user) is not None or any(
+        budgets.for_group(g) is not None for g in groups)
+
+
 def states_for(settings: Settings, user: str, groups: list[str], now: float,
                ) -> list[BudgetState]:
     """A user's budgets now (their groups: the Hub's), read-only from the service's
-    database, by the computation the service uses (hub/budgetbook.py)."""
+    database, from the book the service reads (hub/budgetbook.py)."""
     s = HubSettings.of(settings)
-    budgets = s.budgets
-    if budgets.for_user(user) is None and not any(
-            budgets.for_group(g) is not None for g in groups):
-        return []  # no budget applies: the database is not needed
-    return budgetbook.for_user(s.db_path, counted_sql(s.count), budgets, user, groups, now)
+    if not budgeted(s, user, groups):
+        return []
+    return budgetbook.read(s.db_path, counted_sql(s.count), s.budgets, now).states(
+        user, groups)
 
 
-def refusal(states: list[BudgetState], currency: str = "") -> str | None:
-    """Why a GPU server is refused, in the site's currency (never one a server reported)."""
+def reservation(settings: HubSettings, slug: str, start_timeout: float,
+                ) -> tuple[float, float]:
+    """What a GPU spawn of profile `slug` reserves, and for how long: what it can spend
+    before the service next looks at the Hub (its rate x `poll_interval`; the site's dearest
+    priced rate for a GPU profile without a price; nothing on a site that prices none), kept
+    at most until its spawn has timed out and the service has looked twice since."""
+    rate = settings.site.rates({slug}).get(slug)
+    if rate is None:
+        rate = max((p.price.rate_per_hour for p in settings.site.profiles.values()
+                    if p.price is not None), default=0.0)
+    ttl = max(60.0, start_timeout) + 2 * settings.poll_interval
+    return rate * settings.poll_interval / 3600.0, ttl
+
+
+def admit_for(settings: HubSettings, user: str, server: str, groups: list[str], slug: str,
+              now: float, start_timeout: float) -> budgetbook.Admission:
+    """The GPU spawn check with its reservation, in one transaction (hub/budgetbook.py)."""
+    if not budgeted(settings, user, groups):
+        return budgetbook.Admission([])
+    amount, ttl = reservation(settings, slug, start_timeout)
+    return budgetbook.admit(settings.db_path, counted_sql(settings.count), settings.budgets,
+                            user, server, groups, now, amount, ttl)
+
+
+def refusal(states: list[BudgetState], currency: str = "",
+            view: str = "remaining") -> str | None:
+    """Why a GPU server is refused, in the site's currency (never one a server reported),
+    with only the figures the site's `member_group_view` lets a member see of a group's
+    budget (budgets.shown: a refusal must not tell one member what the others spent, nor
+    what the others' starting servers hold)."""
     spent = [s for s in states if s.exhausted]
-    if not spent:
+    if spent:
+        s = spent[0]
+        words = spent_words(s, currency, view, whose="your" if s.scope == "user" else None)
+        return (f"GPU servers are refused: {words}. It resets on {day(s.period_end)}; a "
+                "CPU profile can still be started.")
+    held = [s for s in states if s.full]
+    if not held:
         return None
-    s = spent[0]
+    s = held[0]
     whose = "your" if s.scope == "user" else f"group {s.name}'s"
+    doc = shown(s, view)
     unit = f" {currency}" if currency else ""
-    return (f"GPU servers are refused: {whose} {ADJECTIVE[s.period]} budget of "
-            f"{s.budget:.2f}{unit} is spent ({s.spent:.2f}{unit} since "
-            f"{time.strftime('%Y-%m-%d', time.gmtime(s.period_start))} UTC). It resets on "
-            f"{time.strftime('%Y-%m-%d', time.gmtime(s.period_end))}; a CPU profile can "
-            "still be started.")
+    figures = "" if doc is None or doc["budget"] is None else (
+        f" ({s.spent:.2f} of {s.budget:.2f}{unit} spent, {s.reserved:.2f}{unit} held)")
+    return (f"GPU servers are refused for now: what is left of {whose} "
+            f"{ADJECTIVE.get(s.period, s.period)} budget{figures} is held by GPU servers "
+            "starting at this moment, for what they can spend before the hub counts them. "
+            "Try again in a minute or two; a CPU profile can still be started.")
 
 
 def _refuse(status: int, why: str) -> NoReturn:
@@ -136,21 +187,36 @@ def _refuse(status: int, why: str) -> NoReturn:
 
 async def check_budget(spawner: Any, settings: Settings) -> list[BudgetState]:
     """Raise a 403 (shown on the spawn page) for a profile the site does not list and for a
-    GPU spawn over budget, and a 503 for a GPU spawn of a budgeted user while the service's
-    database cannot be read (unless `budget_check_on_error` is "allow"); else give the
-    server its budgets in `COSTGUARD_HUB_BUDGET` (group budgets as `member_group_view` lets
-    members see them) and return them."""
+    GPU spawn over budget (or whose budget other starting GPU servers hold: an admitted GPU
+    spawn reserves what it can spend until the service meters it, hub/budgetbook.py), and a
+    503 for a GPU spawn of a budgeted user while the service's database cannot be read
+    (unless `budget_check_on_error` is "allow"); else give the server its budgets in
+    `COSTGUARD_HUB_BUDGET` (group budgets as `member_group_view` lets members see them) and
+    return them."""
     s = HubSettings.of(settings)
     user = spawner.user.name
     groups = sorted(g.name for g in getattr(spawner.user, "groups", []) or [])
     now = time.time()
-    _, gpu, unlisted = await spawn_profile(spawner, s.site)
+    slug, gpu, unlisted = await spawn_profile(spawner, s.site)
     if unlisted is not None:
         spawner.log.warning("costguard: refusing %s's server: %s", user, unlisted)
         _refuse(403, unlisted)
+    loop = asyncio.get_running_loop()
     try:
-        states = await asyncio.get_running_loop().run_in_executor(
-            None, states_for, s, user, groups, now)
+        if gpu:  # checked and reserved in one transaction: spawns at once are not all let in
+            admission = await loop.run_in_executor(
+                None, admit_for, s, user, str(getattr(spawner, "name", "") or ""), groups,
+                slug, now, float(getattr(spawner, "start_timeout", 60) or 60))
+            if admission.unreserved:
+                spawner.log.warning("costguard: %s's GPU server reserves nothing: %s", user,
+                                    admission.unreserved)
+            elif admission.reserved:
+                spawner.log.info("costguard: %s's GPU server reserves %.4f %s of its budgets "
+                                 "until the service counts it", user, admission.reserved,
+                                 s.currency)
+            states = admission.states
+        else:
+            states = await loop.run_in_executor(None, states_for, s, user, groups, now)
     except BudgetUnreadable as e:
         if not gpu:  # a CPU server is never refused for a budget
             spawner.log.warning("costguard: %s's budget is not shown on the server: %s",
@@ -165,7 +231,7 @@ async def check_budget(spawner: Any, settings: Settings) -> list[BudgetState]:
                      "profile can still be started; tell your hub's administrators.")
         spawner.log.warning("costguard: refusing %s's GPU server: %s", user, unchecked)
         _refuse(503, unchecked)
-    why = refusal(states, s.currency) if gpu else None
+    why = refusal(states, s.currency, s.member_group_view) if gpu else None
     if why is not None:
         spawner.log.warning("costguard: refusing %s's GPU server: %s", user, why)
         _refuse(403, why)

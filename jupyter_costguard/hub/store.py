@@ -9,7 +9,10 @@ gained between two reports is also spread evenly over the hours between them, fo
 and charts.
 
 Each report is written in a transaction of its own, so a bad one can roll back nothing but
-itself. All methods run on the service's worker threads; one connection, one writer.
+itself. All methods run on the service's worker threads; one connection, one writer in this
+process. The one other writer is the spawn hook in the Hub's process, which adds a GPU
+spawn's reservation in one transaction with its budget check (hub/budgetbook.py `admit`); the
+store releases reservations as the meter, a report or a look at the Hub replaces them.
 """
 
 from __future__ import annotations
@@ -155,6 +158,18 @@ def hour_bounds(since: float | None, until: float | None) -> tuple[int, int]:
     return lo, hi
 
 
+def reserved(db: sqlite3.Connection) -> set[tuple[str, str]]:
+    """The servers whose spawn holds a reservation (a handful: spawns under way)."""
+    return {(u, s) for u, s in db.execute("SELECT user, server FROM reservations")}
+
+
+def release(db: sqlite3.Connection, user: str, server: str, made_by: float) -> None:
+    """A server's spawn's reservation, made by `made_by`, holds nothing from now on: its own
+    spend counts (hub/budgetbook.py). One made later is a newer spawn's, kept."""
+    db.execute("DELETE FROM reservations WHERE user = ? AND server = ? AND made <= ?",
+               (user, server, made_by))
+
+
 @dataclass(frozen=True)
 class MeterRow:
     """A server's current run as the meter has it, beside what the server reported of it."""
@@ -191,6 +206,8 @@ class HubStore:
         self._readers_lock = threading.Lock()
         #: bumped by every write, so readers can cache what they built from the store
         self.version = 0
+        #: the last budget book built (store version, budgets, book)
+        self._book: tuple[int, Budgets, budgetbook.BudgetBook] | None = None
 
     def close(self) -> None:
         self.db.close()
@@ -249,12 +266,15 @@ class HubStore:
             return errors
 
         def write(db: sqlite3.Connection) -> None:
+            held = reserved(db)
             for user, url, profile, r, run, received in reports:
                 seen = r.time if received is None else min(r.time, received)
                 db.execute("SAVEPOINT report")
                 try:
                     self._record_one(db, user, url, profile, r,
                                      r.since if run is None else run, seen)
+                    if (user, r.server) in held:  # the server's own figures count from now
+                        release(db, user, r.server, seen)
                 except Exception as e:  # one report's failure is its own
                     db.execute("ROLLBACK TO report")
                     errors.append(e)
@@ -309,6 +329,11 @@ class HubStore:
                         "node_time = NULL, node_idle_since = NULL, node_unknown = NULL "
                         "WHERE user = ? AND server = ?",
                         (STOPPED, user, server))
+            # a reservation of a spawn that began before this look at the Hub, of a server
+            # it does not list (the spawn failed, or the server stopped), holds nothing
+            for user, server in reserved(db) - set(running):
+                release(db, user, server, now - 1e-6)  # made before `now` only
+            db.execute("DELETE FROM reservations WHERE expires <= ?", (now,))
             # each listed user's groups now; a membership no longer listed is kept, with
             # when it was last seen, for the period it counts in
             db.executemany(
@@ -325,10 +350,13 @@ class HubStore:
         so a restart of the service picks up where it left: the time it was down is
         counted at its next cycle, as long as the Hub says the same run is still up."""
         def write(db: sqlite3.Connection) -> None:
+            held = reserved(db)
             for (user, server), (run, profile) in running.items():
                 rate = rates.get(profile)
                 if run is None or rate is None:
                     continue
+                if (user, server) in held:  # the meter counts this server's spend from now
+                    release(db, user, server, now)
                 found = db.execute("SELECT spend, last FROM meter WHERE user = ? AND "
                                    "server = ? AND run = ?", (user, server, run)).fetchone()
                 spend, last = (0.0, run) if found is None else found
@@ -532,29 +560,31 @@ class HubStore:
                 out.setdefault((u, s), []).append(t)
         return out
 
-    def user_spend(self, user: str, since: float) -> float:
-        """A user's counted spend, all servers, in the hours from `since` (budgets)."""
+    def budget_book(self, budgets: Budgets, now: float) -> budgetbook.BudgetBook:
+        """The budget book of the period of `now` (hub/budgetbook.py, as the spawn hook
+        reads it): built once per state of the store and period, so the budget hold, the
+        pages, the CSV, the metrics and api/me read the same figures."""
+        version = self.version
+        held = self._book
+        if held is not None and held[0] == version and held[1] == budgets \
+                and held[2].budgets.start(held[2].now) == budgets.start(now):
+            # the spawn hook writes reservations from the Hub's process: read afresh
+            with self._reading() as db:
+                fresh = budgetbook.reservations(db, now)
+            return replace(held[2], now=now, reservations=fresh)
         with self._reading() as db:
-            row = db.execute(f"SELECT COALESCE(SUM({self._counted}), 0) FROM hours "
-                                  "WHERE user = ? AND hour >= ?",
-                                  (user, hour_bounds(since, None)[0])).fetchone()
-            return float(row[0])
+            db.execute("BEGIN")  # one snapshot: spend, memberships and reservations agree
+            try:
+                found = budgetbook.book(db, self._counted, budgets, now)
+            finally:
+                db.execute("COMMIT")
+        self._book = (version, budgets, found)
+        return found
 
     def budget_states(self, budgets: Budgets, users: Mapping[str, Sequence[str]], now: float,
                       ) -> dict[str, list[BudgetState]]:
-        """The budgets of each of `users` (user -> their groups now), every user's spend and
-        the period's memberships read once (hub/budgetbook.py, as the spawn hook reads it)."""
-        start = budgets.start(now)
-        with self._reading() as db:
-            spent = budgetbook.users_spend(db, self._counted, start)
-            members = budgetbook.memberships(db, start)
-        return budgetbook.states(budgets, spent, members, users, now)
-
-    def users_spend(self, since: float) -> dict[str, float]:
-        """Every user's counted spend in the hours from `since`, in one query (budgets for
-        many users at once)."""
-        with self._reading() as db:
-            return budgetbook.users_spend(db, self._counted, since)
+        """The budgets of each of `users` (user -> their groups now), from the book."""
+        return self.budget_book(budgets, now).of_users(users)
 
     def meter_rows(self) -> list[MeterRow]:
         """Each server's latest metered run, with the server's own figures for that run."""

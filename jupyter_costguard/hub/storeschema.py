@@ -1,5 +1,6 @@
 """The hub service's tables and their migrations, and which figure is counted: the schema
-the service writes and the hooks in other processes read (hub/store.py, hub/budgetbook.py)."""
+the service writes and the hooks in other processes read (hub/store.py, hub/budgetbook.py),
+and where the spawn hook writes its reservations."""
 
 from __future__ import annotations
 
@@ -86,10 +87,20 @@ def _waste_removed(db: sqlite3.Connection) -> None:
     db.execute("ALTER TABLE servers ADD COLUMN waste_removed REAL NOT NULL DEFAULT 0")
 
 
+def _reservations(db: sqlite3.Connection) -> None:
+    """Version 6: what admitted GPU spawns hold of their budgets until their spend counts,
+    written by the spawn hook in the Hub's process in one transaction with its check
+    (hub/budgetbook.py `admit`); `groups` is the JSON list of the user's groups at the
+    spawn."""
+    db.execute("CREATE TABLE reservations (user TEXT NOT NULL, server TEXT NOT NULL, "
+               "groups TEXT NOT NULL, amount REAL NOT NULL, made REAL NOT NULL, "
+               "expires REAL NOT NULL, PRIMARY KEY (user, server))")
+
+
 #: the service's tables, each migration run once (`common/sqlite.py`). The spawn and
 #: idle-culler hooks read them read-only from other processes (`read_only`)
 SCHEMA = Schema("hub", (_baseline, _unattributed, _membership_seen, _node_unknown,
-                      _waste_removed))
+                      _waste_removed, _reservations))
 
 #: which figure budgets, pages, exports and metrics count (c.CostGuardHub.count), as the SQL
 #: of one `hours` row: the service's meter where the server's profile is priced (`priced`),
