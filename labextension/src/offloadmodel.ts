@@ -9,6 +9,7 @@ import type { Notification } from '@jupyterlab/apputils';
 import type * as nbformat from '@jupyterlab/nbformat';
 import type { ServerConnection } from '@jupyterlab/services';
 
+import type { Schemas } from './api';
 import { estimatePhrase } from './estimatemodel';
 import {
   errorMessage,
@@ -152,8 +153,8 @@ export function runAsJobCaption(estimate: IEstimate | null): string {
  */
 export interface IBringBack {
   names: string[];
-  /** `request`, `later_cells` or `selected_cells` (`BringBackFrom`). */
-  from: string;
+  /** `request`, `later_cells` or `selected_cells` (a newer server's own word kept). */
+  from: Schemas['BringBackFrom'] | string;
 }
 
 /** The preview's bring-back, or null from a server that does not say it. */

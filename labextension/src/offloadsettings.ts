@@ -4,6 +4,7 @@
  * a default for anything missing or odd, and the limits the server accepts.
  */
 import { isNumber } from './format';
+import type { IJobResources } from './jobsapi';
 
 /** Settings id of the offload plugin (`schema/offload.json`). */
 export const OFFLOAD_SETTINGS_ID = 'jupyter-costguard:offload';
@@ -20,13 +21,8 @@ export const MAX_CPUS = 1024;
 /** Longest time limit the server accepts (30 days). */
 export const MAX_TIME_LIMIT_SECONDS = 30 * 24 * 3600;
 
-/** Resources with every field present (null: the backend's default). */
-export interface IResourceSettings {
-  gpus: number | null;
-  cpus: number | null;
-  memory_gib: number | null;
-  time_limit_seconds: number | null;
-}
+/** Resources (`Resources`) with every field present (null: the backend's default). */
+export type IResourceSettings = Required<IJobResources>;
 
 /** What `schema/offload.json` controls. */
 export interface IOffloadSettings {
