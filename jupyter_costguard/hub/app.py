@@ -34,7 +34,6 @@ from traitlets.config import Application
 from jupyter_costguard.common.hubprotocol import REPORT_PATH
 from jupyter_costguard.hub import handlers
 from jupyter_costguard.hub.budgethold import BudgetHold
-from jupyter_costguard.hub.budgets import BudgetState
 from jupyter_costguard.hub.cull import Culler, policies_from
 from jupyter_costguard.hub.cycle import Cycle, Poller
 from jupyter_costguard.hub.hubapi import HubAPI, RunningServer
@@ -108,7 +107,6 @@ class CostGuardHub(HubSettings, Application):
             self.store.idle_from_reports = False
         self.pages = PageCache(lambda: self.store.version, self.run, lambda: self.page_max_age)
         self.poller = Poller(self)
-        self._page: str | None = None
 
     def as_run(self, server: RunningServer) -> RunningServer:
         """The Hub's record of a server with the profile it runs by the site's rule (a spawn
@@ -125,9 +123,9 @@ class CostGuardHub(HubSettings, Application):
         """A server without a report for two intervals (and a little) is stale."""
         return 2 * self.report_interval + 5.0
 
-    async def run(self, fn: Callable[..., T], *args: Any) -> T:
+    def run(self, fn: Callable[..., T], *args: Any) -> asyncio.Future[T]:
         """Store work on the worker thread, never on the IO loop."""
-        return await asyncio.get_running_loop().run_in_executor(self.worker, fn, *args)
+        return asyncio.get_running_loop().run_in_executor(self.worker, fn, *args)
 
     @property
     def page_max_age(self) -> float:
@@ -138,15 +136,11 @@ class CostGuardHub(HubSettings, Application):
         """`fn(*args)` on the worker, answered from the pages' cache (hub/pagecache.py)."""
         return await self.pages.answer(fn, *args)
 
-    async def page_html(self) -> str:
-        """The page's HTML, read from the package once (off the loop)."""
-        if self._page is None:
-            self._page = await self.run(handlers.PAGE.read_text, "utf-8")
-        return self._page
-
     def refresh_pages(self) -> None:
         """After each look at the Hub: what pages asked for recently, and the admin's default
-        views, recomputed in the background."""
+        views, recomputed in the background (none when pages are never kept)."""
+        if self.page_max_age <= 0:
+            return
         wall = time.time()
         hour = float(wall // 3600 * 3600)
         views: list[tuple[Callable[..., Any], tuple[Any, ...]]] = [
@@ -156,14 +150,6 @@ class CostGuardHub(HubSettings, Application):
         views.append((series, (self.store, "user", hour - 47 * 3600, hour + 3600, "hour",
                                None)))
         self.pages.refresh(views)
-
-    def is_admin(self, model: dict[str, Any]) -> bool:
-        return (handlers.ADMIN_SCOPE in (model.get("scopes") or ())
-                or model.get("name") in self.admin_users
-                or bool(set(model.get("groups") or ()) & self.admin_groups))
-
-    def budgets_of(self, name: str, now: float) -> list[BudgetState]:
-        return handlers.budgets_of(self, name, now)
 
     def _record_event(self, t: float, user: str, server: str, kind: str, detail: str) -> None:
         """The culler's record of what it did: written on the worker, never on the loop."""
@@ -192,7 +178,8 @@ class CostGuardHub(HubSettings, Application):
         ]
         auth = HubOAuth(api_token=os.environ["JUPYTERHUB_API_TOKEN"],
                         cache_max_age=self.token_cache_seconds)
-        return web.Application(routes, costguard=self, hub_auth=auth,
+        return web.Application(routes, costguard=self, costguard_intake=self.intake,
+                               hub_auth=auth,
                                cookie_secret=os.urandom(32), xsrf_cookies=False,
                                default_handler_class=handlers.NotFoundHandler)
 

@@ -18,7 +18,7 @@ from jupyter_costguard.hub.nodegpu import NodeGpuError, pod_name
 from jupyter_costguard.hub.store import with_node_activity
 
 if TYPE_CHECKING:
-    from jupyter_costguard.hub.context import ServiceContext
+    from jupyter_costguard.hub.context import CycleContext
 
 
 @dataclass
@@ -35,7 +35,7 @@ class Cycle:
 
 
 class Poller:
-    def __init__(self, ctx: ServiceContext) -> None:
+    def __init__(self, ctx: CycleContext) -> None:
         self.ctx = ctx
         #: the last look at the Hub (None before the first)
         self.last: Cycle | None = None
@@ -70,8 +70,7 @@ class Poller:
             await self.hold_budgets(rows, cycle.memberships)
         cycle.seconds = time.monotonic() - started
         self.last = cycle
-        if self.ctx.page_max_age > 0:
-            self.ctx.refresh_pages()
+        self.ctx.refresh_pages()
         self.ctx.log.info("costguard-hub: %d servers running, %d reporting (%.2f s)",
                           len(cycle.running), cycle.reporting, cycle.seconds)
         return cycle

@@ -13,7 +13,7 @@ import json
 import math
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from jupyterhub.services.auth import (
     HubOAuthCallbackHandler,
@@ -24,11 +24,12 @@ from tornado import web
 
 from jupyter_costguard.common.periods import parse_time
 from jupyter_costguard.hub import report
-from jupyter_costguard.hub.budgets import BudgetState, shown_to_member
+from jupyter_costguard.hub.budgets import Budgets, BudgetState, shown_to_member
 from jupyter_costguard.hub.metrics import exposition
+from jupyter_costguard.hub.store import HubStore
 
 if TYPE_CHECKING:
-    from jupyter_costguard.hub.context import ServiceContext
+    from jupyter_costguard.hub.context import HandlerContext, Worker
 
 ADMIN_SCOPE = "custom:costguard:admin"
 PAGE = Path(__file__).with_name("page.html")
@@ -81,8 +82,8 @@ class BaseHandler(HubOAuthenticated, web.RequestHandler):
     api = True
 
     @property
-    def ctx(self) -> ServiceContext:
-        return cast("ServiceContext", self.settings["costguard"])
+    def ctx(self) -> HandlerContext:
+        return cast("HandlerContext", self.settings["costguard"])
 
     def set_default_headers(self) -> None:
         no_framing(self)
@@ -113,7 +114,7 @@ class BaseHandler(HubOAuthenticated, web.RequestHandler):
         return user
 
     def is_admin(self) -> bool:
-        return self.ctx.is_admin(self.who)
+        return is_admin(self.ctx, self.who)
 
     def require_admin(self, what: str) -> None:
         if not self.is_admin():
@@ -167,7 +168,7 @@ class PageHandler(BaseHandler):
 
     @web.authenticated
     async def get(self) -> None:
-        html = await self.ctx.page_html()
+        html = await page_html(self.ctx)
         # the site's currency: what a user with no server yet sees their zeros in
         boot = {"admin": self.is_admin(), "user": self.who.get("name"),
                 "prefix": self.ctx.prefix, "xsrf": self.xsrf_token.decode(),
@@ -269,7 +270,7 @@ class MeHandler(BaseHandler):
         self.write_json({"user": name, "admin": self.is_admin(), "time": now,
                          "totals": user_rows[0].doc() if user_rows else None,
                          "servers": [r.doc() for r in server_rows],
-                         "budgets": shown_to_member(await ctx.run(ctx.budgets_of, name, now),
+                         "budgets": shown_to_member(await ctx.run(budgets_of, ctx, name, now),
                                                     view),
                          })
 
@@ -297,7 +298,38 @@ class MetricsHandler(BaseHandler):
         self.finish(body)
 
 
-def budgets_of(ctx: ServiceContext, name: str, now: float) -> list[BudgetState]:
+class Admins(Protocol):
+    admin_users: set[str]
+    admin_groups: set[str]
+
+
+def is_admin(site: Admins, model: dict[str, Any]) -> bool:
+    """An admin by the Hub's word (the admin scope on their token) or the site's (a name in
+    `admin_users`, a group in `admin_groups`)."""
+    return (ADMIN_SCOPE in (model.get("scopes") or ())
+            or model.get("name") in site.admin_users
+            or bool(set(model.get("groups") or ()) & site.admin_groups))
+
+
+#: the page's HTML, read from the package once
+_page_html: list[str] = []
+
+
+async def page_html(worker: Worker) -> str:
+    """The page's HTML, read from the package once (off the loop)."""
+    if not _page_html:
+        _page_html.append(await worker.run(PAGE.read_text, "utf-8"))
+    return _page_html[0]
+
+
+class BudgetSource(Protocol):
+    store: HubStore
+
+    @property
+    def budgets(self) -> Budgets: ...
+
+
+def budgets_of(ctx: BudgetSource, name: str, now: float) -> list[BudgetState]:
     """Every budget that applies to `name` with what this period has spent of it (the same
     computation as the budget hold's and the spawn hook's, hub/budgetbook.py)."""
     groups = ctx.store.memberships().get(name, [])
