@@ -14,6 +14,7 @@ marks silent ones stale and runs the culler.
 from __future__ import annotations
 
 import asyncio
+import faulthandler
 import logging
 import os
 import signal
@@ -24,6 +25,7 @@ from dataclasses import replace
 from typing import Any, TypeVar
 from urllib.parse import urlparse
 
+from jupyterhub.httpclient import JupyterHubHTTPClient
 from jupyterhub.services.auth import HubOAuth
 from jupyterhub.utils import url_path_join
 from tornado import web
@@ -48,6 +50,9 @@ from jupyter_costguard.hub.store import HubStore
 
 T = TypeVar("T")
 ENV_CONFIG = "COSTGUARD_HUB_CONFIG"
+#: the longest each step of stopping waits for what is in flight (JupyterHub's own wait for
+#: a managed service to end is 5 s; systemd's 90 s)
+STOP_SECONDS = 2.0
 
 
 class CostGuardHub(HubSettings, Application):
@@ -220,24 +225,46 @@ class CostGuardHub(HubSettings, Application):
             loop.add_signal_handler(sig, stopping.set)
         self._task = asyncio.create_task(self.poller.poll_forever())
         await stopping.wait()
-        # stop at once, the database consistent: no new requests, no new cycle, the
-        # worker finishes the write it is in, then the store closes
+        await self.stop(server)
+
+    async def stop(self, server: HTTPServer) -> None:
+        """In order, so that nothing runs on what is already closed (SIGTERM under load
+        once ended in SIGSEGV): no new connections and no new cycle; the reports waiting
+        in the intake's batch recorded; the connections closed; the worker's jobs
+        finished, none started after; the store closed on this thread, once no other
+        reads or writes it; the Hub's clients closed, HubAuth's too (its DNS resolver's
+        channel must be destroyed while the interpreter still runs, not by a daemon
+        thread during its exit)."""
         self.log.info("costguard-hub: stopping")
         server.stop()
-        self._task.cancel()
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except (asyncio.CancelledError, Exception):
+                pass
         try:
-            await self._task
-        except (asyncio.CancelledError, Exception):
+            await asyncio.wait_for(self.intake.drain(), STOP_SECONDS)
+        except (asyncio.TimeoutError, Exception):
+            self.log.warning("costguard-hub: reports still being recorded at exit")
+        try:
+            await asyncio.wait_for(server.close_all_connections(), STOP_SECONDS)
+        except asyncio.TimeoutError:
             pass
-        await self.run(self.store.close)
-        self.worker.shutdown(wait=True)
+        # a job in flight runs to its end (off the loop, which still answers signals)
+        await asyncio.to_thread(self.worker.shutdown, wait=True, cancel_futures=True)
+        self.store.close()
         self.hub.close()
+        if JupyterHubHTTPClient.initialized():
+            await JupyterHubHTTPClient.loop_instance().close()
 
     def start(self) -> None:
         asyncio.run(self.serve())
 
 
 def main(argv: list[str] | None = None) -> None:
+    # a crash in C code (SQLite, the DNS resolver) leaves each thread's stack in the log
+    faulthandler.enable()
     app = CostGuardHub()
     try:
         app.initialize(argv)

@@ -294,7 +294,13 @@ class Intake:
         batch, self._batch = self._batch, []
         if not batch:
             return
-        done = self.ctx.run(self._take_batch, [item for item, _ in batch])
+        try:
+            done = self.ctx.run(self._take_batch, [item for item, _ in batch])
+        except RuntimeError as e:  # the worker has stopped: the service is stopping
+            for _, future in batch:
+                if not future.done():
+                    future.set_exception(e)
+            return
         self._flushing.add(done)
         done.add_done_callback(self._flushing.discard)
 
@@ -309,6 +315,13 @@ class Intake:
                     future.set_result(f.result()[i])
 
         done.add_done_callback(settle)
+
+    async def drain(self) -> None:
+        """The reports waiting for their batch recorded now, and every batch on the worker
+        settled (the service stopping)."""
+        self._flush()
+        if self._flushing:
+            await asyncio.wait(list(self._flushing))
 
     async def accept(self, who: Reporter, body: bytes) -> tuple[int, dict[str, Any]]:
         ctx = self.ctx
