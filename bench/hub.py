@@ -408,8 +408,23 @@ class Proc:
         self.ps = psutil.Process(self.proc.pid)
 
     def cpu(self) -> float:
+        """User + system CPU of the process and of its live children (the service's pages'
+        process counts as the service's)."""
+        import psutil
+
         t = self.ps.cpu_times()
-        return float(t.user + t.system)
+        total = float(t.user + t.system)
+        try:
+            children = self.ps.children(recursive=True)
+        except psutil.Error:
+            children = []
+        for child in children:
+            try:
+                c = child.cpu_times()
+            except psutil.Error:
+                continue
+            total += float(c.user + c.system)
+        return total
 
     def loop_cpu(self) -> float:
         """The main thread's CPU (the service's IO loop; its other threads are the store's
