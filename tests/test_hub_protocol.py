@@ -411,6 +411,12 @@ def test_a_page_computed_in_the_pages_process_reads_the_same_figures(tmp_path: P
     assert there is not app.store and [s.user for s in there.servers()] == ["alice"]
     with pytest.raises(sqlite3.OperationalError):  # read-only
         there.db.execute("DELETE FROM servers")
+    # with page_max_age 0 ("computed afresh whenever a report changed something") no read
+    # is reused there: a report recorded a moment ago shows (a refusal's reason did not)
+    app.store.pages_reuse_seconds = 0.0
+    there = pickle.loads(pickle.dumps(app.store))
+    app.store.record_report("bob", "/user/bob/", "", check_report(doc(), LIMITS), STARTED, NOW)
+    assert sorted(s.user for s in there.servers()) == ["alice", "bob"]
     args = (app.store, app.budgets, "user", NOW, None, None, None, "USD", app.reconcile)
 
     async def scenario() -> str:

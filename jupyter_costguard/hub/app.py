@@ -50,7 +50,7 @@ from jupyter_costguard.hub.nodegpu import NodeGpu
 from jupyter_costguard.hub.pagecache import PageCache
 from jupyter_costguard.hub.report import BY, Reconcile, rows_json
 from jupyter_costguard.hub.settings import HubSettings
-from jupyter_costguard.hub.store import HubStore
+from jupyter_costguard.hub.store import REUSE_SECONDS, HubStore
 
 T = TypeVar("T")
 ENV_CONFIG = "COSTGUARD_HUB_CONFIG"
@@ -120,6 +120,8 @@ class CostGuardHub(HubSettings, Application):
         self._pages_process: ProcessPoolExecutor | None = None
         self.pages = PageCache(lambda: self.store.version, self.compute,
                                lambda: self.page_max_age)
+        # a page's figures may be page_max_age old: its views may share a read that long
+        self.store.pages_reuse_seconds = min(REUSE_SECONDS, self.page_max_age)
         self.poller = Poller(self)
 
     def as_run(self, server: RunningServer) -> RunningServer:

@@ -176,22 +176,25 @@ class MeterRow:
 
 
 #: how long the pages' process reuses one read of the servers, the meter, the totals and the
-#: memberships: the three views of a page (by user, group and server), computed back to back,
-#: then read them once, not three times (a page's figures may be `page_max_age` old anyway)
+#: memberships, at most: the three views of a page (by user, group and server), computed back
+#: to back, then read them once, not three times (never longer than a page's figures may be
+#: old, `page_max_age`; with 0, never)
 REUSE_SECONDS = 2.0
 #: the read-only stores this process opened for another's pickled one (the pages' process)
 _READERS: dict[tuple[str, str, bool], HubStore] = {}
 
 
-def reader_of(path: str, count: str, idle_from_reports: bool) -> HubStore:
+def reader_of(path: str, count: str, idle_from_reports: bool,
+              reuse_seconds: float = 0.0) -> HubStore:
     """This process's read-only store of the file at `path` (one per file, kept open): what a
-    `HubStore` becomes when pickled to another process."""
+    `HubStore` becomes when pickled to another process, reusing a read for as long as the
+    pickled one said (`pages_reuse_seconds`)."""
     key = (path, count, idle_from_reports)
     store = _READERS.get(key)
     if store is None:
         store = _READERS[key] = HubStore(path, count, read_only=True)
         store.idle_from_reports = idle_from_reports
-        store.reuse_seconds = REUSE_SECONDS
+    store.reuse_seconds = reuse_seconds
     return store
 
 
@@ -217,8 +220,11 @@ class HubStore:
         #: bumped by every write, so readers can cache what they built from the store
         self.version = 0
         #: how long a read may be reused (0: never, as in the service itself; the pages'
-        #: process: REUSE_SECONDS)
+        #: process: what the service's store said when pickled there)
         self.reuse_seconds = 0.0
+        #: how long the pages' process may reuse a read of this store (the service sets it
+        #: from `page_max_age`; 0: never)
+        self.pages_reuse_seconds = 0.0
         self._reused: dict[tuple[Any, ...], tuple[float, Any]] = {}
 
     def _reuse(self, key: tuple[Any, ...], read: Callable[[], T]) -> T:
@@ -238,7 +244,8 @@ class HubStore:
     def __reduce__(self) -> tuple[Any, ...]:
         """Pickled (to the pages' process), a store is a read-only view of the same file:
         the figures are read there, by that process's own connection."""
-        return (reader_of, (str(self.path), self.count, self.idle_from_reports))
+        return (reader_of, (str(self.path), self.count, self.idle_from_reports,
+                            self.pages_reuse_seconds))
 
     def close(self) -> None:
         self.db.close()
