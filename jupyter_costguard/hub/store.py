@@ -20,11 +20,12 @@ from __future__ import annotations
 import math
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from jupyter_costguard.common.hubprotocol import Report
 from jupyter_costguard.common.sqlite import open_db, open_read_only
@@ -39,6 +40,7 @@ from jupyter_costguard.hub.storeschema import (  # noqa: F401 - the store's name
 )
 
 HOUR = 3600
+T = TypeVar("T")
 
 #: server states: reporting; silent or not yet reporting (kept with its last figures); its
 #: last report refused (the reason in `detail`); no longer running
@@ -188,8 +190,32 @@ class MeterRow:
     reported_since: float | None = None
 
 
+#: how long the pages' process reuses one read of the servers, the meter, the totals and the
+#: memberships, at most: the three views of a page (by user, group and server), computed back
+#: to back, then read them once, not three times (never longer than a page's figures may be
+#: old, `page_max_age`; with 0, never)
+REUSE_SECONDS = 2.0
+#: the read-only stores this process opened for another's pickled one (the pages' process)
+_READERS: dict[tuple[str, str, bool], HubStore] = {}
+
+
+def reader_of(path: str, count: str, idle_from_reports: bool,
+              reuse_seconds: float = 0.0) -> HubStore:
+    """This process's read-only store of the file at `path` (one per file, kept open): what a
+    `HubStore` becomes when pickled to another process, reusing a read for as long as the
+    pickled one said (`pages_reuse_seconds`)."""
+    key = (path, count, idle_from_reports)
+    store = _READERS.get(key)
+    if store is None:
+        store = _READERS[key] = HubStore(path, count, read_only=True)
+        store.idle_from_reports = idle_from_reports
+    store.reuse_seconds = reuse_seconds
+    return store
+
+
 class HubStore:
-    def __init__(self, path: str | Path, count: str = "metered") -> None:
+    def __init__(self, path: str | Path, count: str = "metered", *,
+                 read_only: bool = False) -> None:
         self.count = count
         #: False where the node's GPU metrics are read: idle GPU hours come from them, not
         #: from what servers report
@@ -198,8 +224,10 @@ class HubStore:
         self.path = Path(path)
         # 0600 from the start, WAL; synchronous=NORMAL: a commit survives the process dying at
         # once, a power cut may lose the last few, which the next report restores (reports
-        # carry their run's cumulative figures)
-        self.db = open_db(self.path, SCHEMA)
+        # carry their run's cumulative figures). Read-only (the pages' process): its writes
+        # fail, it migrates nothing
+        self.db = open_read_only(self.path, check_same_thread=False) if read_only \
+            else open_db(self.path, SCHEMA)
         self._lock = threading.Lock()
         self._local = threading.local()
         self._readers: list[sqlite3.Connection] = []
@@ -208,6 +236,33 @@ class HubStore:
         self.version = 0
         #: the last budget book built (store version, budgets, book)
         self._book: tuple[int, Budgets, budgetbook.BudgetBook] | None = None
+        #: how long a read may be reused (0: never, as in the service itself; the pages'
+        #: process: what the service's store said when pickled there)
+        self.reuse_seconds = 0.0
+        #: how long the pages' process may reuse a read of this store (the service sets it
+        #: from `page_max_age`; 0: never)
+        self.pages_reuse_seconds = 0.0
+        self._reused: dict[tuple[Any, ...], tuple[float, Any]] = {}
+
+    def _reuse(self, key: tuple[Any, ...], read: Callable[[], T]) -> T:
+        """`read()`, or its value of less than `reuse_seconds` ago."""
+        if self.reuse_seconds <= 0:
+            return read()
+        now = time.monotonic()
+        hit = self._reused.get(key)
+        if hit is not None and now - hit[0] < self.reuse_seconds:
+            return cast(T, hit[1])
+        if len(self._reused) > 64:
+            self._reused.clear()
+        value = read()
+        self._reused[key] = (now, value)
+        return value
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled (to the pages' process), a store is a read-only view of the same file:
+        the figures are read there, by that process's own connection."""
+        return (reader_of, (str(self.path), self.count, self.idle_from_reports,
+                            self.pages_reuse_seconds))
 
     def close(self) -> None:
         self.db.close()
@@ -300,10 +355,10 @@ class HubStore:
         each user's groups. A running server without a report for `stale_after` seconds is
         stale (its figures kept), one the Hub no longer lists is stopped."""
         def write(db: sqlite3.Connection) -> None:
-            known = {(u, s): (state, last_ok) for u, s, state, last_ok in db.execute(
-                "SELECT user, server, state, last_ok FROM servers")}
+            known = {(u, s): (state, last_ok, was) for u, s, state, last_ok, *was in db.execute(
+                "SELECT user, server, state, last_ok, url, profile FROM servers")}
             for (user, server), (url, profile) in running.items():
-                state, last_ok = known.get((user, server), (None, None))
+                state, last_ok, was = known.get((user, server), (None, None, None))
                 if state is None or state == STOPPED:
                     db.execute(
                         "INSERT INTO servers (user, server, url, state, detail, last_try, "
@@ -314,13 +369,14 @@ class HubStore:
                         "node_idle_since = NULL, node_unknown = NULL",
                         (user, server, url, STALE, now, profile))
                     continue
-                db.execute("UPDATE servers SET url = ?, profile = ? WHERE user = ? AND "
-                           "server = ?", (url, profile, user, server))
+                if was != [url, profile]:  # unchanged, as nearly always: no write
+                    db.execute("UPDATE servers SET url = ?, profile = ? WHERE user = ? AND "
+                               "server = ?", (url, profile, user, server))
                 if state == OK and (last_ok is None or now - last_ok > stale_after):
                     db.execute("UPDATE servers SET state = ?, detail = ? WHERE user = ? AND "
                                "server = ?", (STALE, f"no report for {now - (last_ok or now):.0f}"
                                               " s", user, server))
-            for (user, server), (state, _) in known.items():
+            for (user, server), (state, _, _) in known.items():
                 if state != STOPPED and (user, server) not in running:
                     db.execute(
                         "UPDATE servers SET state = ?, detail = 'not running', "
@@ -486,6 +542,9 @@ class HubStore:
     # --- reads -----------------------------------------------------------------------------
 
     def servers(self) -> list[ServerRow]:
+        return list(self._reuse(("servers",), self._servers))
+
+    def _servers(self) -> list[ServerRow]:
         with self._reading() as db:
             rows = db.execute(
                 "SELECT s.user, s.server, url, state, detail, last_ok, last_try, currency, "
@@ -502,6 +561,10 @@ class HubStore:
         """(user, server) -> (counted spend, waste, idle GPU seconds) over whole hours in
         [since, until); all time when both are None (counting what servers report, spend
         and waste then come from the epochs, exact to the last reading)."""
+        return dict(self._reuse(("totals", since, until), lambda: self._totals(since, until)))
+
+    def _totals(self, since: float | None, until: float | None,
+                ) -> dict[tuple[str, str], tuple[float, float, float]]:
         with self._reading() as db:
             out: dict[tuple[str, str], tuple[float, float, float]] = {}
             lo, hi = hour_bounds(since, until)
@@ -535,8 +598,10 @@ class HubStore:
     def memberships(self, since: float | None = None) -> dict[str, list[str]]:
         """user -> groups: as the Hub last listed each user (None), or every membership seen
         since `since` (a period's members, hub/budgetbook.py)."""
-        with self._reading() as db:
-            return budgetbook.memberships(db, since)
+        def read() -> dict[str, list[str]]:
+            with self._reading() as db:
+                return budgetbook.memberships(db, since)
+        return dict(self._reuse(("memberships", since), read))
 
     def events(self, limit: int = 200) -> list[tuple[float, str, str, str, str]]:
         with self._reading() as db:
@@ -588,6 +653,9 @@ class HubStore:
 
     def meter_rows(self) -> list[MeterRow]:
         """Each server's latest metered run, with the server's own figures for that run."""
+        return list(self._reuse(("meter_rows",), self._meter_rows))
+
+    def _meter_rows(self) -> list[MeterRow]:
         with self._reading() as db:
             rows = db.execute(
                 "SELECT m.user, m.server, m.run, m.profile, m.rate_per_hour, m.spend, m.last, "
