@@ -35,7 +35,8 @@ from jupyter_costguard.hub import budgetbook, handlers, report
 from jupyter_costguard.hub.budgets import Budgets
 from jupyter_costguard.hub.profiles import profile_slug
 from jupyter_costguard.hub.spawn import check_budget, is_gpu_spawn, name_profile
-from jupyter_costguard.hub.store import HubStore, hour_bounds
+from jupyter_costguard.hub.store import HubStore
+from jupyter_costguard.hub.storerows import hour_bounds
 
 HOUR = 3600.0
 

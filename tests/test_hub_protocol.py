@@ -15,7 +15,8 @@ import pytest
 from jupyter_costguard.common import hubprotocol as protocol
 from jupyter_costguard.common.hubprotocol import Limits, ReportError, check_report, parse_body
 from jupyter_costguard.hub.intake import reporter_of
-from jupyter_costguard.hub.store import MAX_SPREAD_HOURS, HubStore, spread
+from jupyter_costguard.hub.store import HubStore
+from jupyter_costguard.hub.storerows import MAX_SPREAD_HOURS, spread
 
 NOW = 1_800_000_000.0
 STARTED = NOW - 7200
@@ -415,8 +416,13 @@ def test_a_page_computed_in_the_pages_process_reads_the_same_figures(tmp_path: P
     # is reused there: a report recorded a moment ago shows (a refusal's reason did not)
     app.store.pages_reuse_seconds = 0.0
     there = pickle.loads(pickle.dumps(app.store))
+    assert there.budget_book(app.budgets, NOW).spent.get("bob", 0.0) == 0.0
     app.store.record_report("bob", "/user/bob/", "", check_report(doc(), LIMITS), STARTED, NOW)
     assert sorted(s.user for s in there.servers()) == ["alice", "bob"]
+    # the budget book there too: the writes happen in the service's process, so the view's
+    # own write count never moves and cannot say when a book it built is old
+    here = app.store.budget_book(app.budgets, NOW).spent["bob"]
+    assert here > 0 and there.budget_book(app.budgets, NOW).spent["bob"] == pytest.approx(here)
     args = (app.store, app.budgets, "user", NOW, None, None, None, "USD", app.reconcile)
 
     async def scenario() -> str:

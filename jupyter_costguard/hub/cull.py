@@ -41,12 +41,12 @@ from typing import Any
 from jupyter_costguard.common.gpuactivity import BUSY, IDLE, UNKNOWN, Activity, idleness
 from jupyter_costguard.common.hubprotocol import WARNING_KIND, warning_doc
 from jupyter_costguard.hub.siteprofiles import SiteProfiles
-from jupyter_costguard.hub.store import (
+from jupyter_costguard.hub.store import read_only
+from jupyter_costguard.hub.storerows import (
     DEFAULT_FRESH_SECONDS,
     OK,
     SERVER_COLUMNS,
     ServerRow,
-    read_only,
     server_row,
     with_node_activity,
 )

@@ -15,7 +15,7 @@ from tornado.httpclient import HTTPClientError
 from jupyter_costguard.hub.cull import judged_row
 from jupyter_costguard.hub.hubapi import RunningServer
 from jupyter_costguard.hub.nodegpu import NodeGpuError, pod_name
-from jupyter_costguard.hub.store import ServerRow, with_node_activity
+from jupyter_costguard.hub.storerows import ServerRow, with_node_activity
 
 if TYPE_CHECKING:
     from jupyter_costguard.hub.context import CycleContext
