@@ -48,6 +48,8 @@ SDIST_NEEDS = [
     "labextension/install.json", "labextension/src/index.ts",
     "jupyter_costguard/labextension/package.json",
     "jupyter_costguard/labextension/static/style.js",
+    # the hub pages' built script: without it the wheel built from the sdist ran the npm build
+    "jupyter_costguard/hub/static/costguard-hub.js",
 ]
 #: the wheel's files outside the Python package: Jupyter's config and the prebuilt extension
 WHEEL_DATA = [
@@ -120,6 +122,7 @@ def test_the_wheel_holds_the_labextension_the_data_and_the_jupyter_config(
     missing += [n for n in WHEEL_DATA if f"{data}/data/{n}" not in names]
     assert not missing, missing
     assert "jupyter_costguard/data/catalog.csv" in names  # the shipped prices, named
+    assert "jupyter_costguard/hub/static/costguard-hub.js" in names  # the hub pages' script
     assert not any(n.startswith(("tests/", "bench/", "examples/")) for n in names)
 
 
