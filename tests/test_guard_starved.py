@@ -209,7 +209,7 @@ async def test_real_kernel_waiting_on_its_gpu_is_flagged(jp_fetch: Any, jp_serve
             km = jp_serverapp.kernel_manager.get_kernel(kid)
             client = BlockingKernelClient()
             client.load_connection_info(km.get_connection_info())
-            client.start_channels()
+            client.start_channels(hb=False)
             clients.append(client)
             # the server learns execution states from the kernel's status messages; until
             # its subscription is up a fresh kernel reads "starting": run trivial cells

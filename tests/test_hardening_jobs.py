@@ -192,7 +192,7 @@ async def test_job_files_ledger_and_jobs_database_are_private(jp_fetch, jp_root_
     session = await start_session(jp_fetch, "p.ipynb")
     kid = session["kernel"]["id"]
     client = jp_serverapp.kernel_manager.get_kernel(kid).client()
-    client.start_channels()
+    client.start_channels(hb=False)
     try:
         await client.wait_for_ready(timeout=60)
         reply = await client.execute_interactive("k = 6", timeout=30)

@@ -71,7 +71,7 @@ async def run(serverapp: Any, kernel_id: str, source: str) -> str:
 
     kernel = serverapp.kernel_manager.get_kernel(kernel_id)
     client = kernel.client()
-    client.start_channels()
+    client.start_channels(hb=False)
     try:
         await client.wait_for_ready(timeout=60)
         await client.execute_interactive(source, output_hook=hook, timeout=60)
@@ -219,7 +219,7 @@ import sys
 from jupyter_client import BlockingKernelClient
 client = BlockingKernelClient(connection_file=sys.argv[1])
 client.load_connection_file()
-client.start_channels()
+client.start_channels(hb=False)
 msg_id = client.execute(sys.argv[2])
 print("sent", flush=True)
 while True:
@@ -514,7 +514,7 @@ async def test_the_stop_budget_is_held_and_what_is_not_done_keeps_running(
 async def test_a_busy_kernel_is_not_hibernated(jp_fetch, jp_root_dir, jp_serverapp):
     kernel_id = await new_kernel(jp_fetch, jp_root_dir)
     client = jp_serverapp.kernel_manager.get_kernel(kernel_id).client()
-    client.start_channels()
+    client.start_channels(hb=False)
     try:
         await client.wait_for_ready(timeout=60)
         client.execute("import time; time.sleep(60)")
@@ -551,7 +551,7 @@ async def test_a_restore_waits_a_moment_for_a_busy_kernel(jp_fetch, jp_root_dir,
     kernel_id = await new_kernel(jp_fetch, jp_root_dir)
     svc = service(jp_serverapp)
     client = jp_serverapp.kernel_manager.get_kernel(kernel_id).client()
-    client.start_channels()
+    client.start_channels(hb=False)
     try:
         await client.wait_for_ready(timeout=60)
         svc.settings = dataclasses.replace(svc.settings, restore_wait_seconds=0.5)

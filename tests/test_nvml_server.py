@@ -130,7 +130,7 @@ def test_container_pids_fall_back_to_cuda_mapping(tmp_path: Path, gpus: list[Gpu
         conn = tmp_path / "srv" / "runtime" / f"kernel-{cuda['kernel_id']}.json"
         client = BlockingKernelClient(connection_file=str(conn))
         client.load_connection_file()
-        client.start_channels()
+        client.start_channels(hb=False)
         try:
             reply = client.execute_interactive(
                 f"import ctypes; _cuda = ctypes.CDLL({str(lib)!r})", timeout=60)

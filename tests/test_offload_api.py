@@ -244,7 +244,7 @@ async def test_variables_are_sent_in_and_results_can_be_fetched(jp_fetch, jp_roo
     session = await start_session(jp_fetch, "send.ipynb")
     kid = session["kernel"]["id"]
     client = jp_serverapp.kernel_manager.get_kernel(kid).client()
-    client.start_channels()
+    client.start_channels(hb=False)
     try:
         await client.wait_for_ready(timeout=60)
         reply = await client.execute_interactive("offset = 100\nbig = [1, 2, 3]", timeout=30)
@@ -460,7 +460,7 @@ class TestSendLimit:
         session = await start_session(jp_fetch, "big.ipynb")
         kid = session["kernel"]["id"]
         client = jp_serverapp.kernel_manager.get_kernel(kid).client()
-        client.start_channels()
+        client.start_channels(hb=False)
         try:
             await client.wait_for_ready(timeout=60)
             await client.execute_interactive("big = b'x' * 5000\nsmall = 1", timeout=30)

@@ -61,7 +61,7 @@ def kernel_values(lab: ServerProcess, names: list[str]) -> dict[str, str]:
     kernel_id = lab.get("api/sessions")[0]["kernel"]["id"]
     client = BlockingKernelClient()
     client.load_connection_file(str(lab.workdir / "runtime" / f"kernel-{kernel_id}.json"))
-    client.start_channels()
+    client.start_channels(hb=False)
     try:
         expressions = {n: f"repr(globals().get({n!r}, '<undefined>'))" for n in names}
         reply = client.execute_interactive("", silent=True, store_history=False,

@@ -27,7 +27,7 @@ def attach(connection_file: Path, server_state: Callable[[], str],
     heartbeat is late dead), until the server reads anything but "starting"."""
     client = BlockingKernelClient(connection_file=str(connection_file))
     client.load_connection_file()
-    client.start_channels()
+    client.start_channels(hb=False)
     deadline = time.monotonic() + timeout
     try:
         while True:
@@ -61,7 +61,7 @@ import sys
 from jupyter_client import BlockingKernelClient
 client = BlockingKernelClient(connection_file=sys.argv[1])
 client.load_connection_file()
-client.start_channels()
+client.start_channels(hb=False)
 client.wait_for_ready(timeout=60)
 out = []
 reply = client.execute_interactive(sys.argv[2], timeout=60, output_hook=lambda m: out.append(
