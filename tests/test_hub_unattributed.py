@@ -59,6 +59,27 @@ def test_the_series_carries_unattributed_apart_from_waste(tmp_path: Path) -> Non
         store.close()
 
 
+def test_where_the_meter_counts_no_hour_shows_more_unattributed_than_spend(
+        tmp_path: Path) -> None:
+    """The site counts its meter, which steps each cycle; a server's report taken after the
+    meter's last step spreads its parts further into the hour than the counted spend. Each
+    point's parts stay within its spend (the example hub's chart once showed an hour with
+    more unattributed than spend)."""
+    store = HubStore(tmp_path / "hub.sqlite", count="metered")
+    try:
+        running = {("alice", ""): (STARTED, "gpu")}
+        store.record_meter(running, {"gpu": 3.6}, STARTED)
+        store.record_meter(running, {"gpu": 3.6}, NOW - 300)  # the meter: 0.3 counted
+        store.record_report("alice", "/user/alice/", "gpu", check_report(
+            doc(spend=0.6, waste=0.1, unattributed=0.5), LIMITS), STARTED)  # reported to NOW
+        (s,) = report.series(store, "user", NOW - 3600, NOW + 3600, "hour")["series"]
+        for p in s["points"]:
+            assert p["waste"] + p["unattributed"] <= p["spend"] + 1e-9, p
+        assert sum(p["unattributed"] for p in s["points"]) > 0
+    finally:
+        store.close()
+
+
 def test_a_version_1_service_file_gains_the_column(tmp_path: Path) -> None:
     path = tmp_path / "hub.sqlite"
     open_db(path, Schema("hub", hub_store.SCHEMA.migrations[:1])).close()

@@ -241,6 +241,11 @@ def series(store: HubStore, by: str, since: float, until: float, step: str,
     wanted = None if keys is None else set(keys)
     points: dict[str, dict[int, list[float]]] = {}
     for user, server, hour, spend, waste, unattributed in store.series_bands(since, until):
+        # waste and unattributed are parts of the spend, as its server reported them; where
+        # the site counts its meter, a report taken after the meter's last step reaches
+        # further into the hour than the counted spend: a part is shown within the whole
+        waste = min(waste, spend)
+        unattributed = min(unattributed, spend - waste)
         if by == "user":
             ks = [user]
         elif by == "server":
