@@ -1,5 +1,7 @@
-"""The server extension: its options (`c.CostGuard.…`, each declared beside the part it
-configures and mixed in here) and the wiring of the parts. Nothing else."""
+"""The server extension: its own options (`c.CostGuard.…`: instance, prices, sampling,
+ledger), the components' Configurables (`c.Offload`, `c.SlurmBackend`, …, each declared beside
+the part it configures and created here with the extension as parent) and the wiring of the
+parts. Nothing else."""
 
 from __future__ import annotations
 
@@ -11,11 +13,13 @@ from typing import Any
 
 from jupyter_server.extension.application import ExtensionApp
 from tornado.ioloop import IOLoop
+from traitlets.config import Config, Configurable
 
 from jupyter_costguard.alerts.store import AlertStore
 from jupyter_costguard.cloud.container import read_cgroup_limits
 from jupyter_costguard.cloud.metadata import lookup
 from jupyter_costguard.cloud.watcher import MetadataWatcher
+from jupyter_costguard.common.moved import forward_moved, moves_of
 from jupyter_costguard.common.owner import owner_from_doc, owner_from_environ
 from jupyter_costguard.cost.config import CostTraits
 from jupyter_costguard.cost.hubreport import HubReporter, HubReportTraits, reporter_from
@@ -40,12 +44,12 @@ from jupyter_costguard.metrics.pushgateway import push_finished_job
 from jupyter_costguard.offload import jobdir
 from jupyter_costguard.offload.accounting import kernel_gpu_usage, pick_gpus
 from jupyter_costguard.offload.backends.base import Backend
-from jupyter_costguard.offload.backends.kubernetes.traits import KubernetesTraits
-from jupyter_costguard.offload.backends.local import LocalBackend
-from jupyter_costguard.offload.backends.skypilot.traits import SkyPilotTraits
-from jupyter_costguard.offload.backends.slurm import SlurmTraits
+from jupyter_costguard.offload.backends.kubernetes.traits import KubernetesBackend
+from jupyter_costguard.offload.backends.local import LocalBackend, LocalExecutor
+from jupyter_costguard.offload.backends.skypilot.traits import SkyPilotBackend
+from jupyter_costguard.offload.backends.slurm import SlurmBackend
 from jupyter_costguard.offload.service import JobService
-from jupyter_costguard.offload.settings import OffloadTraits, ServerHooks
+from jupyter_costguard.offload.settings import Offload, Pushgateway, ServerHooks
 from jupyter_costguard.offload.store import JobStore
 from jupyter_costguard.sampling.kernels import gather_kernels
 from jupyter_costguard.sampling.records import KernelInfo
@@ -53,13 +57,21 @@ from jupyter_costguard.sampling.sources import SamplingTraits
 from jupyter_costguard.sampling.telemetry import Telemetry
 from jupyter_costguard.web.routes import handlers
 
+#: each component's own Configurable (`c.<Name>.<option>`), created with the extension as
+#: parent; listed in `CostGuard.classes` so `--help-all` shows each under its own name
+COMPONENTS: tuple[type[Configurable], ...] = (
+    Offload, LocalBackend, SlurmBackend, KubernetesBackend, SkyPilotBackend, Pushgateway)
 
-class CostGuard(ExtensionApp, CostTraits, SamplingTraits, GuardTraits, OffloadTraits,
-                SlurmTraits, KubernetesTraits, SkyPilotTraits, HubReportTraits, HibernateTraits):
+
+class CostGuard(ExtensionApp, CostTraits, SamplingTraits, GuardTraits, HubReportTraits,
+                HibernateTraits):
     """Cost of GPU notebooks: sampling, ledger, guard, batch jobs, REST API and metrics."""
 
     name = "jupyter_costguard"
     load_other_extensions = True
+    classes = [*ExtensionApp.classes, *COMPONENTS]
+    #: old `c.CostGuard.<name>` -> (component, new name): still read for a release
+    moved_options = moves_of(COMPONENTS)
 
     service: CostService | None = None
     jobs: JobService | None = None
@@ -69,6 +81,15 @@ class CostGuard(ExtensionApp, CostTraits, SamplingTraits, GuardTraits, OffloadTr
     hub_reporter: HubReporter | None = None
     catalog_refresher: CatalogRefresher | None = None
     _budget: BudgetRule | None = None
+
+    def _load_config(self, cfg: Config, section_names: list[str] | None = None,
+                     traits: dict[str, Any] | None = None) -> None:
+        """Every config this app reads passes here first (files, the command line, the
+        server's): an old `c.CostGuard.<moved>` goes to its component's section, with one
+        warning per name, before traitlets would call it unknown."""
+        warned: set[str] = self.__dict__.setdefault("_warned_moves", set())
+        forward_moved(cfg, "CostGuard", self.moved_options, warned, self.log.warning)
+        super()._load_config(cfg, section_names, traits)
 
     @property
     def server(self) -> Any:
@@ -80,6 +101,8 @@ class CostGuard(ExtensionApp, CostTraits, SamplingTraits, GuardTraits, OffloadTr
         return getattr(self.server.contents_manager, "root_dir", None) or self.server.root_dir
 
     def initialize_settings(self) -> None:
+        self.offload = Offload(parent=self)
+        self.pushgateway = Pushgateway(parent=self)
         ledger = Ledger(self.db_path, retention_days=self.history_retention_days, now=time.time())
         worker = new_worker()  # owns the ledger's file; the alerts share it
         alerts = AlertStore(ledger.db_path, schedule=worker.submit, logger=self.log)
@@ -88,7 +111,7 @@ class CostGuard(ExtensionApp, CostTraits, SamplingTraits, GuardTraits, OffloadTr
         config = self.guard_config()
         self._budget = BudgetRule(config) if self.guard_enabled else None
         # The job service reads the latest sample; it exists before the service that makes it.
-        self.jobs = self._job_service(ledger) if self.offload_enabled else None
+        self.jobs = self._job_service(ledger) if self.offload.enabled else None
         jobs = self.jobs
         #: the note that tells this server's kernels its jobs directory (`%costguard fetch`)
         self._server_info: Path | None = None
@@ -122,8 +145,8 @@ class CostGuard(ExtensionApp, CostTraits, SamplingTraits, GuardTraits, OffloadTr
             metadata=self._metadata_watcher(),
             container=ContainerFacts(read_cgroup_limits(), mode=self.container_share),
         )
-        if jobs is not None and self.pushgateway_url:
-            url = self.pushgateway_url
+        if jobs is not None and self.pushgateway.url:
+            url = self.pushgateway.url
 
             def push(job: Any) -> None:
                 gpu = job.record.get("gpu") or {}
@@ -206,18 +229,21 @@ class CostGuard(ExtensionApp, CostTraits, SamplingTraits, GuardTraits, OffloadTr
 
     def _job_service(self, ledger: Ledger) -> JobService:
         # the default sits next to the ledger, whose path is the cost settings'
-        jobs_dir = Path(self.jobs_dir or os.path.join(os.path.dirname(self.db_path), "jobs"))
+        jobs_dir = Path(self.offload.jobs_dir
+                        or os.path.join(os.path.dirname(self.db_path), "jobs"))
         budget = self._budget
         ksm = self.server.kernel_spec_manager
         default_kernel = getattr(self.server.kernel_manager, "default_kernel_name", None) \
             or "python3"
         root = self._root_dir()
+        self.local_backend = LocalBackend(parent=self)
         backends: dict[str, Backend] = {
-            "local": LocalBackend(warm_dir=jobs_dir / "warm",
-                                  warm_kernels=max(0, self.offload_warm_kernels),
-                                  warm_kernel_name=default_kernel)}
-        for backend in (self.slurm_backend(), self.kubernetes_backend(),
-                        self.skypilot_backend()):
+            "local": LocalExecutor(warm_dir=jobs_dir / "warm",
+                                   warm_kernels=max(0, self.local_backend.warm_kernels),
+                                   warm_kernel_name=default_kernel)}
+        for backend in (SlurmBackend(parent=self).backend(),
+                        KubernetesBackend(parent=self).backend(),
+                        SkyPilotBackend(parent=self).backend()):
             if backend is not None:
                 backends[backend.name] = backend
         hooks = ServerHooks(
@@ -231,7 +257,8 @@ class CostGuard(ExtensionApp, CostTraits, SamplingTraits, GuardTraits, OffloadTr
             gpu_usage=lambda kid: kernel_gpu_usage(self._published().sample, kid),
             machine_price=self._machine_price)
         return JobService(JobStore(jobs_dir / jobdir.JOBS_DB), jobs_dir, backends, Path(root),
-                          self.job_settings(), hooks, owner=owner_from_environ(os.environ))
+                          self.offload.job_settings(self.pushgateway.url), hooks,
+                          owner=owner_from_environ(os.environ))
 
     def _hibernate_service(self) -> HibernateService | None:
         """Snapshots beside the ledger unless `snapshot_dir` says; the MAC key in the data
@@ -294,7 +321,7 @@ class CostGuard(ExtensionApp, CostTraits, SamplingTraits, GuardTraits, OffloadTr
         return await self.hibernation.hibernate(kernel_id, automatic=True)
 
     def _local_capacity(self) -> Any:
-        limit = self.offload_max_local_jobs
+        limit = self.local_backend.max_jobs
 
         def capacity() -> int:
             if limit is not None and limit > 0:

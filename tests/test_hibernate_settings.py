@@ -15,7 +15,7 @@ SECRET = "s3cr3tSECRETvalue"
 
 def test_a_store_url_with_credentials_is_refused_and_costguard_still_runs(tmp_path: Path):
     settings = {"db_path": str(tmp_path / "data" / "ledger.sqlite"), "sample_interval": 0.25,
-                "hourly_rate": 10.0, "offload_warm_kernels": 0,
+                "hourly_rate": 10.0, "LocalBackend.warm_kernels": 0,
                 "hibernate_on_stop_seconds": 0,
                 "snapshot_store_url": f"s3://AKIAEXAMPLEKEY:{SECRET}@bucket/snapshots"}
     server = ServerProcess(tmp_path / "server", settings).start()

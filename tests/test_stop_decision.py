@@ -88,7 +88,7 @@ def test_a_kernel_at_its_prompt_whose_gpu_works_is_never_stopped(
     marker = tmp_path / "auto-stopped"
     config = {"db_path": str(tmp_path / "ledger.sqlite"), "sample_interval": 0.25,
               "hourly_rate": 8.0, "gpu_share": 0.8, "hibernate_on_stop_seconds": 0,
-              "offload_warm_kernels": 0, **CONSUMERS[consumer]}
+              "LocalBackend.warm_kernels": 0, **CONSUMERS[consumer]}
     if consumer == "autostop":
         config["shutdown_command"] = [sys.executable, "-c",
                                       f"open({str(marker)!r}, 'a').write('stopped')"]

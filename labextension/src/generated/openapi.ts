@@ -1614,7 +1614,7 @@ export interface components {
              * @enum {unknown}
              */
             source: "catalog" | "hourly_rate" | "cluster_rates" | "skypilot_optimizer" | "none" | "config" | "environment" | "metadata" | "detected";
-            /** @description the source in words ("catalog: aws p4d.24xlarge on-demand, as of 2025-06-05", "site rate for slurm (c.CostGuard.cluster_rates): ...", "SkyPilot optimizer: AWS us-east-1, p4d.24xlarge (A100:8), spot"), or why there is no price */
+            /** @description the source in words ("catalog: aws p4d.24xlarge on-demand, as of 2025-06-05", "site rate for slurm (c.Offload.cluster_rates): ...", "SkyPilot optimizer: AWS us-east-1, p4d.24xlarge (A100:8), spot"), or why there is no price */
             detail: string;
             /**
              * Format: date
