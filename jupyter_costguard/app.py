@@ -22,7 +22,7 @@ from jupyter_costguard.cloud.watcher import MetadataWatcher
 from jupyter_costguard.common.moved import forward_moved, moves_of
 from jupyter_costguard.common.owner import owner_from_doc, owner_from_environ
 from jupyter_costguard.cost.config import CostTraits
-from jupyter_costguard.cost.hubreport import HubReporter, HubReportTraits, reporter_from
+from jupyter_costguard.cost.hubreport import HubReport, HubReporter, reporter_from
 from jupyter_costguard.cost.ledger import Ledger
 from jupyter_costguard.cost.pricing import ContainerFacts, MachinePrice, price_machine
 from jupyter_costguard.cost.published import Published
@@ -31,14 +31,14 @@ from jupyter_costguard.cost.service import CostService, load_catalog, new_worker
 from jupyter_costguard.guard.actions import Actor
 from jupyter_costguard.guard.autostop import terminal_activity
 from jupyter_costguard.guard.budget import BudgetRule, NotebookBudgets
-from jupyter_costguard.guard.config import GuardTraits
-from jupyter_costguard.guard.engine import Guard
+from jupyter_costguard.guard.config import Guard
+from jupyter_costguard.guard.engine import GuardEngine
 from jupyter_costguard.guard.idle import HIBERNATED_KIND
 from jupyter_costguard.guard.rules import default_rules
 from jupyter_costguard.hibernate.layout import adopt, prepare, snapshot_paths
 from jupyter_costguard.hibernate.resume import Resume
-from jupyter_costguard.hibernate.service import Held, HibernateService, HibernateSettings
-from jupyter_costguard.hibernate.settings import HibernateTraits
+from jupyter_costguard.hibernate.service import Held, HibernateService
+from jupyter_costguard.hibernate.settings import Hibernate
 from jupyter_costguard.metrics import collector as metrics
 from jupyter_costguard.metrics.pushgateway import push_finished_job
 from jupyter_costguard.offload import jobdir
@@ -60,11 +60,11 @@ from jupyter_costguard.web.routes import handlers
 #: each component's own Configurable (`c.<Name>.<option>`), created with the extension as
 #: parent; listed in `CostGuard.classes` so `--help-all` shows each under its own name
 COMPONENTS: tuple[type[Configurable], ...] = (
-    Offload, LocalBackend, SlurmBackend, KubernetesBackend, SkyPilotBackend, Pushgateway)
+    Guard, Hibernate, HubReport, Offload, LocalBackend, SlurmBackend, KubernetesBackend,
+    SkyPilotBackend, Pushgateway)
 
 
-class CostGuard(ExtensionApp, CostTraits, SamplingTraits, GuardTraits, HubReportTraits,
-                HibernateTraits):
+class CostGuard(ExtensionApp, CostTraits, SamplingTraits):
     """Cost of GPU notebooks: sampling, ledger, guard, batch jobs, REST API and metrics."""
 
     name = "jupyter_costguard"
@@ -77,7 +77,7 @@ class CostGuard(ExtensionApp, CostTraits, SamplingTraits, GuardTraits, HubReport
     jobs: JobService | None = None
     hibernation: HibernateService | None = None
     resume: Resume | None = None
-    guard: Guard | None = None
+    guard: GuardEngine | None = None
     hub_reporter: HubReporter | None = None
     catalog_refresher: CatalogRefresher | None = None
     _budget: BudgetRule | None = None
@@ -102,14 +102,15 @@ class CostGuard(ExtensionApp, CostTraits, SamplingTraits, GuardTraits, HubReport
 
     def initialize_settings(self) -> None:
         self.offload = Offload(parent=self)
+        self.hibernate_options = Hibernate(parent=self)
         self.pushgateway = Pushgateway(parent=self)
         ledger = Ledger(self.db_path, retention_days=self.history_retention_days, now=time.time())
         worker = new_worker()  # owns the ledger's file; the alerts share it
         alerts = AlertStore(ledger.db_path, schedule=worker.submit, logger=self.log)
         pricing_config = self.pricing_config()
         catalog = load_catalog(pricing_config)
-        config = self.guard_config()
-        self._budget = BudgetRule(config) if self.guard_enabled else None
+        config = Guard(parent=self)
+        self._budget = BudgetRule(config) if config.enabled else None
         # The job service reads the latest sample; it exists before the service that makes it.
         self.jobs = self._job_service(ledger) if self.offload.enabled else None
         jobs = self.jobs
@@ -121,7 +122,7 @@ class CostGuard(ExtensionApp, CostTraits, SamplingTraits, GuardTraits, HubReport
                                                              jobs.jobs_dir)
             except OSError as e:  # the magic then needs --dir; nothing else depends on it
                 self.log.warning("costguard: cannot tell kernels the jobs directory: %s", e)
-        if self.guard_enabled:
+        if config.enabled:
             loop = getattr(self.serverapp, "io_loop", None) or IOLoop.current()
             self.actor = Actor(self.server.kernel_manager, self._stop_server,
                                loop.asyncio_loop,  # type: ignore[union-attr]
@@ -129,7 +130,7 @@ class CostGuard(ExtensionApp, CostTraits, SamplingTraits, GuardTraits, HubReport
             rules = default_rules(config, server_activity=terminal_activity(self.server),
                                   gpu_busy_percent=self.idle_gpu_threshold_percent,
                                   budget=self._budget)
-            self.guard = Guard(
+            self.guard = GuardEngine(
                 config, rules, alerts, ledger, catalog, dispatch=self.actor.dispatch,
                 running_jobs=jobs.running_count if jobs is not None else (lambda: 0),
                 notebook_budgets=NotebookBudgets(self._root_dir(), logger=self.log))
@@ -162,7 +163,7 @@ class CostGuard(ExtensionApp, CostTraits, SamplingTraits, GuardTraits, HubReport
                         + (self.hibernation.metrics() if self.hibernation else []),
                         owner=service.owner)
         self.hub_reporter = reporter_from(
-            self, os.environ, service.owner, published=self._published,
+            HubReport(parent=self), os.environ, service.owner, published=self._published,
             run_start=service.run_start, alerts=service.alerts,
             alerts_changed=service.alerts_changed,
             active_jobs=jobs.running_count if jobs is not None else (lambda: 0),
@@ -176,7 +177,7 @@ class CostGuard(ExtensionApp, CostTraits, SamplingTraits, GuardTraits, HubReport
         if self.hibernation is not None:
             self.hibernation.listeners.append(self._snapshot_gone)
             self.resume = Resume(self.hibernation, self.server.session_manager, self.log,
-                                 enabled=self.hibernate_resume)
+                                 enabled=self.hibernate_options.resume)
             self.resume.install()
         self.settings["costguard_hibernate"] = self.hibernation
         self.log.info("costguard: ledger at %s, %s", self.db_path,
@@ -267,12 +268,13 @@ class CostGuard(ExtensionApp, CostTraits, SamplingTraits, GuardTraits, HubReport
         leaves the rest of costguard running."""
         data = Path(os.path.dirname(os.path.abspath(self.db_path)))
         owner = owner_from_environ(os.environ)
-        paths = snapshot_paths(data, self.snapshot_dir, owner.user if owner else None)
+        options = self.hibernate_options
+        paths = snapshot_paths(data, options.snapshot_dir, owner.user if owner else None)
         root = paths.root
-        if self.store_url_refused is not None:
-            self.log.error("costguard: hibernate is off: %s", self.store_url_refused)
+        if options.store_url_refused is not None:
+            self.log.error("costguard: hibernate is off: %s", options.store_url_refused)
             self.settings["costguard_hibernate_off"] = \
-                f"hibernate is off on this server: {self.store_url_refused}"
+                f"hibernate is off on this server: {options.store_url_refused}"
             return None
 
         def held(kernel_id: str) -> Held:
@@ -291,11 +293,7 @@ class CostGuard(ExtensionApp, CostTraits, SamplingTraits, GuardTraits, HubReport
             return HibernateService(
                 root, paths.key, self.server.kernel_manager,
                 self.server.session_manager,
-                HibernateSettings(timeout_seconds=self.hibernate_timeout_seconds,
-                                  max_bytes=self.hibernate_max_bytes,
-                                  may_leave_behind=self.hibernate_may_leave_behind,
-                                  store_url=self.snapshot_store_url or None,
-                                  price=self.snapshot_store_price(self.price_stale_after_days)),
+                options.service_settings(self.price_stale_after_days),
                 held=held, owner=owner.user if owner else None, logger=self.log,
                 currency=lambda: self._published().pricing.currency)
         except Exception as e:
@@ -312,9 +310,9 @@ class CostGuard(ExtensionApp, CostTraits, SamplingTraits, GuardTraits, HubReport
             await service.alerts_changed()
 
     async def _hibernate_idle(self, kernel_id: str) -> dict[str, Any]:
-        """The idle rule's `hibernate-kernel` (`hibernate_idle_after_seconds`): automatic, so
-        the kernel is shut down only if every variable was saved (or what is left behind is
-        what `hibernate_may_leave_behind` allows)."""
+        """The idle rule's `hibernate-kernel` (`c.Guard.hibernate_idle_after_seconds`):
+        automatic, so the kernel is shut down only if every variable was saved (or what is
+        left behind is what `c.Hibernate.may_leave_behind` allows)."""
         if self.hibernation is None:
             raise RuntimeError(self.settings.get("costguard_hibernate_off")
                                or "hibernate is off on this server (the log at start says why)")
@@ -365,9 +363,11 @@ class CostGuard(ExtensionApp, CostTraits, SamplingTraits, GuardTraits, HubReport
     async def _hibernate_on_stop(self) -> None:
         """Before anything else stops (and before the server shuts its kernels down, which it
         does after the extensions): hibernate the kernels that hold GPUs in the latest
-        sample, within `hibernate_on_stop_seconds`."""
-        budget = self.hibernate_on_stop_seconds
-        if self.hibernation is None or self.service is None or budget <= 0:
+        sample, within `c.Hibernate.on_stop_seconds`."""
+        if self.hibernation is None or self.service is None:
+            return
+        budget = self.hibernate_options.on_stop_seconds
+        if budget <= 0:
             return
         # the kernels' views say which hold GPUs, as they say it for `held` and the panel
         live = set(self.server.kernel_manager.list_kernel_ids())

@@ -57,7 +57,7 @@ def costguard_config(tmp_path: Path, trace_file: Path) -> dict[str, Any]:
         "replay_mode": "always",
         "LocalBackend.warm_kernels": 0,  # tests that want one ask for it
         "catalog_refresh_hours": 0,  # likewise the background catalog refresh
-        "hibernate_on_stop_seconds": 0,  # and hibernating GPU kernels when the server stops
+        "Hibernate.on_stop_seconds": 0,  # and hibernating GPU kernels when the server stops
     }
 
 

@@ -53,7 +53,7 @@ def test_help_all_lists_costguard_small_and_each_component_under_its_own_name(ca
     out = capsys.readouterr().out
     costguard = {line.split("=")[0] for line in out.splitlines()
                  if line.startswith("--CostGuard.")}
-    assert 0 < len(costguard) <= 65
+    assert 0 < len(costguard) <= 40
     for cls in COMPONENTS:
         assert f"c.{cls.__name__} options" in out
         for name in cls.class_trait_names(config=True):

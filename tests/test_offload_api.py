@@ -485,7 +485,7 @@ class TestSendLimit:
 class TestBudgetRefusal:
     @pytest.fixture
     def costguard_config(self, costguard_config: dict[str, Any]) -> dict[str, Any]:
-        return {**costguard_config, "server_budget": 0.0001, "budget_enforce": True}
+        return {**costguard_config, "Guard.server_budget": 0.0001, "Guard.budget_enforce": True}
 
     async def test_a_spent_budget_refuses_new_jobs(self, jp_fetch, jp_root_dir):
         write_notebook(jp_root_dir, "p.ipynb", PRODUCT)

@@ -1488,7 +1488,7 @@ export interface components {
             bytes: number;
             saved: string[];
             skipped: components["schemas"]["Skipped"][];
-            /** @description Where it is stored: `local` (the server's snapshot folder), or its URL in the snapshot store (`c.CostGuard.snapshot_store_url`), never with credentials. */
+            /** @description Where it is stored: `local` (the server's snapshot folder), or its URL in the snapshot store (`c.Hibernate.snapshot_store_url`), never with credentials. */
             store: string;
             kernel_name: string;
             /** @description GPUs the kernel held when it was hibernated. */
