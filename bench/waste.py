@@ -82,7 +82,7 @@ from jupyter_costguard.cost.ledger import Ledger  # noqa: E402
 from jupyter_costguard.cost.pricing import Pricing, resolve_pricing  # noqa: E402
 from jupyter_costguard.cost.published import Published  # noqa: E402
 from jupyter_costguard.cost.spend import IntervalCost, Share, split_interval  # noqa: E402
-from jupyter_costguard.cost.views import Views  # noqa: E402
+from jupyter_costguard.cost.viewrecords import Views  # noqa: E402
 from jupyter_costguard.guard.base import Act, GuardContext, Outcome  # noqa: E402
 from jupyter_costguard.guard.config import GuardConfig  # noqa: E402
 from jupyter_costguard.guard.idle import IdleKernelRule  # noqa: E402

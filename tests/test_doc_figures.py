@@ -31,7 +31,7 @@ from traitlets.config.loader import PyFileConfigLoader
 from jupyter_costguard.alerts.store import Alert
 from jupyter_costguard.cost.catalog import Catalog
 from jupyter_costguard.cost.pricing import Pricing, resolve_pricing
-from jupyter_costguard.cost.views import Views
+from jupyter_costguard.cost.viewrecords import Views
 from jupyter_costguard.guard import GuardConfig
 from jupyter_costguard.guard.training import MIN_HELD_SHARE, TrainingSizedRule
 from jupyter_costguard.offload.slicing import slice_cells

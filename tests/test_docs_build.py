@@ -3,34 +3,106 @@ build it (`sphinx-build -W --keep-going -b html docs <out>`), and its two genera
 references cover the code: every configurable traitlet of the server extension and of the
 hub service is on the configuration page, and every operation of both OpenAPI documents on
 the REST pages. An option or a route added without its help or its description still
-appears, and one that is gone disappears, because the pages are generated at build time."""
+appears, and one that is gone disappears, because the pages are generated at build time.
+
+The site is built in a fresh venv holding only what `pip install ".[docs]"` installs (the
+package's dependencies and the docs extra; the package itself is the checkout, which
+docs/conf.py puts first on the path), so a module the references import that the extra does
+not bring fails here rather than on a reader's machine. uv (in the test extra; pip where it is
+missing) installs them, from its cache after the first run; the venv is removed once the site
+is built."""
 
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import yaml
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:
+    tomllib = pytest.importorskip("tomli")
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
 
 
+def docs_requirements(pyproject: str, extra: str = "docs") -> list[str]:
+    """What `pip install ".[<extra>]"` installs besides the package itself: its dependencies
+    and the extra's, with an extra of the package that the extra names (`jupyter_costguard[hub]`)
+    expanded in place."""
+    project = tomllib.loads(pyproject)["project"]
+    name = canonicalize_name(project["name"])
+    extras = project.get("optional-dependencies", {})
+    wanted, todo, seen = list(project.get("dependencies", [])), [extra], set()
+    while todo:
+        current = todo.pop()
+        if current in seen:
+            continue
+        seen.add(current)
+        for line in extras[current]:
+            req = Requirement(line)
+            if canonicalize_name(req.name) == name:
+                todo.extend(sorted(req.extras))
+            else:
+                wanted.append(line)
+    return wanted
+
+
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The site, built once for this file in a fresh Sphinx process."""
-    pytest.importorskip("sphinx", reason="the docs extra (pip install '.[docs]')")
-    out = tmp_path_factory.mktemp("docs") / "html"
-    done = subprocess.run(
-        [sys.executable, "-m", "sphinx", "-W", "--keep-going", "-q", "-b", "html",
-         str(DOCS), str(out)],
-        cwd=ROOT, capture_output=True, text=True, timeout=240)
+    """The site, built once for this file by Sphinx in a fresh venv holding only the docs
+    extra's packages (the venv is removed afterwards; pip keeps its cache)."""
+    work = tmp_path_factory.mktemp("docs")
+    venv, out = work / "venv", work / "html"
+    python = venv / "bin" / "python"
+    requirements = docs_requirements((ROOT / "pyproject.toml").read_text())
+    # uv (the test extra) installs them in about half pip's time; pip where it is missing
+    uv = shutil.which("uv", path=Path(sys.executable).parent) or shutil.which("uv")
+    if uv:
+        make = [uv, "venv", "-q", str(venv)]
+        install = [uv, "pip", "install", "-q", "--python", str(python), *requirements]
+    else:
+        make = [sys.executable, "-m", "venv", "--without-pip", str(venv)]
+        install = [sys.executable, "-m", "pip", "--python", str(python), "install", "-q",
+                   "--disable-pip-version-check", *requirements]
+    subprocess.run(make, check=True, timeout=120)
+    try:
+        installed = subprocess.run(install, capture_output=True, text=True, timeout=420)
+        assert installed.returncode == 0, (
+            f"{install[0]} could not install the docs extra's packages:\n"
+            f"{installed.stderr[-4000:]}")
+        done = subprocess.run(
+            [str(python), "-m", "sphinx", "-W", "--keep-going", "-q", "-b", "html",
+             str(DOCS), str(out)],
+            cwd=ROOT, capture_output=True, text=True, timeout=240)
+    finally:
+        shutil.rmtree(venv, ignore_errors=True)
     assert done.returncode == 0, f"the docs do not build cleanly:\n{done.stderr[-6000:]}"
     assert "WARNING" not in done.stderr, done.stderr[-6000:]
     return out
+
+
+def test_the_docs_requirements_are_what_pip_installs_for_the_extra() -> None:
+    pyproject = """
+[project]
+name = "Some_Pkg"
+dependencies = ["a>=1"]
+[project.optional-dependencies]
+hub = ["b>=2"]
+more = ["c", "some-pkg[hub]"]
+docs = ["d", "some_pkg[more,hub]"]
+"""
+    assert sorted(docs_requirements(pyproject)) == ["a>=1", "b>=2", "c", "d"]
+    real = docs_requirements((ROOT / "pyproject.toml").read_text())
+    assert any(canonicalize_name(Requirement(r).name) == "sphinx" for r in real)
 
 
 def ids_in(page: Path) -> set[str]:
@@ -58,6 +130,8 @@ def costguard_traits() -> dict[str, set[str]]:
     }
 
 
+# the first test to ask for the site waits for the venv (pip) and the build
+@pytest.mark.timeout(720)
 def test_every_option_is_in_the_configuration_reference(site: Path) -> None:
     page = site / "admin" / "configuration.html"
     ids, text = ids_in(page), page.read_text()
@@ -69,6 +143,8 @@ def test_every_option_is_in_the_configuration_reference(site: Path) -> None:
     assert not missing, f"options missing from the configuration reference: {missing}"
 
 
+# the first test to ask for the site waits for the venv (pip) and the build
+@pytest.mark.timeout(720)
 @pytest.mark.parametrize("document, page, prefix", [
     ("jupyter_costguard/web/openapi.yaml", "reference/rest-server.html", "server"),
     ("jupyter_costguard/hub/openapi.yaml", "reference/rest-hub.html", "hub"),

@@ -30,7 +30,8 @@ from jupyter_costguard.guard.rules import default_rules
 from jupyter_costguard.hub.cull import KEEP, STOP, CullPolicy, decide
 from jupyter_costguard.hub.nodegpu import NodeGpu
 from jupyter_costguard.hub.settings import HubSettings
-from jupyter_costguard.hub.store import HubStore, with_node_activity
+from jupyter_costguard.hub.store import HubStore
+from jupyter_costguard.hub.storerows import with_node_activity
 from jupyter_costguard.metrics.collector import build_metrics
 from jupyter_costguard.sampling.records import GpuReading
 from jupyter_costguard.sampling.telemetry import Telemetry

@@ -17,7 +17,8 @@ import pytest
 
 from jupyter_costguard.hub.budgethold import BudgetHold
 from jupyter_costguard.hub.budgets import BudgetState
-from jupyter_costguard.hub.store import OK, STALE, ServerRow, read_only
+from jupyter_costguard.hub.store import read_only
+from jupyter_costguard.hub.storerows import OK, STALE, ServerRow
 from tests.support.hub import Hub, HubUser, gpu_trace, wait_for
 
 pytestmark = pytest.mark.timeout(600)

@@ -8,7 +8,7 @@ import time
 
 from jupyter_costguard.hub.budgethold import BudgetHold
 from jupyter_costguard.hub.budgets import Budgets, BudgetState, budget_states, shown_to_member
-from jupyter_costguard.hub.store import ServerRow
+from jupyter_costguard.hub.storerows import ServerRow
 
 NOW = 1_800_000_000.0
 

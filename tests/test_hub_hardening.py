@@ -32,10 +32,11 @@ from tornado.testing import bind_unused_port
 from jupyter_costguard.common.hubprotocol import Report
 from jupyter_costguard.cost.hubbudget import ENV_BUDGET, budgets_doc, budgets_from_environ
 from jupyter_costguard.hub import budgetbook, handlers, report
-from jupyter_costguard.hub.budgets import Budgets, BudgetState
+from jupyter_costguard.hub.budgets import Budgets
 from jupyter_costguard.hub.profiles import profile_slug
 from jupyter_costguard.hub.spawn import check_budget, is_gpu_spawn, name_profile
-from jupyter_costguard.hub.store import HubStore, hour_bounds
+from jupyter_costguard.hub.store import HubStore
+from jupyter_costguard.hub.storerows import hour_bounds
 
 HOUR = 3600.0
 
@@ -630,24 +631,17 @@ class FakeService:
     prefix = "/services/costguard/"
     currency = "USD"
     reconcile = report.Reconcile()
+    admin_users = {"root"}
+    admin_groups: set[str] = set()
 
     def __init__(self, store: FakeStore, budgets: Budgets, view: str) -> None:
         self.store, self.budgets, self.member_group_view = store, budgets, view
-
-    def is_admin(self, model: dict[str, Any]) -> bool:
-        return bool(model.get("admin"))
 
     async def run(self, fn: Callable[..., Any], *args: Any) -> Any:
         return fn(*args)
 
     async def report(self, fn: Callable[..., Any], *args: Any) -> Any:
         return fn(*args)
-
-    async def page_html(self) -> str:
-        return handlers.PAGE.read_text("utf-8")
-
-    def budgets_of(self, name: str, now: float) -> list[BudgetState]:
-        return handlers.budgets_of(self, name, now)
 
     def poll_doc(self) -> None:
         return None

@@ -312,7 +312,7 @@ async def test_keeps_past_the_days_limit_are_refused_and_the_warning_says_so(
 
 
 def test_a_keep_does_not_hold_past_the_ceiling_of_node_idle_time() -> None:
-    from jupyter_costguard.hub.store import server_row, with_node_activity
+    from jupyter_costguard.hub.storerows import server_row, with_node_activity
     t0 = 1_800_000_000.0
     # the server reports its GPU busy; the node (dcgm-exporter) shows it idle for 50 min
     row = with_node_activity(server_row((
@@ -332,7 +332,7 @@ async def test_a_server_that_goes_silent_after_its_warning_round_began_is_still_
     """Judged by the node's figures, warned while it reported, silent before any answer
     carried the warning: its lead ran from never, so it was never stopped. Now from the
     first round that finds it silent."""
-    from jupyter_costguard.hub.store import server_row, with_node_activity
+    from jupyter_costguard.hub.storerows import server_row, with_node_activity
     t0 = 1_800_000_000.0
     stops: list[tuple[str, str]] = []
 

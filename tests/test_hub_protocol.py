@@ -15,7 +15,8 @@ import pytest
 from jupyter_costguard.common import hubprotocol as protocol
 from jupyter_costguard.common.hubprotocol import Limits, ReportError, check_report, parse_body
 from jupyter_costguard.hub.intake import reporter_of
-from jupyter_costguard.hub.store import MAX_SPREAD_HOURS, HubStore, spread
+from jupyter_costguard.hub.store import HubStore
+from jupyter_costguard.hub.storerows import MAX_SPREAD_HOURS, spread
 
 NOW = 1_800_000_000.0
 STARTED = NOW - 7200
@@ -354,3 +355,84 @@ def test_any_value_in_any_field_is_a_refusal_or_a_report_never_another_error() -
             assert 400 <= e.status < 500
 
     check()
+
+
+def test_the_default_views_are_kept_ready_only_while_a_page_is_open() -> None:
+    """After each look at the Hub the admin's default views were recomputed whether or not
+    anyone looked (at 10,000 servers a second of work a cycle); now only while a page has
+    asked for something in the last ASKED_SECONDS (an open page asks every 30 s)."""
+    import asyncio
+
+    from jupyter_costguard.hub import pagecache
+
+    done: list[str] = []
+
+    async def run(fn: Any, *args: Any) -> Any:
+        done.append(fn(*args))
+        return done[-1]
+
+    def view(name: str) -> str:
+        return name
+
+    async def scenario() -> None:
+        pages = pagecache.PageCache(lambda: 0, run, lambda: 30.0)
+        pages.refresh([(view, ("default",))])
+        await asyncio.sleep(0)
+        assert done == []  # no page open: nothing computed
+        assert await pages.answer(view, "asked") == "asked"
+        pages.refresh([(view, ("default",))])
+        await asyncio.sleep(0)
+        assert done == ["asked", "default"]
+        (key,) = [k for k in pages.asked]
+        fn, args, _ = pages.asked[key]
+        pages.asked[key] = (fn, args, -1e9)  # asked long ago: the page was closed
+        pages.held.clear()
+        pages.refresh([(view, ("default",))])
+        await asyncio.sleep(0)
+        assert done == ["asked", "default"] and not pages.asked
+
+    asyncio.run(scenario())
+
+
+def test_a_page_computed_in_the_pages_process_reads_the_same_figures(tmp_path: Path) -> None:
+    """The pages' figures are computed in a process of their own (their Python would hold
+    the GIL, and so the IO loop): the store goes there as a read-only view of its file, and
+    the answer is the one computed here."""
+    import asyncio
+    import pickle
+
+    from jupyter_costguard.hub import report
+    from jupyter_costguard.hub.app import CostGuardHub
+
+    app = CostGuardHub()
+    app.initialize([f"--db={tmp_path / 'hub.sqlite'}"])
+    app.store.record_report("alice", "/user/alice/", "", check_report(doc(), LIMITS), STARTED,
+                            NOW)
+    there = pickle.loads(pickle.dumps(app.store))
+    assert there is not app.store and [s.user for s in there.servers()] == ["alice"]
+    with pytest.raises(sqlite3.OperationalError):  # read-only
+        there.db.execute("DELETE FROM servers")
+    # with page_max_age 0 ("computed afresh whenever a report changed something") no read
+    # is reused there: a report recorded a moment ago shows (a refusal's reason did not)
+    app.store.pages_reuse_seconds = 0.0
+    there = pickle.loads(pickle.dumps(app.store))
+    assert there.budget_book(app.budgets, NOW).spent.get("bob", 0.0) == 0.0
+    app.store.record_report("bob", "/user/bob/", "", check_report(doc(), LIMITS), STARTED, NOW)
+    assert sorted(s.user for s in there.servers()) == ["alice", "bob"]
+    # the budget book there too: the writes happen in the service's process, so the view's
+    # own write count never moves and cannot say when a book it built is old
+    here = app.store.budget_book(app.budgets, NOW).spent["bob"]
+    assert here > 0 and there.budget_book(app.budgets, NOW).spent["bob"] == pytest.approx(here)
+    args = (app.store, app.budgets, "user", NOW, None, None, None, "USD", app.reconcile)
+
+    async def scenario() -> str:
+        return await app.compute(report.rows_json, *args)
+
+    try:
+        assert json.loads(asyncio.run(scenario())) == json.loads(report.rows_json(*args))
+        assert app._pages_process is not None  # it did go to the process
+    finally:
+        if app._pages_process is not None:
+            app._pages_process.shutdown()
+        app.worker.shutdown()
+        app.store.close()

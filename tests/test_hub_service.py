@@ -67,3 +67,45 @@ def test_the_service_stops_cleanly_on_a_signal(tmp_path: Path, sig: int) -> None
         assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
     finally:
         db.close()
+
+
+def test_stopping_closes_the_store_only_after_the_workers_last_read(tmp_path: Path) -> None:
+    """SIGTERM under load once ended the service by SIGSEGV: the store (every thread's
+    connection) was closed on one worker thread while the other still read a page's figures
+    from it. Stopping now lets the worker's jobs end first, then closes the store."""
+    import asyncio
+    import threading
+
+    from tornado import web
+    from tornado.httpserver import HTTPServer
+    from tornado.testing import bind_unused_port
+
+    from jupyter_costguard.hub.app import CostGuardHub
+    from jupyter_costguard.hub.hubapi import HubAPI
+
+    app = CostGuardHub()
+    app.initialize([f"--db={tmp_path / 'hub.sqlite'}"])
+    reading, release = threading.Event(), threading.Event()
+
+    def page_read() -> int:  # a page's figures, read on the worker
+        with app.store._reading() as db:
+            reading.set()
+            release.wait(30)
+            return int(db.execute("SELECT COUNT(*) FROM servers").fetchone()[0])
+
+    async def scenario() -> int:
+        app.hub = HubAPI(f"http://127.0.0.1:{free_port()}/hub/api", "service-token")
+        server = HTTPServer(web.Application())
+        sock, _ = bind_unused_port()
+        server.add_sockets([sock])
+        read = app.run(page_read)
+        await asyncio.to_thread(reading.wait, 30)
+        stopping = asyncio.ensure_future(app.stop(server))
+        await asyncio.sleep(0.3)  # stopping has begun while the read is in flight
+        release.set()
+        await stopping
+        return await read
+
+    assert asyncio.run(scenario()) == 0
+    with pytest.raises(sqlite3.ProgrammingError):  # closed, once nothing used it
+        app.store.db.execute("SELECT 1")

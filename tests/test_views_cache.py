@@ -9,8 +9,9 @@ from pathlib import Path
 from jupyter_costguard.cost.catalog import Catalog
 from jupyter_costguard.cost.ledger import Ledger
 from jupyter_costguard.cost.pricing import resolve_pricing
+from jupyter_costguard.cost.sparklines import Sparklines, sparklines_of
 from jupyter_costguard.cost.spend import IntervalCost, Share
-from jupyter_costguard.cost.views import Sparklines, build_views, sparklines_of
+from jupyter_costguard.cost.views import build_views
 
 NOW = 1_700_000_000.0
 
@@ -29,14 +30,14 @@ def record(ledger: Ledger, now: float, kid: str, path: str, spend: float) -> Non
 def fresh(ledger: Ledger, alerts: dict | None = None) -> dict:  # type: ignore[type-arg]
     """What a build with nothing remembered serves for every notebook."""
     kept = sparklines_of(ledger)
-    from jupyter_costguard.cost import views as views_mod
-    views_mod._SPARKLINES[ledger] = Sparklines()
+    from jupyter_costguard.cost import sparklines as sparklines_mod
+    sparklines_mod._SPARKLINES[ledger] = Sparklines()
     try:
         return {p: nb.doc() for p, nb in
                 build_views(None, None, pricing(), ledger, 2.0, 5.0, alerts=alerts)
                 .notebooks.items()}
     finally:
-        views_mod._SPARKLINES[ledger] = kept
+        sparklines_mod._SPARKLINES[ledger] = kept
 
 
 def test_a_quiet_notebook_is_reused_until_its_inputs_change(tmp_path: Path) -> None:

@@ -14,7 +14,7 @@ from typing import Any
 
 from jupyter_costguard.cost.pricing import Pricing
 from jupyter_costguard.cost.spend import IntervalCost
-from jupyter_costguard.cost.views import Views
+from jupyter_costguard.cost.viewrecords import Views
 from jupyter_costguard.sampling.records import Sample
 
 

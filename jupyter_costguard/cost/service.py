@@ -36,8 +36,9 @@ from jupyter_costguard.cost.pricing import (
     resolve_pricing,
 )
 from jupyter_costguard.cost.published import Published
+from jupyter_costguard.cost.sparklines import history_doc
 from jupyter_costguard.cost.spend import physical_gpus, split_interval
-from jupyter_costguard.cost.views import build_views, history_doc
+from jupyter_costguard.cost.views import build_views
 from jupyter_costguard.sampling.records import KernelInfo, Sample
 from jupyter_costguard.sampling.telemetry import Telemetry
 

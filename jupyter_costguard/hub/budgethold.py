@@ -21,7 +21,7 @@ from typing import Any
 from jupyter_costguard.common.hubprotocol import warning_doc
 from jupyter_costguard.hub.budgets import BudgetState, shown, spent_words
 from jupyter_costguard.hub.siteprofiles import SiteProfiles, site_profiles
-from jupyter_costguard.hub.store import OK, ServerRow
+from jupyter_costguard.hub.storerows import OK, ServerRow
 
 MODES = ("off", "dry-run", "on")
 #: the alert key's prefix: the server shows it like the cull warnings (protocol.WARNING_KIND)

@@ -15,10 +15,10 @@ from tornado.httpclient import HTTPClientError
 from jupyter_costguard.hub.cull import judged_row
 from jupyter_costguard.hub.hubapi import RunningServer
 from jupyter_costguard.hub.nodegpu import NodeGpuError, pod_name
-from jupyter_costguard.hub.store import with_node_activity
+from jupyter_costguard.hub.storerows import ServerRow, with_node_activity
 
 if TYPE_CHECKING:
-    from jupyter_costguard.hub.context import ServiceContext
+    from jupyter_costguard.hub.context import CycleContext
 
 
 @dataclass
@@ -35,7 +35,7 @@ class Cycle:
 
 
 class Poller:
-    def __init__(self, ctx: ServiceContext) -> None:
+    def __init__(self, ctx: CycleContext) -> None:
         self.ctx = ctx
         #: the last look at the Hub (None before the first)
         self.last: Cycle | None = None
@@ -45,36 +45,51 @@ class Poller:
         started = time.monotonic()
         cycle = Cycle(time=time.time())
         running, cycle.memberships = await self.ctx.hub.running_servers()
-        cycle.running = {k: self.ctx.as_run(s) for k, s in running.items()}
+        # every step over all the servers runs on the worker, in one trip each: at 10,000
+        # servers each is tens of milliseconds the IO loop would not answer in
+        cycle.running = await self.ctx.run(self.record, running, cycle.memberships, cycle.time)
         self.ctx.running = dict(cycle.running)
-        await self.ctx.run(self.ctx.store.record_cycle,
-                       {k: (s.url, s.profile) for k, s in cycle.running.items()},
-                       cycle.memberships, cycle.time, self.ctx.stale_after)
-        rates = self.ctx.site.rates({s.profile for s in cycle.running.values()})
-        if rates:
-            await self.ctx.run(self.ctx.store.record_meter,
-                           {k: (s.started, s.profile) for k, s in cycle.running.items()},
-                           rates, cycle.time)
         if self.ctx.node is not None:
             await self.read_node(cycle)
-        rows = [r for r in await self.ctx.run(self.ctx.store.servers)
-                if (r.user, r.server) in cycle.running]
-        if self.ctx.node is not None:
-            rows = [with_node_activity(r, cycle.time, self.ctx.fresh) for r in rows]
+        rows, judged = await self.ctx.run(self.rows, cycle, self.ctx.culler is not None)
         cycle.reporting = sum(1 for r in rows if r.state == "ok")
         if self.ctx.culler is not None:
-            # the rows as the arbiter hook reads them too (`judged_row`): the same inputs
-            judged = [judged_row(r, self.ctx.site, cycle.time, self.ctx.fresh) for r in rows]
             await self.ctx.culler.run(judged, cycle.memberships, time.time())
         if self.ctx.budget_hold is not None:
             await self.hold_budgets(rows, cycle.memberships)
         cycle.seconds = time.monotonic() - started
         self.last = cycle
-        if self.ctx.page_max_age > 0:
-            self.ctx.refresh_pages()
+        self.ctx.refresh_pages()
         self.ctx.log.info("costguard-hub: %d servers running, %d reporting (%.2f s)",
                           len(cycle.running), cycle.reporting, cycle.seconds)
         return cycle
+
+    def record(self, listed: Mapping[tuple[str, str], RunningServer],
+               memberships: Mapping[str, list[str]], now: float,
+               ) -> dict[tuple[str, str], RunningServer]:
+        """Worker thread: what the Hub listed, each server with the profile it runs by the
+        site's rule, recorded (stale and stopped marks, memberships, the meter)."""
+        ctx = self.ctx
+        running = {k: ctx.as_run(s) for k, s in listed.items()}
+        ctx.store.record_cycle({k: (s.url, s.profile) for k, s in running.items()},
+                               memberships, now, ctx.stale_after)
+        rates = ctx.site.rates({s.profile for s in running.values()})
+        if rates:
+            ctx.store.record_meter({k: (s.started, s.profile) for k, s in running.items()},
+                                   rates, now)
+        return running
+
+    def rows(self, cycle: Cycle, judge: bool) -> tuple[list[ServerRow], list[ServerRow]]:
+        """Worker thread: the running servers' rows (their GPU activity from the node where
+        it is read), and when culling, the same rows as the arbiter hook reads them too
+        (`judged_row`): the same inputs."""
+        ctx = self.ctx
+        rows = [r for r in ctx.store.servers() if (r.user, r.server) in cycle.running]
+        if ctx.node is not None:
+            rows = [with_node_activity(r, cycle.time, ctx.fresh) for r in rows]
+        judged = [judged_row(r, ctx.site, cycle.time, ctx.fresh) for r in rows] if judge \
+            else []
+        return rows, judged
 
     async def hold_budgets(self, rows: list[Any], groups: Mapping[str, list[str]]) -> None:
         """The budgets of the users with a running GPU server (`groups`: each user's groups

@@ -16,7 +16,7 @@ import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from jupyterhub.services.auth import (
     HubOAuthCallbackHandler,
@@ -27,11 +27,12 @@ from tornado import web
 
 from jupyter_costguard.common.periods import parse_time
 from jupyter_costguard.hub import report
-from jupyter_costguard.hub.budgets import BudgetState, shown_to_member
+from jupyter_costguard.hub.budgets import Budgets, BudgetState, shown_to_member
 from jupyter_costguard.hub.metrics import exposition
+from jupyter_costguard.hub.store import HubStore
 
 if TYPE_CHECKING:
-    from jupyter_costguard.hub.context import ServiceContext
+    from jupyter_costguard.hub.context import HandlerContext, Worker
 
 ADMIN_SCOPE = "custom:costguard:admin"
 PAGE = Path(__file__).with_name("page.html")
@@ -94,7 +95,7 @@ def read_static() -> dict[str, StaticFile]:
 _static: dict[str, StaticFile] | None = None
 
 
-async def static_file(ctx: ServiceContext, name: str) -> StaticFile | None:
+async def static_file(ctx: Worker, name: str) -> StaticFile | None:
     """The static file `name` (None: there is none), the folder read once on the worker
     (never on the IO loop) and kept: the package's files do not change while it runs."""
     global _static
@@ -112,7 +113,7 @@ class StaticHandler(web.RequestHandler):
         no_framing(self)
 
     async def get(self, path: str) -> None:
-        f = await static_file(cast("ServiceContext", self.settings["costguard"]), path)
+        f = await static_file(cast("Worker", self.settings["costguard"]), path)
         if f is None:
             raise web.HTTPError(404)
         self.set_header("Content-Type", f.content_type)
@@ -156,11 +157,16 @@ class BaseHandler(HubOAuthenticated, web.RequestHandler):
     api = True
 
     @property
-    def ctx(self) -> ServiceContext:
-        return cast("ServiceContext", self.settings["costguard"])
+    def ctx(self) -> HandlerContext:
+        return cast("HandlerContext", self.settings["costguard"])
 
     def set_default_headers(self) -> None:
         no_framing(self)
+
+    def compute_etag(self) -> None:
+        """No ETag: every answer is `no-store`, and hashing a page's megabytes of figures
+        on the IO loop costs more than sending them."""
+        return None
 
     @property
     def site_currency(self) -> str:
@@ -188,7 +194,7 @@ class BaseHandler(HubOAuthenticated, web.RequestHandler):
         return user
 
     def is_admin(self) -> bool:
-        return self.ctx.is_admin(self.who)
+        return is_admin(self.ctx, self.who)
 
     def require_admin(self, what: str) -> None:
         if not self.is_admin():
@@ -242,7 +248,7 @@ class PageHandler(BaseHandler):
 
     @web.authenticated
     async def get(self) -> None:
-        html = await self.ctx.page_html()
+        html = await page_html(self.ctx)
         script = await static_file(self.ctx, SCRIPT)
         # the site's currency: what a user with no server yet sees their zeros in
         boot = {"admin": self.is_admin(), "user": self.who.get("name"),
@@ -330,9 +336,17 @@ class SeriesHandler(BaseHandler):
                 keys = allowed
         elif users is not None:  # an admin narrowing to one user
             keys = keys or (users if by == "user" else None)
-        doc = await self.ctx.report(report.series, self.ctx.store, by, since, until, step,
-                                    keys)
-        self.write_json(doc)
+        body = await self.ctx.report(series_json, self.ctx.store, by, since, until, step,
+                                     keys)  # encoded once, off the IO loop
+        self.set_header("Content-Type", "application/json; charset=UTF-8")
+        self.set_header("Cache-Control", "no-store")
+        self.finish(body)
+
+
+def series_json(*args: Any) -> str:
+    """`report.series(*args)` as JSON: built once in the pages' process and kept by the page
+    cache, never encoded on the IO loop per request."""
+    return json.dumps(report.series(*args))
 
 
 class MeHandler(BaseHandler):
@@ -352,7 +366,7 @@ class MeHandler(BaseHandler):
         self.write_json({"user": name, "admin": self.is_admin(), "time": now,
                          "totals": user_rows[0].doc() if user_rows else None,
                          "servers": [r.doc() for r in server_rows],
-                         "budgets": shown_to_member(await ctx.run(ctx.budgets_of, name, now),
+                         "budgets": shown_to_member(await ctx.run(budgets_of, ctx, name, now),
                                                     view),
                          })
 
@@ -380,7 +394,38 @@ class MetricsHandler(BaseHandler):
         self.finish(body)
 
 
-def budgets_of(ctx: ServiceContext, name: str, now: float) -> list[BudgetState]:
+class Admins(Protocol):
+    admin_users: set[str]
+    admin_groups: set[str]
+
+
+def is_admin(site: Admins, model: dict[str, Any]) -> bool:
+    """An admin by the Hub's word (the admin scope on their token) or the site's (a name in
+    `admin_users`, a group in `admin_groups`)."""
+    return (ADMIN_SCOPE in (model.get("scopes") or ())
+            or model.get("name") in site.admin_users
+            or bool(set(model.get("groups") or ()) & site.admin_groups))
+
+
+#: the page's HTML, read from the package once
+_page_html: list[str] = []
+
+
+async def page_html(worker: Worker) -> str:
+    """The page's HTML, read from the package once (off the loop)."""
+    if not _page_html:
+        _page_html.append(await worker.run(PAGE.read_text, "utf-8"))
+    return _page_html[0]
+
+
+class BudgetSource(Protocol):
+    store: HubStore
+
+    @property
+    def budgets(self) -> Budgets: ...
+
+
+def budgets_of(ctx: BudgetSource, name: str, now: float) -> list[BudgetState]:
     """Every budget that applies to `name` with what this period has spent of it (the same
     book as the budget hold's, the rows' and the spawn hook's, hub/budgetbook.py)."""
     groups = ctx.store.memberships().get(name, [])

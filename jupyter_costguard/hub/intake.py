@@ -16,7 +16,7 @@ import hashlib
 import json
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from tornado import web
 
@@ -26,7 +26,7 @@ from jupyter_costguard.hub.handlers import error_message, no_framing
 from jupyter_costguard.hub.hubapi import RunningServer
 
 if TYPE_CHECKING:
-    from jupyter_costguard.hub.context import ServiceContext
+    from jupyter_costguard.hub.context import IntakeContext
 
 #: how long a report waits for others to share its trip to the worker and its commit
 BATCH_SECONDS = 0.05
@@ -73,16 +73,21 @@ def reporter_of(model: dict[str, Any]) -> Reporter:
 
 @web.stream_request_body
 class ReportHandler(web.RequestHandler):
-    """Thin: authenticate, bound the body, hand it to the service (`ctx.intake`)."""
+    """Thin: authenticate, bound the body, hand it to the service's `Intake` (the
+    application's `costguard_intake` setting)."""
 
     def set_default_headers(self) -> None:
         no_framing(self)
+
+    @property
+    def intake(self) -> Intake:
+        return cast(Intake, self.settings["costguard_intake"])
 
     async def prepare(self) -> None:
         self._chunks: list[bytes] = []
         self._size = 0
         header = self.request.headers.get("Authorization", "")
-        self.reporter = await self.settings["costguard"].intake.identify(
+        self.reporter = await self.intake.identify(
             self.settings["hub_auth"], header)
         # a chunked body past the limit ends the connection; a declared one is refused unread
         self.request.connection.set_max_body_size(protocol.MAX_BODY_BYTES)  # type: ignore[union-attr]
@@ -101,14 +106,14 @@ class ReportHandler(web.RequestHandler):
         why = f"the report is {size} bytes; at most {protocol.MAX_BODY_BYTES}"
         servers = self.reporter.servers
         if servers is not None and len(servers) == 1:
-            await self.settings["costguard"].intake.refused(
+            await self.intake.refused(
                 self.reporter.user, next(iter(servers)), ReportError(why, 413))
         raise web.HTTPError(413, why)
 
     async def post(self) -> None:
         if self._size > protocol.MAX_BODY_BYTES:
             await self._too_large(self._size)
-        status, doc = await self.settings["costguard"].intake.accept(
+        status, doc = await self.intake.accept(
             self.reporter, b"".join(self._chunks))
         self.set_status(status)
         self.set_header("Content-Type", "application/json; charset=UTF-8")
@@ -125,7 +130,7 @@ class Intake:
     """The service's side of a report: the Hub's record of the server, the checks, the
     store, the culler's warnings."""
 
-    def __init__(self, ctx: ServiceContext) -> None:
+    def __init__(self, ctx: IntakeContext) -> None:
         self.ctx = ctx
         #: when each unknown server was last looked up at the Hub (at most every 10 s)
         self._looked_up: dict[tuple[str, str], float] = {}
@@ -140,6 +145,8 @@ class Intake:
         #: reports waiting for the next trip to the worker
         self._batch: list[tuple[tuple[str, str, RunningServer | None, bytes, float],
                                 asyncio.Future[Report | ReportError]]] = []
+        #: batches on their way through the worker
+        self._flushing: set[asyncio.Future[list[Report | ReportError]]] = set()
 
     async def identify(self, auth: Any, header: str) -> Reporter:
         """Who a report's token speaks for: the Hub's answer (HubAuth, cached for
@@ -287,8 +294,15 @@ class Intake:
         batch, self._batch = self._batch, []
         if not batch:
             return
-        done = asyncio.wrap_future(self.ctx.worker.submit(
-            self._take_batch, [item for item, _ in batch]))
+        try:
+            done = self.ctx.run(self._take_batch, [item for item, _ in batch])
+        except RuntimeError as e:  # the worker has stopped: the service is stopping
+            for _, future in batch:
+                if not future.done():
+                    future.set_exception(e)
+            return
+        self._flushing.add(done)
+        done.add_done_callback(self._flushing.discard)
 
         def settle(f: asyncio.Future[list[Report | ReportError]]) -> None:
             error = f.exception()
@@ -301,6 +315,13 @@ class Intake:
                     future.set_result(f.result()[i])
 
         done.add_done_callback(settle)
+
+    async def drain(self) -> None:
+        """The reports waiting for their batch recorded now, and every batch on the worker
+        settled (the service stopping)."""
+        self._flush()
+        if self._flushing:
+            await asyncio.wait(list(self._flushing))
 
     async def accept(self, who: Reporter, body: bytes) -> tuple[int, dict[str, Any]]:
         ctx = self.ctx

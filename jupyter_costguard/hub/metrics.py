@@ -15,7 +15,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 
 from jupyter_costguard.hub.budgets import Budgets
 from jupyter_costguard.hub.report import Reconcile, rows
-from jupyter_costguard.hub.store import OK, HubStore
+from jupyter_costguard.hub.store import HubStore
+from jupyter_costguard.hub.storerows import OK
 
 
 class HubCollector:

@@ -22,15 +22,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from jupyter_costguard.hub.budgets import Budgets, BudgetState
-from jupyter_costguard.hub.store import (
+from jupyter_costguard.hub.store import HubStore, counted_value
+from jupyter_costguard.hub.storerows import (
     DEFAULT_FRESH_SECONDS,
     OK,
     REFUSED,
     STALE,
-    HubStore,
     MeterRow,
     ServerRow,
-    counted_value,
     with_node_activity,
 )
 

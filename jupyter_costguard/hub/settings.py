@@ -28,7 +28,8 @@ from jupyter_costguard.hub.budgethold import MODES as BUDGET_STOP_MODES
 from jupyter_costguard.hub.budgets import Budgets
 from jupyter_costguard.hub.meter import ProfilePrice, price_profiles
 from jupyter_costguard.hub.siteprofiles import SiteProfiles, site_profiles
-from jupyter_costguard.hub.store import COUNTS, fresh_window
+from jupyter_costguard.hub.store import COUNTS
+from jupyter_costguard.hub.storerows import fresh_window
 
 #: the config file's section
 SECTION = "CostGuardHub"

@@ -17,19 +17,32 @@ store releases reservations as the meter, a report or a look at the Hub replaces
 
 from __future__ import annotations
 
-import math
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from jupyter_costguard.common.hubprotocol import Report
 from jupyter_costguard.common.sqlite import open_db, open_read_only
 from jupyter_costguard.hub import budgetbook
 from jupyter_costguard.hub.budgets import Budgets, BudgetState
+from jupyter_costguard.hub.storerows import (
+    HOUR,
+    MAX_SPREAD_HOURS,
+    OK,
+    REFUSED,
+    STALE,
+    STOPPED,
+    MeterRow,
+    ServerRow,
+    hour_bounds,
+    server_row,
+    spread,
+)
 from jupyter_costguard.hub.storeschema import (  # noqa: F401 - the store's names, kept here
     COUNTED_SQL,
     COUNTS,
@@ -38,83 +51,8 @@ from jupyter_costguard.hub.storeschema import (  # noqa: F401 - the store's name
     counted_value,
 )
 
-HOUR = 3600
+T = TypeVar("T")
 
-#: server states: reporting; silent or not yet reporting (kept with its last figures); its
-#: last report refused (the reason in `detail`); no longer running
-OK, STALE, REFUSED, STOPPED = "ok", "stale", "refused", "stopped"
-#: the columns of `servers` that `server_row` maps, in its order
-SERVER_COLUMNS = ("user, server, url, state, detail, last_ok, last_try, currency, simulated, "
-                  "rate_per_hour, gpu_count, gpus_held, gpus_busy, gpu_idle_since, profile, "
-                  "active_jobs, node_gpus, node_busy, node_time, node_idle_since, "
-                  "node_unknown, waste_removed")
-#: what one report may spread over: a longer gap goes into its last hours
-MAX_SPREAD_HOURS = 24 * 40
-@dataclass(frozen=True)
-class ServerRow:
-    user: str
-    server: str
-    url: str
-    state: str
-    detail: str
-    last_ok: float | None
-    last_try: float | None
-    currency: str | None
-    simulated: bool
-    rate_per_hour: float
-    gpu_count: int
-    gpus_held: int
-    gpus_busy: int
-    gpu_idle_since: float | None
-    profile: str
-    spend: float
-    waste: float
-    active_jobs: int = 0
-    #: the node's view of the server's pod (dcgm-exporter through Prometheus, hub/nodegpu.py):
-    #: GPUs its pod holds, how many busy, when read, since when all idle; None: not read
-    node_gpus: int | None = None
-    node_busy: int | None = None
-    node_time: float | None = None
-    node_idle_since: float | None = None
-    #: of the node's GPUs, how many of unknown activity (neither busy nor idle)
-    node_unknown: int | None = None
-    #: where gpus_held, gpus_busy and gpu_idle_since come from: "report" or "node"
-    activity_source: str = "report"
-    #: the waste its hibernations removed, as its last accepted report said (display only)
-    waste_removed: float = 0.0
-
-
-def server_row(r: Sequence[Any], spend: float = 0.0, waste: float = 0.0) -> ServerRow:
-    """A `ServerRow` from the `servers` table's columns (SERVER_COLUMNS), in their order."""
-    return ServerRow(user=r[0], server=r[1], url=r[2], state=r[3], detail=r[4], last_ok=r[5],
-                     last_try=r[6], currency=r[7], simulated=bool(r[8]), rate_per_hour=r[9],
-                     gpu_count=r[10], gpus_held=r[11], gpus_busy=r[12], gpu_idle_since=r[13],
-                     profile=r[14], active_jobs=r[15] or 0, spend=spend, waste=waste,
-                     node_gpus=r[16], node_busy=r[17], node_time=r[18],
-                     node_idle_since=r[19], node_unknown=r[20],
-                     waste_removed=r[21] if len(r) > 21 else 0.0)
-
-
-def fresh_window(poll_interval: float, report_interval: float) -> float:
-    """How old a server's accepted report, or the node's reading of its pod, may be and still
-    decide: two of the longer interval (one may be missed) and 10 s. The one freshness window
-    (`HubSettings.fresh`) the service's culler, the arbiter hook, the pages and the budget hold
-    read."""
-    return 2 * max(poll_interval, report_interval) + 10.0
-
-
-#: the freshness window at the default intervals (30 s each): 70 s
-DEFAULT_FRESH_SECONDS = fresh_window(30.0, 30.0)
-
-
-def with_node_activity(row: ServerRow, now: float, fresh_seconds: float) -> ServerRow:
-    """The row with its GPU activity from the node where the node's reading is fresh: what
-    culling and the pages then go by, whatever the server reports."""
-    if row.node_time is None or now - row.node_time > fresh_seconds:
-        return row
-    return replace(row, gpus_held=row.node_gpus or 0, gpus_busy=row.node_busy or 0,
-                   gpu_count=max(row.gpu_count, row.node_gpus or 0),
-                   gpu_idle_since=row.node_idle_since, activity_source="node")
 
 
 def read_only(db_path: str | Path, *queries: tuple[str, Sequence[Any]],
@@ -133,31 +71,6 @@ def read_only(db_path: str | Path, *queries: tuple[str, Sequence[Any]],
         db.close()
 
 
-def spread(start: float, end: float, amount: float) -> dict[int, float]:
-    """`amount` spread evenly over [start, end), by the hour (epoch seconds // 3600), over
-    at most MAX_SPREAD_HOURS (the loop is bounded whatever the times say)."""
-    if amount == 0:
-        return {}
-    start = max(start, end - MAX_SPREAD_HOURS * HOUR)
-    if not end > start:
-        return {int(end // HOUR): amount}
-    out: dict[int, float] = {}
-    t = start
-    while t < end:
-        hour = int(t // HOUR)
-        stop = min(end, (hour + 1) * HOUR)
-        out[hour] = out.get(hour, 0.0) + amount * (stop - t) / (end - start)
-        t = stop
-    return out
-
-
-def hour_bounds(since: float | None, until: float | None) -> tuple[int, int]:
-    """The hours (epoch seconds // 3600) that start in [since, until)."""
-    lo = -(1 << 62) if since is None else math.ceil(since / HOUR)
-    hi = 1 << 62 if until is None else math.ceil(until / HOUR)
-    return lo, hi
-
-
 def reserved(db: sqlite3.Connection) -> set[tuple[str, str]]:
     """The servers whose spawn holds a reservation (a handful: spawns under way)."""
     return {(u, s) for u, s in db.execute("SELECT user, server FROM reservations")}
@@ -170,26 +83,32 @@ def release(db: sqlite3.Connection, user: str, server: str, made_by: float) -> N
                (user, server, made_by))
 
 
-@dataclass(frozen=True)
-class MeterRow:
-    """A server's current run as the meter has it, beside what the server reported of it."""
+#: how long the pages' process reuses one read of the servers, the meter, the totals and the
+#: memberships, at most: the three views of a page (by user, group and server), computed back
+#: to back, then read them once, not three times (never longer than a page's figures may be
+#: old, `page_max_age`; with 0, never)
+REUSE_SECONDS = 2.0
+#: the read-only stores this process opened for another's pickled one (the pages' process)
+_READERS: dict[tuple[str, str, bool], HubStore] = {}
 
-    user: str
-    server: str
-    run: float  # the Hub's `started` of this run
-    profile: str
-    rate_per_hour: float
-    spend: float  # metered, up to `last`
-    last: float
-    #: the server's own figures for the same run (its epoch): spend, when last reported
-    reported: float | None
-    reported_at: float | None
-    #: since when the server counts that spend (its `since`: a little after the Hub's start)
-    reported_since: float | None = None
+
+def reader_of(path: str, count: str, idle_from_reports: bool,
+              reuse_seconds: float = 0.0) -> HubStore:
+    """This process's read-only store of the file at `path` (one per file, kept open): what a
+    `HubStore` becomes when pickled to another process, reusing a read for as long as the
+    pickled one said (`pages_reuse_seconds`)."""
+    key = (path, count, idle_from_reports)
+    store = _READERS.get(key)
+    if store is None:
+        store = _READERS[key] = HubStore(path, count, read_only=True)
+        store.idle_from_reports = idle_from_reports
+    store.reuse_seconds = reuse_seconds
+    return store
 
 
 class HubStore:
-    def __init__(self, path: str | Path, count: str = "metered") -> None:
+    def __init__(self, path: str | Path, count: str = "metered", *,
+                 read_only: bool = False) -> None:
         self.count = count
         #: False where the node's GPU metrics are read: idle GPU hours come from them, not
         #: from what servers report
@@ -198,8 +117,13 @@ class HubStore:
         self.path = Path(path)
         # 0600 from the start, WAL; synchronous=NORMAL: a commit survives the process dying at
         # once, a power cut may lose the last few, which the next report restores (reports
-        # carry their run's cumulative figures)
-        self.db = open_db(self.path, SCHEMA)
+        # carry their run's cumulative figures). Read-only (the pages' process): its writes
+        # fail, it migrates nothing
+        self.db = open_read_only(self.path, check_same_thread=False) if read_only \
+            else open_db(self.path, SCHEMA)
+        #: a view of a file another process writes (the pages' process): its `version` never
+        #: moves, so nothing built from it is kept by version
+        self.read_only = read_only
         self._lock = threading.Lock()
         self._local = threading.local()
         self._readers: list[sqlite3.Connection] = []
@@ -208,6 +132,33 @@ class HubStore:
         self.version = 0
         #: the last budget book built (store version, budgets, book)
         self._book: tuple[int, Budgets, budgetbook.BudgetBook] | None = None
+        #: how long a read may be reused (0: never, as in the service itself; the pages'
+        #: process: what the service's store said when pickled there)
+        self.reuse_seconds = 0.0
+        #: how long the pages' process may reuse a read of this store (the service sets it
+        #: from `page_max_age`; 0: never)
+        self.pages_reuse_seconds = 0.0
+        self._reused: dict[tuple[Any, ...], tuple[float, Any]] = {}
+
+    def _reuse(self, key: tuple[Any, ...], read: Callable[[], T]) -> T:
+        """`read()`, or its value of less than `reuse_seconds` ago."""
+        if self.reuse_seconds <= 0:
+            return read()
+        now = time.monotonic()
+        hit = self._reused.get(key)
+        if hit is not None and now - hit[0] < self.reuse_seconds:
+            return cast(T, hit[1])
+        if len(self._reused) > 64:
+            self._reused.clear()
+        value = read()
+        self._reused[key] = (now, value)
+        return value
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled (to the pages' process), a store is a read-only view of the same file:
+        the figures are read there, by that process's own connection."""
+        return (reader_of, (str(self.path), self.count, self.idle_from_reports,
+                            self.pages_reuse_seconds))
 
     def close(self) -> None:
         self.db.close()
@@ -300,10 +251,10 @@ class HubStore:
         each user's groups. A running server without a report for `stale_after` seconds is
         stale (its figures kept), one the Hub no longer lists is stopped."""
         def write(db: sqlite3.Connection) -> None:
-            known = {(u, s): (state, last_ok) for u, s, state, last_ok in db.execute(
-                "SELECT user, server, state, last_ok FROM servers")}
+            known = {(u, s): (state, last_ok, was) for u, s, state, last_ok, *was in db.execute(
+                "SELECT user, server, state, last_ok, url, profile FROM servers")}
             for (user, server), (url, profile) in running.items():
-                state, last_ok = known.get((user, server), (None, None))
+                state, last_ok, was = known.get((user, server), (None, None, None))
                 if state is None or state == STOPPED:
                     db.execute(
                         "INSERT INTO servers (user, server, url, state, detail, last_try, "
@@ -314,13 +265,14 @@ class HubStore:
                         "node_idle_since = NULL, node_unknown = NULL",
                         (user, server, url, STALE, now, profile))
                     continue
-                db.execute("UPDATE servers SET url = ?, profile = ? WHERE user = ? AND "
-                           "server = ?", (url, profile, user, server))
+                if was != [url, profile]:  # unchanged, as nearly always: no write
+                    db.execute("UPDATE servers SET url = ?, profile = ? WHERE user = ? AND "
+                               "server = ?", (url, profile, user, server))
                 if state == OK and (last_ok is None or now - last_ok > stale_after):
                     db.execute("UPDATE servers SET state = ?, detail = ? WHERE user = ? AND "
                                "server = ?", (STALE, f"no report for {now - (last_ok or now):.0f}"
                                               " s", user, server))
-            for (user, server), (state, _) in known.items():
+            for (user, server), (state, _, _) in known.items():
                 if state != STOPPED and (user, server) not in running:
                     db.execute(
                         "UPDATE servers SET state = ?, detail = 'not running', "
@@ -486,6 +438,9 @@ class HubStore:
     # --- reads -----------------------------------------------------------------------------
 
     def servers(self) -> list[ServerRow]:
+        return list(self._reuse(("servers",), self._servers))
+
+    def _servers(self) -> list[ServerRow]:
         with self._reading() as db:
             rows = db.execute(
                 "SELECT s.user, s.server, url, state, detail, last_ok, last_try, currency, "
@@ -502,6 +457,10 @@ class HubStore:
         """(user, server) -> (counted spend, waste, idle GPU seconds) over whole hours in
         [since, until); all time when both are None (counting what servers report, spend
         and waste then come from the epochs, exact to the last reading)."""
+        return dict(self._reuse(("totals", since, until), lambda: self._totals(since, until)))
+
+    def _totals(self, since: float | None, until: float | None,
+                ) -> dict[tuple[str, str], tuple[float, float, float]]:
         with self._reading() as db:
             out: dict[tuple[str, str], tuple[float, float, float]] = {}
             lo, hi = hour_bounds(since, until)
@@ -535,8 +494,10 @@ class HubStore:
     def memberships(self, since: float | None = None) -> dict[str, list[str]]:
         """user -> groups: as the Hub last listed each user (None), or every membership seen
         since `since` (a period's members, hub/budgetbook.py)."""
-        with self._reading() as db:
-            return budgetbook.memberships(db, since)
+        def read() -> dict[str, list[str]]:
+            with self._reading() as db:
+                return budgetbook.memberships(db, since)
+        return dict(self._reuse(("memberships", since), read))
 
     def events(self, limit: int = 200) -> list[tuple[float, str, str, str, str]]:
         with self._reading() as db:
@@ -564,6 +525,9 @@ class HubStore:
         """The budget book of the period of `now` (hub/budgetbook.py, as the spawn hook
         reads it): built once per state of the store and period, so the budget hold, the
         pages, the CSV, the metrics and api/me read the same figures."""
+        if self.read_only:  # written elsewhere: reused only as any read here (`_reuse`)
+            return self._reuse(("budget_book", id(budgets), budgets.start(now)),
+                               lambda: self._build_book(budgets, now))
         version = self.version
         held = self._book
         if held is not None and held[0] == version and held[1] == budgets \
@@ -572,14 +536,17 @@ class HubStore:
             with self._reading() as db:
                 fresh = budgetbook.reservations(db, now)
             return replace(held[2], now=now, reservations=fresh)
+        found = self._build_book(budgets, now)
+        self._book = (version, budgets, found)
+        return found
+
+    def _build_book(self, budgets: Budgets, now: float) -> budgetbook.BudgetBook:
         with self._reading() as db:
             db.execute("BEGIN")  # one snapshot: spend, memberships and reservations agree
             try:
-                found = budgetbook.book(db, self._counted, budgets, now)
+                return budgetbook.book(db, self._counted, budgets, now)
             finally:
                 db.execute("COMMIT")
-        self._book = (version, budgets, found)
-        return found
 
     def budget_states(self, budgets: Budgets, users: Mapping[str, Sequence[str]], now: float,
                       ) -> dict[str, list[BudgetState]]:
@@ -588,6 +555,9 @@ class HubStore:
 
     def meter_rows(self) -> list[MeterRow]:
         """Each server's latest metered run, with the server's own figures for that run."""
+        return list(self._reuse(("meter_rows",), self._meter_rows))
+
+    def _meter_rows(self) -> list[MeterRow]:
         with self._reading() as db:
             rows = db.execute(
                 "SELECT m.user, m.server, m.run, m.profile, m.rate_per_hour, m.spend, m.last, "

@@ -19,7 +19,7 @@ from prometheus_client.samples import Sample as Series
 
 from jupyter_costguard.common.owner import Owner
 from jupyter_costguard.cost.published import Published
-from jupyter_costguard.cost.views import KernelView, NotebookView, StatusView
+from jupyter_costguard.cost.viewrecords import KernelView, NotebookView, StatusView
 from jupyter_costguard.sampling.records import Sample
 
 

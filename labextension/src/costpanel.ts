@@ -20,7 +20,7 @@ import { InstanceSection } from './costpanelinstance';
 import { KernelsSection } from './costpanelkernels';
 import { CostPanelModel, PanelTable } from './costpanelmodel';
 import { NotebooksSection } from './costpanelnotebooks';
-import type { CostPanelSection } from './costpanelsection';
+import type { CostPanelSection, IPanelSection as IPanelSectionBase } from './costpanelsection';
 import { TotalsSection } from './costpaneltotals';
 import { el, setText } from './dom';
 import { SidePanel } from './sidepanel';
@@ -48,16 +48,8 @@ export namespace CostPanel {
     sections?: ReadonlyArray<IPanelSection>;
   }
 
-  /**
-   * A section of the panel: its node, told when the panel is shown or hidden.
-   * The panel's own sections (`CostPanelSection`) also render its model;
-   * other plugins' sections follow their own models.
-   */
-  export interface IPanelSection {
-    readonly node: HTMLElement;
-    /** Called when the panel is shown (true) or hidden (false). */
-    setShown?(shown: boolean): void;
-  }
+  /** A section of the panel (declared with the sections' base, which imports no panel). */
+  export type IPanelSection = IPanelSectionBase;
 }
 
 /**

@@ -4,7 +4,6 @@
  * built of: details lists, tables with sortable headers, a row's detail line
  * for a narrow panel, the empty-table row and the buttons with a symbol.
  */
-import type { CostPanel } from './costpanel';
 import { CostPanelModel, IColumn, PanelTable, rowDetail } from './costpanelmodel';
 import { el, setAttr, setText } from './dom';
 import type { ISortState } from './sort';
@@ -18,11 +17,24 @@ export const SECONDARY = 'jp-costguard-col-secondary';
 export const ROW_DETAIL = 'jp-costguard-row-detail';
 
 /**
- * A section of the cost panel that renders the panel's model: a
- * `CostPanel.IPanelSection` the panel builds itself and redraws with each
- * change of the model.
+ * A section of the cost panel (`CostPanel.IPanelSection`): its node, told
+ * when the panel is shown or hidden. The panel's own sections
+ * (`CostPanelSection`) also render its model; other plugins' sections follow
+ * their own models. Declared here, not in `costpanel.ts`, so that the
+ * sections import no panel (the panel imports them).
  */
-export abstract class CostPanelSection implements CostPanel.IPanelSection {
+export interface IPanelSection {
+  readonly node: HTMLElement;
+  /** Called when the panel is shown (true) or hidden (false). */
+  setShown?(shown: boolean): void;
+}
+
+/**
+ * A section of the cost panel that renders the panel's model: an
+ * `IPanelSection` the panel builds itself and redraws with each change of
+ * the model.
+ */
+export abstract class CostPanelSection implements IPanelSection {
   constructor(model: CostPanelModel, title: string, className: string) {
     this.model = model;
     this.node = el('section', `jp-costguard-section ${className}`);

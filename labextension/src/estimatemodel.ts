@@ -6,6 +6,7 @@
  */
 import { ISignal, Signal } from '@lumino/signaling';
 
+import type { Schemas } from './api';
 import { formatDuration, formatMoney, formatRate, isNumber } from './format';
 import { errorMessage, IEstimate, IEstimateRequest, ISubmitRequest } from './jobsapi';
 
@@ -57,15 +58,8 @@ export function estimateText(e: IEstimate): IEstimateText {
   };
 }
 
-/** What a job record keeps of its estimate (`IJob.estimate`). */
-export interface IKeptEstimate {
-  priced: boolean;
-  hourly_price: number | null;
-  max_cost: number | null;
-  currency: string;
-  source: string;
-  detail: string;
-}
+/** What a job record keeps of its estimate (`Job.estimate` in the OpenAPI document). */
+export type IKeptEstimate = NonNullable<Schemas['Job']['estimate']>;
 
 /**
  * "about USD 0.10/h on local, at most USD 0.02": the estimate in one phrase,

@@ -11,7 +11,7 @@ import { Notification } from '@jupyterlab/apputils';
 import { ISettingRegistry } from '@jupyterlab/settingregistry';
 
 import { JobNotifier } from './jobnotifier';
-import { OFFLOAD_SETTINGS_ID, parseOffloadSettings } from './offloadmodel';
+import { OFFLOAD_SETTINGS_ID, parseOffloadSettings } from './offloadsettings';
 import { followSettings } from './settings';
 import { ICostguardJobs } from './tokens';
 

@@ -8,6 +8,7 @@ import type * as nbformat from '@jupyterlab/nbformat';
 import { ServerConnection } from '@jupyterlab/services';
 
 import { Accepts, errorStatus, IOwnerFields, Lenient, requestAPI, Schemas } from './api';
+import type { paths } from './generated/openapi';
 
 /** What a job asks for (`Resources`); null: the backend's default. */
 export type IJobResources = Schemas['Resources'];
@@ -131,10 +132,13 @@ export interface IJobList extends Omit<Schemas['JobList'], 'jobs'> {
   jobs: IJob[];
 }
 
+/** The query of `GET jobs`. */
+type JobsQuery = NonNullable<paths['/jobs']['get']['parameters']['query']>;
+
 /** Which page of `GET jobs`: `limit` jobs (the server's default 50, 1..500) with ids below `before`. */
-export interface IJobPage {
-  limit?: number;
-  before?: number | null;
+export interface IJobPage extends Pick<JobsQuery, 'limit'> {
+  /** null: the first page. */
+  before?: JobsQuery['before'] | null;
 }
 
 /** Jobs per page the Jobs panel asks for (the server's default). */

@@ -15,17 +15,12 @@
  * a job's state never goes back from ended to queued/running, so no stale
  * answer can make a job end twice.
  *
- * Paging: each poll fetches only the first page (the newest JOBS_PAGE_SIZE
- * jobs of every notebook). What the model knows is a run of ids from the
- * newest down to `before` of the next page: jobs pushed off the first page by
- * newer ones are kept, and "Show older jobs" (`loadOlder`) appends the page
- * below the oldest known job (`hasOlder` until the server's `next_before` is
- * null). First-page entries replace known ones with the same id. When more
- * jobs than a page arrived between two polls (e.g. the tab was hidden), the
- * run is broken: the older jobs are dropped and can be loaded again. Jobs seen
- * queued or running that are not on the first page (pushed off it, or on an
- * older page) are fetched one by one (`GET jobs/{id}`), so they stay current
- * and still fire `jobEnded`; jobs first seen on an older page are not new.
+ * Paging: each poll fetches only the first page; "Show older jobs"
+ * (`loadOlder`) appends the page below the oldest known job (`hasOlder` until
+ * there is none). How pages join into what the model knows, and which jobs
+ * off the first page are still fetched one by one (`GET jobs/{id}`) so they
+ * stay current and still fire `jobEnded`, is `knownjobs.ts`. The log is
+ * followed by `joblog.ts`, results kept by `jobresults.ts`.
  *
  * The "this notebook only" toggle still filters here, not on the server, so
  * switching it never makes old jobs look new; it filters the jobs loaded so far
@@ -36,11 +31,12 @@ import type { ServerConnection } from '@jupyterlab/services';
 import { ISignal, Signal } from '@lumino/signaling';
 
 import { errorStatus } from './api';
+import { JobLogs } from './joblog';
+import { JobResultsCache } from './jobresults';
 import {
   cancelJob,
   errorMessage,
   getJob,
-  getJobLog,
   getJobResults,
   IJob,
   IJobList,
@@ -52,6 +48,8 @@ import {
   listJobs,
   rerunJob
 } from './jobsapi';
+import { pageStart } from './jobsended';
+import { IJobsPoll, KnownJobs } from './knownjobs';
 import { samePath } from './notebooks';
 import { PolledModel } from './polledmodel';
 
@@ -61,93 +59,14 @@ export const FAST_POLL_SECONDS = 2;
 /** Seconds between polls otherwise. */
 export const SLOW_POLL_SECONDS = 15;
 
-/** How much of a followed log is kept (its tail), in characters. */
-export const MAX_LOG_CHARS = 256 * 1024;
-
-/** Log chunks fetched per poll for the expanded job. */
-const MAX_LOG_CHUNKS_PER_TICK = 4;
-
 /** Finished jobs (from the top of the list) whose results are fetched while the panel shows. */
 export const RESULTS_PREFETCH = 10;
-
-/** Jobs off the first page (seen queued/running) fetched one by one per poll, at most. */
-export const MAX_WATCHED_PER_POLL = 10;
 
 /** Pages one "Show older jobs" reads at most while none of them has a row to show (filtered). */
 export const MAX_OLDER_PAGES_PER_LOAD = 5;
 
-/** What one poll fetched. */
-export interface IJobsPoll {
-  /** The first page. */
-  list: IJobList;
-  /** Jobs seen queued or running that are not on the first page, as they are now. */
-  watched: IJob[];
-  /** Ids of those the server no longer has (404). */
-  gone: number[];
-  /** Order of the request (answers older than the last applied one are dropped). */
-  seq?: number;
-}
-
 /** Connection state of the jobs poll. */
 export type JobsState = 'idle' | 'loading' | 'ok' | 'offline' | 'unavailable';
-
-/** Jobs newest first (creation time, then id). */
-export function sortJobs(jobs: ReadonlyArray<IJob>): IJob[] {
-  return [...jobs].sort((a, b) => {
-    const ca = Number.isFinite(a.created) ? a.created : 0;
-    const cb = Number.isFinite(b.created) ? b.created : 0;
-    return cb - ca || b.id - a.id;
-  });
-}
-
-/**
- * Which jobs ended since the last list: those seen active (submitted here,
- * or queued/running in an earlier answer; also in the first answer), or unseen
- * after the first load, or in the first load ended at or after `since` (the
- * page's start, epoch seconds), and now terminal, unless `announced` has them
- * already. Updates `seen` (id → state; an ended job stays ended whatever a
- * stale answer says) and `announced`.
- */
-export function detectEnded(
-  seen: Map<number, string>,
-  jobs: ReadonlyArray<IJob>,
-  firstLoad: boolean,
-  announced: Set<number> = new Set(),
-  since: number | null = null
-): IJob[] {
-  const ended: IJob[] = [];
-  for (const job of jobs) {
-    const before = seen.get(job.id);
-    if (before !== undefined && isTerminal(before) && !isTerminal(job.state)) {
-      continue; // a stale answer: jobs never leave an end state
-    }
-    const endedSince =
-      since !== null && typeof job.ended === 'number' && job.ended >= since;
-    const watched = before !== undefined ? isActive(before) : !firstLoad || endedSince;
-    if (isTerminal(job.state) && watched && !announced.has(job.id)) {
-      ended.push(job);
-      announced.add(job.id);
-    }
-    seen.set(job.id, job.state);
-  }
-  return ended;
-}
-
-/**
- * When this page was requested, epoch seconds (the navigation's start, which
- * a job that ended while the page loaded is after; else now).
- */
-function pageStart(): number {
-  const origin = typeof performance !== 'undefined' ? performance.timeOrigin : NaN;
-  return Number.isFinite(origin) && origin > 0 ? origin / 1000 : Date.now() / 1000;
-}
-
-/** A followed log. */
-interface ILogState {
-  text: string;
-  next: number;
-  complete: boolean;
-}
 
 export namespace JobsModel {
   export interface IOptions {
@@ -179,12 +98,16 @@ export class JobsModel extends PolledModel<IJobsPoll, JobsState> {
     const slow = Math.max(fast, options.slowInterval ?? SLOW_POLL_SECONDS);
     super({ name: 'jupyter-costguard:jobs', interval: slow, state: 'idle' });
     this._serverSettings = options.serverSettings;
+    this._logs = new JobLogs(options.serverSettings);
+    this._results = new JobResultsCache(options.serverSettings);
     this._isNotebookOpen = options.isNotebookOpen ?? (() => false);
     this._fast = fast;
     this._slow = slow;
     this._pageSize = Math.max(1, Math.floor(options.pageSize ?? JOBS_PAGE_SIZE));
-    this._since = options.since ?? pageStart();
-    this._now = options.now ?? (() => Date.now() / 1000);
+    this._known = new KnownJobs(
+      options.since ?? pageStart(),
+      options.now ?? (() => Date.now() / 1000)
+    );
   }
 
   /** Emitted once for each job that ends while this page watches it. */
@@ -194,12 +117,12 @@ export class JobsModel extends PolledModel<IJobsPoll, JobsState> {
 
   /** Every job loaded (the first page, jobs pushed off it, older pages), newest first. */
   get jobs(): ReadonlyArray<IJob> {
-    return this._jobs;
+    return this._known.jobs;
   }
 
   /** Whether the server has older jobs than those loaded ("Show older jobs"). */
   get hasOlder(): boolean {
-    return typeof this._lo === 'number';
+    return this._known.hasOlder;
   }
 
   /** Whether `loadOlder` is fetching. */
@@ -215,15 +138,15 @@ export class JobsModel extends PolledModel<IJobsPoll, JobsState> {
   /** The jobs the panel lists (all, or the current notebook's). */
   get rows(): IJob[] {
     if (!this._filter) {
-      return [...this._jobs];
+      return [...this._known.jobs];
     }
     const current = this._currentNotebook;
-    return current ? this._jobs.filter(j => samePath(j.notebook, current)) : [];
+    return current ? this._known.jobs.filter(j => samePath(j.notebook, current)) : [];
   }
 
   /** One job by id. */
   job(id: number): IJob | undefined {
-    return this._byId.get(id);
+    return this._known.job(id);
   }
 
   /** Currency of the spend figures. */
@@ -233,7 +156,7 @@ export class JobsModel extends PolledModel<IJobsPoll, JobsState> {
 
   /** Whether any job is queued or running. */
   get hasActive(): boolean {
-    return this._jobs.some(j => isActive(j.state));
+    return this._known.jobs.some(j => isActive(j.state));
   }
 
   /** Whether the panel is visible (polls fast then). */
@@ -292,8 +215,8 @@ export class JobsModel extends PolledModel<IJobsPoll, JobsState> {
     this.emitChanged();
     if (id !== null) {
       const job = this.job(id);
-      if (job && this._wantsResults(job) && this._results.get(id) === null) {
-        this._results.delete(id); // retry a failed fetch
+      if (job && this._wantsResults(job)) {
+        this._results.retry(id);
       }
       void this._followLog().catch(() => undefined);
       this._prefetchResults([id]);
@@ -307,8 +230,7 @@ export class JobsModel extends PolledModel<IJobsPoll, JobsState> {
 
   /** The log shown for a job: the followed log when loaded, else the job's tail. */
   logText(job: IJob): string {
-    const log = this._logs.get(job.id);
-    return log && (log.text || log.complete) ? log.text : job.log_tail ?? '';
+    return this._logs.text(job);
   }
 
   /** A finished job's results when fetched (null: the fetch failed). */
@@ -351,15 +273,7 @@ export class JobsModel extends PolledModel<IJobsPoll, JobsState> {
     if (this.isDisposed) {
       return;
     }
-    const before = this._seen.get(job.id);
-    if (before === undefined) {
-      // Submitted here: watched from now on, even before the first answer.
-      this._seen.set(job.id, isTerminal(job.state) ? 'queued' : job.state);
-    }
-    if (before === undefined || !isTerminal(before)) {
-      this._byId.set(job.id, job); // never the submit's answer over a newer end state
-    }
-    this._sort();
+    this._known.track(job);
     this._updateFrequency();
     this.emitChanged();
     this._refreshSoon();
@@ -381,8 +295,8 @@ export class JobsModel extends PolledModel<IJobsPoll, JobsState> {
     try {
       const rowsBefore = this.rows.length;
       for (let i = 0; i < MAX_OLDER_PAGES_PER_LOAD; i++) {
-        const before = this._lo;
-        const generation = this._generation;
+        const before = this._known.before;
+        const generation = this._known.generation;
         if (typeof before !== 'number') {
           break;
         }
@@ -393,10 +307,10 @@ export class JobsModel extends PolledModel<IJobsPoll, JobsState> {
         if (this.isDisposed) {
           return;
         }
-        if (generation !== this._generation || typeof this._lo !== 'number') {
+        if (generation !== this._known.generation || !this._known.hasOlder) {
           break; // a poll dropped what was known meanwhile: this page no longer joins on
         }
-        this._addOlder(list);
+        this._taken(this._known.takeOlder(list), list);
         if (!this._filter || !this._currentNotebook || this.rows.length > rowsBefore) {
           break;
         }
@@ -426,11 +340,7 @@ export class JobsModel extends PolledModel<IJobsPoll, JobsState> {
     if (this.isDisposed || this.job(id)) {
       return this.job(id) ?? job;
     }
-    if (!this._seen.has(job.id)) {
-      this._seen.set(job.id, job.state); // not new: it is only looked at
-    }
-    this._byId.set(job.id, job);
-    this._sort();
+    this._known.add(job); // not new: it is only looked at
     this._updateFrequency();
     this.emitChanged();
     return job;
@@ -456,23 +366,13 @@ export class JobsModel extends PolledModel<IJobsPoll, JobsState> {
     if (cached) {
       return cached;
     }
-    let pending = this._pendingResults.get(id);
-    if (!pending) {
-      pending = getJobResults(id, this._serverSettings);
-      this._pendingResults.set(id, pending);
-    }
-    try {
-      const results = await pending;
+    const results = await this._results.fetch(id, fetched => {
       const job = this.job(id);
       // Only a finished job's results are final.
-      if (!job || isTerminal(job.state) || isTerminal(results.state)) {
-        this._results.set(id, results);
-      }
-      this.emitChanged();
-      return results;
-    } finally {
-      this._pendingResults.delete(id);
-    }
+      return !job || isTerminal(job.state) || isTerminal(fetched.state);
+    });
+    this.emitChanged();
+    return results;
   }
 
   /**
@@ -495,7 +395,7 @@ export class JobsModel extends PolledModel<IJobsPoll, JobsState> {
     const watched: IJob[] = [];
     const gone: number[] = [];
     await Promise.all(
-      this._watchedIds(onPage).map(async id => {
+      this._known.watchedIds(onPage).map(async id => {
         try {
           const job = await getJob(id, this._serverSettings);
           if (job && typeof job === 'object' && job.id === id) {
@@ -514,88 +414,9 @@ export class JobsModel extends PolledModel<IJobsPoll, JobsState> {
 
   /** Take one poll's answers; `jobEnded` for the jobs that ended since the last. */
   protected apply(poll: IJobsPoll): void {
-    if (typeof poll.seq === 'number') {
-      if (poll.seq < this._appliedSeq) {
-        return; // asked before the answer already applied: stale
-      }
-      this._appliedSeq = poll.seq;
-    }
-    const list = poll.list;
-    const page = Array.isArray(list?.jobs) ? list.jobs : [];
-    const next = typeof list?.next_before === 'number' ? list.next_before : null;
-    const firstLoad = !this._loaded;
-    if (firstLoad && typeof list?.time === 'number' && Number.isFinite(list.time)) {
-      // `since` is on the browser's clock, a job's `ended` on the server's: move it by how
-      // far the two differ, so a clock off by minutes neither drops a job that ended while
-      // the page loaded nor announces one that ended before it opened
-      this._since += list.time - this._now();
-    }
-    const onPage = new Set(page.map(j => j.id));
-    const pageTop = page.length ? Math.max(...page.map(j => j.id)) : undefined;
-    // More new jobs than a page since the last poll: the page does not join what was known.
-    const gap = next !== null && this._top !== undefined && next > this._top + 1;
-    if (!firstLoad && !gap && typeof this._lo === 'number') {
-      // Older than every job known, yet on the first page (newer ones were deleted): not new.
-      for (const job of page) {
-        if (job.id < this._lo && !this._seen.has(job.id)) {
-          this._seen.set(job.id, job.state);
-        }
-      }
-    }
-    for (const id of [...this._byId.keys()]) {
-      if (onPage.has(id)) {
-        continue;
-      }
-      // Within the page's range yet not on it: deleted, unless newer than the page's
-      // newest (or the page is empty) and queued/running (submitted after the list was
-      // read; it is watched, and dropped only when the server says it has no such job).
-      const watched = isActive(this._seen.get(id) ?? '');
-      const covered =
-        (next === null || id >= next) && ((pageTop !== undefined && id < pageTop) || !watched);
-      if (covered || (gap && !watched)) {
-        this._byId.delete(id);
-      }
-    }
-    if (gap) {
-      this._generation++;
-    }
-    for (const job of page) {
-      this._byId.set(job.id, job);
-    }
-    const gone = new Set(poll.gone ?? []);
-    for (const id of gone) {
-      this._byId.delete(id);
-      this._seen.delete(id);
-    }
-    const watched = (poll.watched ?? []).filter(j => !onPage.has(j.id) && !gone.has(j.id));
-    for (const job of watched) {
-      this._byId.set(job.id, job);
-    }
-    if (next === null) {
-      this._lo = null;
-    } else if (gap || this._lo === undefined) {
-      this._lo = next;
-    } else if (this._lo !== null) {
-      this._lo = Math.min(this._lo, next);
-    } // else every job was known and the page joins on: still every job
-    if (pageTop !== undefined) {
-      this._top = Math.max(this._top ?? pageTop, pageTop);
-    }
-    const ended = detectEnded(
-      this._seen,
-      [...sortJobs(page), ...watched],
-      firstLoad,
-      this._announced,
-      this._since
-    );
-    this._loaded = true;
-    this._sort();
-    this._currency = list?.currency || this._currency;
-    this._updateFrequency();
-    this.emitChanged();
-    this._prefetchResults(ended.map(j => j.id));
-    for (const job of ended) {
-      this._jobEnded.emit(job);
+    const ended = this._known.takePoll(poll);
+    if (ended !== null) {
+      this._taken(ended, poll.list);
     }
   }
 
@@ -605,49 +426,15 @@ export class JobsModel extends PolledModel<IJobsPoll, JobsState> {
     this._updateFrequency();
   }
 
-  /** Jobs seen queued or running that are not on the first page: MAX_WATCHED_PER_POLL, in turns. */
-  private _watchedIds(onPage: ReadonlySet<number>): number[] {
-    const ids: number[] = [];
-    for (const [id, state] of this._seen) {
-      if (isActive(state) && !onPage.has(id)) {
-        ids.push(id);
-      }
-    }
-    ids.sort((a, b) => a - b);
-    if (ids.length <= MAX_WATCHED_PER_POLL) {
-      return ids;
-    }
-    const start = this._watchTurn % ids.length;
-    this._watchTurn = start + MAX_WATCHED_PER_POLL;
-    return [...ids.slice(start), ...ids.slice(0, start)].slice(0, MAX_WATCHED_PER_POLL);
-  }
-
-  /** Take an older page (`loadOlder`). */
-  private _addOlder(list: IJobList): void {
-    const page = Array.isArray(list?.jobs) ? list.jobs : [];
-    for (const job of page) {
-      if (!this._seen.has(job.id)) {
-        this._seen.set(job.id, job.state); // older jobs are not new
-      }
-    }
-    const ended = detectEnded(this._seen, page, false, this._announced);
-    for (const job of page) {
-      this._byId.set(job.id, job);
-    }
-    const next = typeof list?.next_before === 'number' ? list.next_before : null;
-    this._lo = next === null ? null : Math.min(this._lo ?? next, next);
+  /** After jobs were taken: the currency, the poll's pace, `jobEnded` for those that `ended`. */
+  private _taken(ended: IJob[], list: IJobList): void {
     this._currency = list?.currency || this._currency;
-    this._sort();
     this._updateFrequency();
     this.emitChanged();
     this._prefetchResults(ended.map(j => j.id));
     for (const job of ended) {
       this._jobEnded.emit(job);
     }
-  }
-
-  private _sort(): void {
-    this._jobs = sortJobs([...this._byId.values()]);
   }
 
   private _refreshSoon(): void {
@@ -670,12 +457,12 @@ export class JobsModel extends PolledModel<IJobsPoll, JobsState> {
     }
     for (const id of wanted) {
       const job = this.job(id);
-      if (!job || !this._wantsResults(job) || this._results.has(id) || this._pendingResults.has(id)) {
+      if (!job || !this._wantsResults(job) || this._results.known(id)) {
         continue;
       }
       this.fetchResults(id).catch(() => {
         if (!this.isDisposed) {
-          this._results.set(id, null);
+          this._results.failed(id);
           this.emitChanged();
         }
       });
@@ -685,37 +472,11 @@ export class JobsModel extends PolledModel<IJobsPoll, JobsState> {
   /** Fetch what is new in the expanded job's log. */
   private async _followLog(): Promise<void> {
     const id = this._expanded;
-    if (id === null || this._following) {
+    if (id === null || !this.job(id)) {
       return;
     }
-    const job = this.job(id);
-    if (!job) {
-      return;
-    }
-    const log = this._logs.get(id) ?? { text: '', next: 0, complete: false };
-    if (log.complete) {
-      return;
-    }
-    this._following = true;
-    try {
-      for (let i = 0; i < MAX_LOG_CHUNKS_PER_TICK; i++) {
-        const chunk = await getJobLog(id, log.next, this._serverSettings);
-        if (this.isDisposed) {
-          return;
-        }
-        const text = log.text + (chunk.text ?? '');
-        log.text = text.length > MAX_LOG_CHARS ? text.slice(-MAX_LOG_CHARS) : text;
-        const advanced = chunk.next_offset > log.next;
-        log.next = Math.max(log.next, chunk.next_offset);
-        log.complete = chunk.complete === true;
-        this._logs.set(id, log);
-        if (log.complete || !advanced || log.next >= chunk.size) {
-          break;
-        }
-      }
+    if (await this._logs.follow(id, () => this.isDisposed)) {
       this.emitChanged();
-    } finally {
-      this._following = false;
     }
   }
 
@@ -724,43 +485,21 @@ export class JobsModel extends PolledModel<IJobsPoll, JobsState> {
     this.setInterval(this._visible || this.hasActive ? this._fast : this._slow);
   }
 
-  /** Jobs whose end was announced (`jobEnded` fires once per job). */
-  private _announced = new Set<number>();
-  /** `seq` of the last answer applied. */
-  private _appliedSeq = 0;
-  private _byId = new Map<number, IJob>();
   private _currency = 'USD';
   private _currentNotebook: string | null = null;
   private _expanded: number | null = null;
   private _fast: number;
   private _filter = false;
   private _fetchSeq = 0;
-  private _following = false;
-  /** Bumped when a poll drops the older jobs (a loading older page no longer joins on). */
-  private _generation = 0;
   private _isNotebookOpen: (path: string) => boolean;
+  private _known: KnownJobs;
   private _jobEnded = new Signal<this, IJob>(this);
-  private _jobs: IJob[] = [];
-  private _loaded = false;
   private _loadingOlder = false;
-  /**
-   * Every job with an id from this up is known; null: every job; undefined:
-   * nothing loaded yet. The `before` of the next older page.
-   */
-  private _lo: number | null | undefined = undefined;
   private _olderError: string | null = null;
   private _pageSize: number;
-  private _logs = new Map<number, ILogState>();
-  private _pendingResults = new Map<number, Promise<IJobResults>>();
-  private _results = new Map<number, IJobResults | null>();
-  private _seen = new Map<number, string>();
-  /** When this page started watching (epoch seconds; see `detectEnded`). */
-  private _since: number;
-  private _now: () => number;
+  private _logs: JobLogs;
+  private _results: JobResultsCache;
   private _serverSettings?: ServerConnection.ISettings;
   private _slow: number;
-  /** Highest id on any first page so far. */
-  private _top: number | undefined = undefined;
   private _visible = false;
-  private _watchTurn = 0;
 }

@@ -30,14 +30,8 @@ import { el, setText } from './dom';
 import { estimateRequest, EstimateModel, estimateText } from './estimatemodel';
 import type { ISlice, ISliceCell, ISlicePreview, ISubmitRequest } from './jobsapi';
 import { formatBytes, formatDuration } from './format';
-import {
-  applyForm,
-  bringBackOf,
-  firstLine,
-  formFromRequest,
-  IBringBack,
-  IOffloadForm
-} from './offloadmodel';
+import { applyForm, firstLine, formFromRequest, IOffloadForm } from './offloadform';
+import { bringBackOf, IBringBack } from './offloadmodel';
 import { ISendOffer, lastRunTimes, sendOffers } from './sendoffer';
 
 /**

@@ -36,24 +36,23 @@ import { runAsJobIcon } from './icons';
 import { estimateJob, ISlice, ISubmitRequest, previewSliceDoc } from './jobsapi';
 import { samePath } from './notebooks';
 import { OffloadDialogBody } from './offloaddialog';
+import { CellRunTimes, heavyCells, IHeavyCells } from './heavycells';
+import { applyForm, IOffloadForm } from './offloadform';
 import {
-  applyForm,
-  CellRunTimes,
-  DEFAULT_OFFLOAD_SETTINGS,
-  heavyCells,
-  IHeavyCells,
+  defaultEstimateRequest,
   IConfirmContext,
   INotebookSnapshot,
-  IOffloadForm,
-  IOffloadSettings,
   Offloader,
-  OFFLOAD_SETTINGS_ID,
-  defaultEstimateRequest,
-  parseOffloadSettings,
   runAsJobCaption,
-  shouldConfirm,
-  ShiftClickTracker
+  shouldConfirm
 } from './offloadmodel';
+import {
+  DEFAULT_OFFLOAD_SETTINGS,
+  IOffloadSettings,
+  OFFLOAD_SETTINGS_ID,
+  parseOffloadSettings
+} from './offloadsettings';
+import { ShiftClickTracker } from './shiftclick';
 import { parseValueSizes, providedNames, valueSizesExpression } from './sendoffer';
 import { followSettings } from './settings';
 import { ICostguardJobs } from './tokens';

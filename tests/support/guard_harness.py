@@ -25,7 +25,7 @@ from jupyter_costguard.cost.ledger import Ledger
 from jupyter_costguard.cost.pricing import Pricing, resolve_pricing
 from jupyter_costguard.cost.published import Published
 from jupyter_costguard.cost.spend import IntervalCost, split_interval
-from jupyter_costguard.cost.views import Views
+from jupyter_costguard.cost.viewrecords import Views
 from jupyter_costguard.guard import Act, GuardConfig, GuardEngine, Rule
 from jupyter_costguard.sampling.records import (
     GpuProcess,

@@ -1,7 +1,8 @@
 import type { ServerConnection } from '@jupyterlab/services';
 
 import type { IJob } from '../jobsapi';
-import { detectEnded, JobsModel, sortJobs } from '../jobsmodel';
+import { detectEnded, sortJobs } from '../jobsended';
+import { JobsModel } from '../jobsmodel';
 import { FakeServer } from './fakeserver';
 import { job, jobRange, results, servePagedJobs } from './jobfixtures';
 

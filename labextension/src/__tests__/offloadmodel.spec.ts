@@ -2,27 +2,22 @@ import type * as nbformat from '@jupyterlab/nbformat';
 
 import * as schema from '../../schema/offload.json';
 import type { ISlice, ISubmitRequest } from '../jobsapi';
+import { CellRunTimes, heavyCells } from '../heavycells';
+import { applyForm, firstLine, formFromRequest, parseNames } from '../offloadform';
 import {
-  applyForm,
   buildSubmitRequest,
-  CellRunTimes,
-  heavyCells,
-  DEFAULT_OFFLOAD_SETTINGS,
+  defaultEstimateRequest,
   IConfirmContext,
-  firstLine,
-  formFromRequest,
   INotebookSnapshot,
   Offloader,
-  parseNames,
-  parseOffloadSettings,
   requestCell,
-  selectedCodeCells,
-  ShiftClickTracker,
-  shouldConfirm,
-  submittedMessage,
   runAsJobCaption,
-  defaultEstimateRequest
+  selectedCodeCells,
+  shouldConfirm,
+  submittedMessage
 } from '../offloadmodel';
+import { DEFAULT_OFFLOAD_SETTINGS, parseOffloadSettings } from '../offloadsettings';
+import { ShiftClickTracker } from '../shiftclick';
 import { FakeServer } from './fakeserver';
 import { FakeNotifier, slice, submitted } from './jobfixtures';
 
