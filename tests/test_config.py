@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import pytest
+from traitlets import TraitError
 from traitlets.config import Config
 
 from jupyter_costguard.app import CostGuard
@@ -29,3 +31,21 @@ def test_configured_values_reach_the_guard():
     assert config.starved_min_busy_share == 0.25
     assert config.replaced(idle_kernel_seconds=1.0).idle_kernel_seconds == 1.0
     assert config.idle_kernel_seconds == 42.0
+
+
+@pytest.mark.parametrize("name, value, says", [
+    ("idle_kernel_seconds", -1.0, "less than 0"),
+    ("hibernate_idle_after_seconds", -60.0, "less than 0"),
+    ("interactive_max_utilization_percent", 150.0, "greater than 100"),
+    ("budget_warn_fraction", 1.5, "greater than 1"),
+    ("training_min_gpus", -2, "less than 0"),
+])
+def test_a_setting_out_of_its_bounds_is_refused_naming_it(name: str, value: float,
+                                                          says: str) -> None:
+    """Bounds live in the one trait: a negative idle time or a percentage over 100 is an
+    admin's typo, refused at start with the option's name, never a guard that acts at once."""
+    c = Config()
+    setattr(c.Guard, name, value)
+    with pytest.raises(TraitError, match=f"{name}.*{says}"):
+        Guard(parent=CostGuard(config=c))
+    assert getattr(Guard(), name) is None or getattr(Guard(), name) >= 0  # defaults in bounds
