@@ -72,6 +72,10 @@ def test_none_turns_it_off_and_every_alert_offers_hibernate_first(tmp_path: Path
     assert a is not None and "hibernated" not in a.message
     assert a.actions[0] == {"id": "hibernate", "label": "Hibernate: free 1 GPU, keep your "
                             "variables", "args": {"kernel_id": "k1"}}
+    # its words name its buttons, the first one first ("Shut it down or restart it to free
+    # the GPU" before, beside a first button that hibernates)
+    assert a.message.endswith(" Hibernate it to free the GPU and keep its variables, or shut "
+                              "it down or restart it."), a.message
     assert a.details["hibernate"]["enabled"] is False
 
 

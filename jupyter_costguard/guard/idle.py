@@ -344,7 +344,10 @@ class IdleKernelRule:
             if cull_at is not None:
                 message += f" It will be shut down at {clock_time(cull_at)} unless used."
             elif hibernate_at is None:
-                message += " Shut it down or restart it to free the GPU."
+                # the words name the alert's own buttons, in their order
+                message += (" Hibernate it to free the GPU and keep its variables, or shut it "
+                            "down or restart it." if k.info.path else
+                            " Shut it down or restart it to free the GPU.")
         message += self._hibernate_text(period, h, hibernate_at)
         gpus = self._gpu_docs(ctx, k)
         kernel_args = {"kernel_id": k.info.kernel_id}
