@@ -14,7 +14,7 @@ each repetition), each started when the machine is quiet:
 For each job: the submit call's latency, submit -> first seen started (costguard state
 `running`, jupyter-scheduler `IN_PROGRESS`), submit -> costguard phase `running` (the cells
 are executing), submit -> first seen done, the latency of the status GETs, and what the
-servers recorded themselves. With `c.CostGuard.offload_warm_kernels` present, costguard is
+servers recorded themselves. With `c.LocalBackend.warm_kernels` present, costguard is
 measured a second time on a second server with it at 0 (a kernel started per job).
 
 With `--skypilot`, the same job also goes to costguard's SkyPilot backend, measured in the
@@ -149,11 +149,14 @@ def server_config(workdir: Path, costguard: dict[str, Any]) -> dict[str, Any]:
 
 
 def costguard_traits(python: str) -> set[str]:
-    """The c.CostGuard traits of the working tree, as the server env imports it."""
+    """The c.CostGuard names of the working tree, as the server env imports it (its traits,
+    and the old names of those moved to a component's class, which still work)."""
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     res = subprocess.run(
         [python, "-c", "import json\nfrom jupyter_costguard.app import CostGuard\n"
-                       "print(json.dumps(sorted(CostGuard.class_trait_names(config=True))))"],
+                       "names = set(CostGuard.class_trait_names(config=True))\n"
+                       "names |= set(getattr(CostGuard, 'moved_options', {}))\n"
+                       "print(json.dumps(sorted(names)))"],
         capture_output=True, text=True, check=True, env=env, cwd=str(REPO))
     return set(json.loads(res.stdout.strip().splitlines()[-1]))
 

@@ -38,7 +38,7 @@ from jupyter_costguard.cost import ledger as ledger_mod  # noqa: E402
 from jupyter_costguard.cost import service as service_mod  # noqa: E402
 from jupyter_costguard.guard.budget import NotebookBudgets  # noqa: E402
 from jupyter_costguard.guard.config import GuardConfig  # noqa: E402
-from jupyter_costguard.guard.engine import Guard  # noqa: E402
+from jupyter_costguard.guard.engine import GuardEngine  # noqa: E402
 from jupyter_costguard.guard.rules import default_rules  # noqa: E402
 from jupyter_costguard.metrics import collector as metrics  # noqa: E402
 from jupyter_costguard.sampling import telemetry as tele_mod  # noqa: E402
@@ -134,7 +134,7 @@ def main() -> int:
         )
         # the guard's rules, as the server runs them (budgets read from notebook metadata)
         config = GuardConfig()
-        guard = Guard(config, default_rules(config), svc.alerts, svc.ledger, svc.catalog,
+        guard = GuardEngine(config, default_rules(config), svc.alerts, svc.ledger, svc.catalog,
                       notebook_budgets=NotebookBudgets(tmp))
         svc.after_sample = [timed("guard.evaluate", guard.evaluate)]
         for _ in range(5):  # warm: psutil.Process objects, pricing, SQLite pages

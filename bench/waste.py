@@ -34,7 +34,7 @@ seconds per user's server):
   (resume on use), after a wait from `bench/hibernate.py`'s measured throughput. A kernel
   holding a value that cannot be saved (a generator, a socket: `--unsaveable` of kernels)
   is not shut down by an automatic hibernation (issue 44; unless
-  `c.CostGuard.hibernate_may_leave_behind`, whose default is read at run time, lets it leave
+  `c.Hibernate.may_leave_behind`, whose default is read at run time, lets it leave
   the value behind: then that value counts as lost): the save answers an error, the rule
   hears it (`IdleKernelRule.heard`) and asks again after its back-off;
 - `costguard-shortest`: the same with the shortest `hibernate_idle_after_seconds` of
@@ -108,15 +108,20 @@ BUSY_UTIL = 90.0
 
 
 def may_leave_behind() -> bool:
-    """`c.CostGuard.hibernate_may_leave_behind`'s default, read from its config class (issue
+    """`c.Hibernate.may_leave_behind`'s default, read from its config class (issue
     44 item 4): whether an automatic hibernation may leave a value that cannot live outside
     the process behind (lost) rather than keep the kernel running. False where the option
     does not exist yet (a tree before it: automatic hibernation saved what it could)."""
     try:
-        from jupyter_costguard.hibernate.settings import HibernateTraits
+        from jupyter_costguard.hibernate import settings
     except ImportError:
         return False
-    trait = HibernateTraits.class_traits().get("hibernate_may_leave_behind")
+    # c.Hibernate.may_leave_behind; in a tree before issue 47, c.CostGuard.hibernate_…
+    cls = getattr(settings, "Hibernate", None) or getattr(settings, "HibernateTraits", None)
+    if cls is None:
+        return False
+    trait = (cls.class_traits().get("may_leave_behind")
+             or cls.class_traits().get("hibernate_may_leave_behind"))
     return bool(trait.default_value) if trait is not None else False
 
 
@@ -903,7 +908,7 @@ def main(argv: list[str] | None = None) -> int:
             results[name] = run_policy(name, users, cfg, pricing, tp, span, args.dt, folder)
         tried = []
         for after in (float(x) for x in args.shortest_candidates.split(",")):
-            cfg = dataclasses.replace(defaults, hibernate_idle_after_seconds=after)
+            cfg = defaults.replaced(hibernate_idle_after_seconds=after)
             r = run_policy(f"costguard-shortest-{int(after)}", users, cfg, pricing, tp, span,
                            args.dt, folder)
             r.name = "costguard-shortest"

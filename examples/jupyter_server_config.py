@@ -21,7 +21,7 @@ c.CostGuard.sample_interval = 2.0
 # shorter: the trace's explore kernel bursts to 65% for 20 s every 5 minutes,
 # which would lift a 1-minute average above the 20% line and make the warning come and go;
 # over 90 s the average stays below 17%.
-c.CostGuard.interactive_window_seconds = 90.0
+c.Guard.interactive_window_seconds = 90.0
 
 # The demo prices the recorded trace's instance, not this machine: no cloud metadata lookups
 # (they would go to the link-local metadata address) and no container share.
@@ -35,4 +35,4 @@ c.CostGuard.catalog_refresh_hours = 0
 # their variables are saved, the GPUs freed, and the notebook's next kernel starts with them.
 # In the demo the replayed explore.ipynb kernel is idle, so that is what happens to it after
 # half an hour; to keep kernels running instead:
-# c.CostGuard.hibernate_idle_after_seconds = None
+# c.Guard.hibernate_idle_after_seconds = None

@@ -1,5 +1,7 @@
-"""The server extension: its options (`c.CostGuard.…`, each declared beside the part it
-configures and mixed in here) and the wiring of the parts. Nothing else."""
+"""The server extension: its own options (`c.CostGuard.…`: instance, prices, sampling,
+ledger), the components' Configurables (`c.Offload`, `c.SlurmBackend`, …, each declared beside
+the part it configures and created here with the extension as parent) and the wiring of the
+parts. Nothing else."""
 
 from __future__ import annotations
 
@@ -11,14 +13,16 @@ from typing import Any
 
 from jupyter_server.extension.application import ExtensionApp
 from tornado.ioloop import IOLoop
+from traitlets.config import Config, Configurable
 
 from jupyter_costguard.alerts.store import AlertStore
 from jupyter_costguard.cloud.container import read_cgroup_limits
 from jupyter_costguard.cloud.metadata import lookup
 from jupyter_costguard.cloud.watcher import MetadataWatcher
+from jupyter_costguard.common.moved import forward_moved, moves_of
 from jupyter_costguard.common.owner import owner_from_doc, owner_from_environ
 from jupyter_costguard.cost.config import CostTraits
-from jupyter_costguard.cost.hubreport import HubReporter, HubReportTraits, reporter_from
+from jupyter_costguard.cost.hubreport import HubReport, HubReporter, reporter_from
 from jupyter_costguard.cost.ledger import Ledger
 from jupyter_costguard.cost.pricing import ContainerFacts, MachinePrice, price_machine
 from jupyter_costguard.cost.published import Published
@@ -27,25 +31,25 @@ from jupyter_costguard.cost.service import CostService, load_catalog, new_worker
 from jupyter_costguard.guard.actions import Actor
 from jupyter_costguard.guard.autostop import terminal_activity
 from jupyter_costguard.guard.budget import BudgetRule, NotebookBudgets
-from jupyter_costguard.guard.config import GuardTraits
-from jupyter_costguard.guard.engine import Guard
+from jupyter_costguard.guard.config import Guard
+from jupyter_costguard.guard.engine import GuardEngine
 from jupyter_costguard.guard.idle import HIBERNATED_KIND
 from jupyter_costguard.guard.rules import default_rules
 from jupyter_costguard.hibernate.layout import adopt, prepare, snapshot_paths
 from jupyter_costguard.hibernate.resume import Resume
-from jupyter_costguard.hibernate.service import Held, HibernateService, HibernateSettings
-from jupyter_costguard.hibernate.settings import HibernateTraits
+from jupyter_costguard.hibernate.service import Held, HibernateService
+from jupyter_costguard.hibernate.settings import Hibernate
 from jupyter_costguard.metrics import collector as metrics
 from jupyter_costguard.metrics.pushgateway import push_finished_job
 from jupyter_costguard.offload import jobdir
 from jupyter_costguard.offload.accounting import kernel_gpu_usage, pick_gpus
 from jupyter_costguard.offload.backends.base import Backend
-from jupyter_costguard.offload.backends.kubernetes.traits import KubernetesTraits
-from jupyter_costguard.offload.backends.local import LocalBackend
-from jupyter_costguard.offload.backends.skypilot.traits import SkyPilotTraits
-from jupyter_costguard.offload.backends.slurm import SlurmTraits
+from jupyter_costguard.offload.backends.kubernetes.traits import KubernetesBackend
+from jupyter_costguard.offload.backends.local import LocalBackend, LocalExecutor
+from jupyter_costguard.offload.backends.skypilot.traits import SkyPilotBackend
+from jupyter_costguard.offload.backends.slurm import SlurmBackend
 from jupyter_costguard.offload.service import JobService
-from jupyter_costguard.offload.settings import OffloadTraits, ServerHooks
+from jupyter_costguard.offload.settings import Offload, Pushgateway, ServerHooks
 from jupyter_costguard.offload.store import JobStore
 from jupyter_costguard.sampling.kernels import gather_kernels
 from jupyter_costguard.sampling.records import KernelInfo
@@ -53,22 +57,39 @@ from jupyter_costguard.sampling.sources import SamplingTraits
 from jupyter_costguard.sampling.telemetry import Telemetry
 from jupyter_costguard.web.routes import handlers
 
+#: each component's own Configurable (`c.<Name>.<option>`), created with the extension as
+#: parent; listed in `CostGuard.classes` so `--help-all` shows each under its own name
+COMPONENTS: tuple[type[Configurable], ...] = (
+    Guard, Hibernate, HubReport, Offload, LocalBackend, SlurmBackend, KubernetesBackend,
+    SkyPilotBackend, Pushgateway)
 
-class CostGuard(ExtensionApp, CostTraits, SamplingTraits, GuardTraits, OffloadTraits,
-                SlurmTraits, KubernetesTraits, SkyPilotTraits, HubReportTraits, HibernateTraits):
+
+class CostGuard(ExtensionApp, CostTraits, SamplingTraits):
     """Cost of GPU notebooks: sampling, ledger, guard, batch jobs, REST API and metrics."""
 
     name = "jupyter_costguard"
     load_other_extensions = True
+    classes = [*ExtensionApp.classes, *COMPONENTS]
+    #: old `c.CostGuard.<name>` -> (component, new name): still read for a release
+    moved_options = moves_of(COMPONENTS)
 
     service: CostService | None = None
     jobs: JobService | None = None
     hibernation: HibernateService | None = None
     resume: Resume | None = None
-    guard: Guard | None = None
+    guard: GuardEngine | None = None
     hub_reporter: HubReporter | None = None
     catalog_refresher: CatalogRefresher | None = None
     _budget: BudgetRule | None = None
+
+    def _load_config(self, cfg: Config, section_names: list[str] | None = None,
+                     traits: dict[str, Any] | None = None) -> None:
+        """Every config this app reads passes here first (files, the command line, the
+        server's): an old `c.CostGuard.<moved>` goes to its component's section, with one
+        warning per name, before traitlets would call it unknown."""
+        warned: set[str] = self.__dict__.setdefault("_warned_moves", set())
+        forward_moved(cfg, "CostGuard", self.moved_options, warned, self.log.warning)
+        super()._load_config(cfg, section_names, traits)
 
     @property
     def server(self) -> Any:
@@ -80,15 +101,18 @@ class CostGuard(ExtensionApp, CostTraits, SamplingTraits, GuardTraits, OffloadTr
         return getattr(self.server.contents_manager, "root_dir", None) or self.server.root_dir
 
     def initialize_settings(self) -> None:
+        self.offload = Offload(parent=self)
+        self.hibernate_options = Hibernate(parent=self)
+        self.pushgateway = Pushgateway(parent=self)
         ledger = Ledger(self.db_path, retention_days=self.history_retention_days, now=time.time())
         worker = new_worker()  # owns the ledger's file; the alerts share it
         alerts = AlertStore(ledger.db_path, schedule=worker.submit, logger=self.log)
         pricing_config = self.pricing_config()
         catalog = load_catalog(pricing_config)
-        config = self.guard_config()
-        self._budget = BudgetRule(config) if self.guard_enabled else None
+        config = Guard(parent=self)
+        self._budget = BudgetRule(config) if config.enabled else None
         # The job service reads the latest sample; it exists before the service that makes it.
-        self.jobs = self._job_service(ledger) if self.offload_enabled else None
+        self.jobs = self._job_service(ledger) if self.offload.enabled else None
         jobs = self.jobs
         #: the note that tells this server's kernels its jobs directory (`%costguard fetch`)
         self._server_info: Path | None = None
@@ -98,7 +122,7 @@ class CostGuard(ExtensionApp, CostTraits, SamplingTraits, GuardTraits, OffloadTr
                                                              jobs.jobs_dir)
             except OSError as e:  # the magic then needs --dir; nothing else depends on it
                 self.log.warning("costguard: cannot tell kernels the jobs directory: %s", e)
-        if self.guard_enabled:
+        if config.enabled:
             loop = getattr(self.serverapp, "io_loop", None) or IOLoop.current()
             self.actor = Actor(self.server.kernel_manager, self._stop_server,
                                loop.asyncio_loop,  # type: ignore[union-attr]
@@ -106,7 +130,7 @@ class CostGuard(ExtensionApp, CostTraits, SamplingTraits, GuardTraits, OffloadTr
             rules = default_rules(config, server_activity=terminal_activity(self.server),
                                   gpu_busy_percent=self.idle_gpu_threshold_percent,
                                   budget=self._budget)
-            self.guard = Guard(
+            self.guard = GuardEngine(
                 config, rules, alerts, ledger, catalog, dispatch=self.actor.dispatch,
                 running_jobs=jobs.running_count if jobs is not None else (lambda: 0),
                 notebook_budgets=NotebookBudgets(self._root_dir(), logger=self.log))
@@ -122,8 +146,8 @@ class CostGuard(ExtensionApp, CostTraits, SamplingTraits, GuardTraits, OffloadTr
             metadata=self._metadata_watcher(),
             container=ContainerFacts(read_cgroup_limits(), mode=self.container_share),
         )
-        if jobs is not None and self.pushgateway_url:
-            url = self.pushgateway_url
+        if jobs is not None and self.pushgateway.url:
+            url = self.pushgateway.url
 
             def push(job: Any) -> None:
                 gpu = job.record.get("gpu") or {}
@@ -139,7 +163,7 @@ class CostGuard(ExtensionApp, CostTraits, SamplingTraits, GuardTraits, OffloadTr
                         + (self.hibernation.metrics() if self.hibernation else []),
                         owner=service.owner)
         self.hub_reporter = reporter_from(
-            self, os.environ, service.owner, published=self._published,
+            HubReport(parent=self), os.environ, service.owner, published=self._published,
             run_start=service.run_start, alerts=service.alerts,
             alerts_changed=service.alerts_changed,
             active_jobs=jobs.running_count if jobs is not None else (lambda: 0),
@@ -153,7 +177,7 @@ class CostGuard(ExtensionApp, CostTraits, SamplingTraits, GuardTraits, OffloadTr
         if self.hibernation is not None:
             self.hibernation.listeners.append(self._snapshot_gone)
             self.resume = Resume(self.hibernation, self.server.session_manager, self.log,
-                                 enabled=self.hibernate_resume)
+                                 enabled=self.hibernate_options.resume)
             self.resume.install()
         self.settings["costguard_hibernate"] = self.hibernation
         self.log.info("costguard: ledger at %s, %s", self.db_path,
@@ -206,18 +230,21 @@ class CostGuard(ExtensionApp, CostTraits, SamplingTraits, GuardTraits, OffloadTr
 
     def _job_service(self, ledger: Ledger) -> JobService:
         # the default sits next to the ledger, whose path is the cost settings'
-        jobs_dir = Path(self.jobs_dir or os.path.join(os.path.dirname(self.db_path), "jobs"))
+        jobs_dir = Path(self.offload.jobs_dir
+                        or os.path.join(os.path.dirname(self.db_path), "jobs"))
         budget = self._budget
         ksm = self.server.kernel_spec_manager
         default_kernel = getattr(self.server.kernel_manager, "default_kernel_name", None) \
             or "python3"
         root = self._root_dir()
+        self.local_backend = LocalBackend(parent=self)
         backends: dict[str, Backend] = {
-            "local": LocalBackend(warm_dir=jobs_dir / "warm",
-                                  warm_kernels=max(0, self.offload_warm_kernels),
-                                  warm_kernel_name=default_kernel)}
-        for backend in (self.slurm_backend(), self.kubernetes_backend(),
-                        self.skypilot_backend()):
+            "local": LocalExecutor(warm_dir=jobs_dir / "warm",
+                                   warm_kernels=max(0, self.local_backend.warm_kernels),
+                                   warm_kernel_name=default_kernel)}
+        for backend in (SlurmBackend(parent=self).backend(),
+                        KubernetesBackend(parent=self).backend(),
+                        SkyPilotBackend(parent=self).backend()):
             if backend is not None:
                 backends[backend.name] = backend
         hooks = ServerHooks(
@@ -231,7 +258,8 @@ class CostGuard(ExtensionApp, CostTraits, SamplingTraits, GuardTraits, OffloadTr
             gpu_usage=lambda kid: kernel_gpu_usage(self._published().sample, kid),
             machine_price=self._machine_price)
         return JobService(JobStore(jobs_dir / jobdir.JOBS_DB), jobs_dir, backends, Path(root),
-                          self.job_settings(), hooks, owner=owner_from_environ(os.environ))
+                          self.offload.job_settings(self.pushgateway.url), hooks,
+                          owner=owner_from_environ(os.environ))
 
     def _hibernate_service(self) -> HibernateService | None:
         """Snapshots beside the ledger unless `snapshot_dir` says; the MAC key in the data
@@ -240,12 +268,13 @@ class CostGuard(ExtensionApp, CostTraits, SamplingTraits, GuardTraits, OffloadTr
         leaves the rest of costguard running."""
         data = Path(os.path.dirname(os.path.abspath(self.db_path)))
         owner = owner_from_environ(os.environ)
-        paths = snapshot_paths(data, self.snapshot_dir, owner.user if owner else None)
+        options = self.hibernate_options
+        paths = snapshot_paths(data, options.snapshot_dir, owner.user if owner else None)
         root = paths.root
-        if self.store_url_refused is not None:
-            self.log.error("costguard: hibernate is off: %s", self.store_url_refused)
+        if options.store_url_refused is not None:
+            self.log.error("costguard: hibernate is off: %s", options.store_url_refused)
             self.settings["costguard_hibernate_off"] = \
-                f"hibernate is off on this server: {self.store_url_refused}"
+                f"hibernate is off on this server: {options.store_url_refused}"
             return None
 
         def held(kernel_id: str) -> Held:
@@ -264,11 +293,7 @@ class CostGuard(ExtensionApp, CostTraits, SamplingTraits, GuardTraits, OffloadTr
             return HibernateService(
                 root, paths.key, self.server.kernel_manager,
                 self.server.session_manager,
-                HibernateSettings(timeout_seconds=self.hibernate_timeout_seconds,
-                                  max_bytes=self.hibernate_max_bytes,
-                                  may_leave_behind=self.hibernate_may_leave_behind,
-                                  store_url=self.snapshot_store_url or None,
-                                  price=self.snapshot_store_price(self.price_stale_after_days)),
+                options.service_settings(self.price_stale_after_days),
                 held=held, owner=owner.user if owner else None, logger=self.log,
                 currency=lambda: self._published().pricing.currency)
         except Exception as e:
@@ -285,16 +310,16 @@ class CostGuard(ExtensionApp, CostTraits, SamplingTraits, GuardTraits, OffloadTr
             await service.alerts_changed()
 
     async def _hibernate_idle(self, kernel_id: str) -> dict[str, Any]:
-        """The idle rule's `hibernate-kernel` (`hibernate_idle_after_seconds`): automatic, so
-        the kernel is shut down only if every variable was saved (or what is left behind is
-        what `hibernate_may_leave_behind` allows)."""
+        """The idle rule's `hibernate-kernel` (`c.Guard.hibernate_idle_after_seconds`):
+        automatic, so the kernel is shut down only if every variable was saved (or what is
+        left behind is what `c.Hibernate.may_leave_behind` allows)."""
         if self.hibernation is None:
             raise RuntimeError(self.settings.get("costguard_hibernate_off")
                                or "hibernate is off on this server (the log at start says why)")
         return await self.hibernation.hibernate(kernel_id, automatic=True)
 
     def _local_capacity(self) -> Any:
-        limit = self.offload_max_local_jobs
+        limit = self.local_backend.max_jobs
 
         def capacity() -> int:
             if limit is not None and limit > 0:
@@ -338,9 +363,11 @@ class CostGuard(ExtensionApp, CostTraits, SamplingTraits, GuardTraits, OffloadTr
     async def _hibernate_on_stop(self) -> None:
         """Before anything else stops (and before the server shuts its kernels down, which it
         does after the extensions): hibernate the kernels that hold GPUs in the latest
-        sample, within `hibernate_on_stop_seconds`."""
-        budget = self.hibernate_on_stop_seconds
-        if self.hibernation is None or self.service is None or budget <= 0:
+        sample, within `c.Hibernate.on_stop_seconds`."""
+        if self.hibernation is None or self.service is None:
+            return
+        budget = self.hibernate_options.on_stop_seconds
+        if budget <= 0:
             return
         # the kernels' views say which hold GPUs, as they say it for `held` and the panel
         live = set(self.server.kernel_manager.list_kernel_ids())

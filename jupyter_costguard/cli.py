@@ -174,7 +174,7 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _own_options(app: Any) -> dict[str, Any]:
-    """The options costguard adds (those the parts mix into CostGuard), not ExtensionApp's."""
+    """The options CostGuard itself adds (its own settings), not ExtensionApp's."""
     from jupyter_server.extension.application import ExtensionApp
 
     inherited = ExtensionApp.class_traits(config=True)
@@ -182,11 +182,16 @@ def _own_options(app: Any) -> dict[str, Any]:
 
 
 def _help_all(_: argparse.Namespace) -> int:
-    from jupyter_costguard.app import CostGuard
+    """CostGuard's own options, then each component's under its own name (`c.Offload`, …)."""
+    from jupyter_costguard.app import COMPONENTS, CostGuard
 
     print("c.CostGuard options (set them in jupyter_server_config.py):\n")
     for _name, trait in sorted(_own_options(CostGuard).items()):
         print(CostGuard.class_get_trait_help(trait))
+    for cls in COMPONENTS:
+        print(f"\nc.{cls.__name__} options:\n")
+        for _name, trait in sorted(cls.class_traits(config=True).items()):
+            print(cls.class_get_trait_help(trait))
     return 0
 
 

@@ -11,6 +11,7 @@ import pytest
 
 from jupyter_costguard.cloud import metadata
 from jupyter_costguard.cloud.container import ENV_CONTAINER_SHARE
+from tests.support.costguard_config import server_sections
 from tests.support.processes import kill_runners_under
 from tests.support.traces import write_trace
 from tests.support.units import GiB
@@ -54,9 +55,9 @@ def costguard_config(tmp_path: Path, trace_file: Path) -> dict[str, Any]:
         "gpu_share": 0.9,
         "replay_trace": str(trace_file),
         "replay_mode": "always",
-        "offload_warm_kernels": 0,  # tests that want one ask for it
+        "LocalBackend.warm_kernels": 0,  # tests that want one ask for it
         "catalog_refresh_hours": 0,  # likewise the background catalog refresh
-        "hibernate_on_stop_seconds": 0,  # and hibernating GPU kernels when the server stops
+        "Hibernate.on_stop_seconds": 0,  # and hibernating GPU kernels when the server stops
     }
 
 
@@ -67,7 +68,7 @@ def jp_server_config(costguard_config: dict[str, Any]) -> dict[str, Any]:
             "jpserver_extensions": {"jupyter_costguard": True},
             "allow_unauthenticated_access": False,
         },
-        "CostGuard": costguard_config,
+        **server_sections(costguard_config),
     }
 
 

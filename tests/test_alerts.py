@@ -24,6 +24,7 @@ from jupyter_costguard.alerts.store import (
     AlertStore,
 )
 from jupyter_costguard.cost.ledger import Ledger
+from tests.support.costguard_config import server_sections
 from tests.support.exposition import costguard_lines, samples
 from tests.support.openapi_check import validate, validate_request
 from tests.support.rest import get_json, start_session, wait_for
@@ -597,7 +598,7 @@ def jp_server_config(costguard_config, request):
     }
     if getattr(request, "param", False):
         server["authorizer_class"] = _ReadOnly
-    return {"ServerApp": server, "CostGuard": costguard_config}
+    return {"ServerApp": server, **server_sections(costguard_config)}
 
 
 @pytest.mark.parametrize("jp_server_config", [True], indirect=True)

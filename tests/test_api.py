@@ -10,6 +10,7 @@ import pytest
 from openapi_spec_validator import validate as validate_spec
 from tornado.httpclient import HTTPClientError
 
+from tests.support.costguard_config import server_sections
 from tests.support.openapi_check import documented_get_paths, spec, validate
 from tests.support.rest import get_json, start_session, wait_for
 from tests.support.units import GiB
@@ -233,7 +234,7 @@ def jp_server_config(costguard_config, request):
     }
     if deny:
         server["authorizer_class"] = _Deny
-    return {"ServerApp": server, "CostGuard": costguard_config}
+    return {"ServerApp": server, **server_sections(costguard_config)}
 
 
 @pytest.mark.parametrize("jp_server_config", [True], indirect=True)

@@ -92,8 +92,8 @@ def _replay(waste: ModuleType, user: Any, policy: str, *, hibernate_after: float
                                     host=None, hourly_rate=None, market="on-demand")
     config = None
     if policy == "costguard":
-        config = dataclasses.replace(waste.GuardConfig(),
-                                     hibernate_idle_after_seconds=hibernate_after)
+        config = waste.GuardConfig().replaced(
+            hibernate_idle_after_seconds=hibernate_after)
     result = waste.Result(policy)
     replay = waste.Replay(user, policy, config, pricing, waste.Throughput(), result)
     for i in range(1, int(hours * H / dt) + 1):

@@ -44,3 +44,17 @@ def test_help_all_documents_every_option(capsys):
     out = capsys.readouterr().out
     for option in ("instance_type", "hourly_rate", "sample_interval", "replay_trace", "db_path"):
         assert f"--CostGuard.{option}" in out
+
+
+def test_help_all_lists_costguard_small_and_each_component_under_its_own_name(capsys):
+    from jupyter_costguard.app import COMPONENTS
+
+    assert main(["--help-all"]) == 0
+    out = capsys.readouterr().out
+    costguard = {line.split("=")[0] for line in out.splitlines()
+                 if line.startswith("--CostGuard.")}
+    assert 0 < len(costguard) <= 40
+    for cls in COMPONENTS:
+        assert f"c.{cls.__name__} options" in out
+        for name in cls.class_trait_names(config=True):
+            assert f"--{cls.__name__}.{name}" in out

@@ -32,7 +32,7 @@ def config(tmp_path: Path, gpus: int = 8, **extra: Any) -> dict[str, Any]:
         {"kernel": 0, "used_memory_bytes": 4 * GiB}]}
     trace = write_trace(tmp_path / "trace.json", [frame], gpus=gpus)
     return {"db_path": str(tmp_path / "ledger.sqlite"), "sample_interval": 0.25,
-            "replay_trace": str(trace), "replay_mode": "always", "offload_enabled": False,
+            "replay_trace": str(trace), "replay_mode": "always", "Offload.enabled": False,
             "cloud_metadata_timeout": 2.0, **extra}
 
 

@@ -20,7 +20,7 @@ import json
 import re
 import statistics
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -53,10 +53,14 @@ EXPLORE, TRAIN = "explore.ipynb", "train.ipynb"
 
 
 @cache
+def demo_file() -> Any:
+    """The demo's `jupyter_server_config.py`, loaded."""
+    return PyFileConfigLoader("jupyter_server_config.py", path=str(EXAMPLES)).load_config()
+
+
 def demo_settings() -> Any:
     """`c.CostGuard` as the demo's `jupyter_server_config.py` sets it."""
-    loader = PyFileConfigLoader("jupyter_server_config.py", path=str(EXAMPLES))
-    return loader.load_config().CostGuard
+    return demo_file().CostGuard
 
 
 def test_the_demo_stays_on_this_machine() -> None:
@@ -70,8 +74,7 @@ def test_the_demo_stays_on_this_machine() -> None:
 @cache
 def demo_config() -> GuardConfig:
     """The guard's settings in the demo."""
-    names = {f.name for f in fields(GuardConfig)}
-    return GuardConfig(**{k: v for k, v in demo_settings().items() if k in names})
+    return GuardConfig(config=demo_file())
 
 
 @cache
@@ -604,7 +607,7 @@ CLAIMS: dict[str, Claim] = {
         r"hibernated after (\d+) \(", check_demo_hibernation),
     "examples: window": Claim(
         "examples/README.md",
-        r"judges over a (\d+) s window \(`c\.CostGuard\.interactive_window_seconds = (\d+)` in "
+        r"judges over a (\d+) s window \(`c\.Guard\.interactive_window_seconds = (\d+)` in "
         r"`jupyter_server_config\.py`\); the default is (\d+) minutes", check_default_window),
     "examples: train": Claim(
         "examples/README.md",

@@ -60,10 +60,10 @@ def fuzz(server: ServerProcess, *args: str, timeout: float) -> subprocess.Comple
 def server_config(tmp_path: Path) -> dict[str, Any]:
     trace = write_trace(tmp_path / "trace.json", [{"t": 0, "gpus": [
         {"utilization_percent": 0, "processes": []}]}], gpus=1)
-    return {"db_path": str(tmp_path / "ledger.sqlite"), "jobs_dir": str(tmp_path / "jobs"),
+    return {"db_path": str(tmp_path / "ledger.sqlite"), "Offload.jobs_dir": str(tmp_path / "jobs"),
             "sample_interval": 0.5, "hourly_rate": 1.0, "replay_trace": str(trace),
-            "replay_mode": "always", "offload_warm_kernels": 0,
-            "offload_max_local_jobs": 1, "offload_time_limit_seconds": 60.0}
+            "replay_mode": "always", "LocalBackend.warm_kernels": 0,
+            "LocalBackend.max_jobs": 1, "Offload.time_limit_seconds": 60.0}
 
 
 def test_schemathesis_finds_no_server_error_and_costguard_still_loads(tmp_path):

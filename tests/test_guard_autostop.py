@@ -1,6 +1,6 @@
 """Auto-stop: a cancellable countdown after a quiet spell, then one act.
 
-Unit tests drive the rule through the real `Guard` and `AlertStore` with synthetic samples and
+Unit tests drive the rule through the real `GuardEngine` and `AlertStore` with synthetic samples and
 injected times; the server tests run a real `jupyter server` that stops (or runs the
 shutdown command) by itself.
 """

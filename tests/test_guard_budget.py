@@ -285,8 +285,8 @@ def test_notebook_budgets_reader(tmp_path: Path):
 @pytest.fixture
 def costguard_config(costguard_config: dict[str, Any]) -> dict[str, Any]:
     # 3600/h: the whole server costs 1 per second; kernel 0's GPU is 0.45 of it
-    return {**costguard_config, "hourly_rate": 3600.0, "notebook_budget": 2.5,
-            "budget_warn_fraction": 0.5}
+    return {**costguard_config, "hourly_rate": 3600.0, "Guard.notebook_budget": 2.5,
+            "Guard.budget_warn_fraction": 0.5}
 
 
 @pytest.mark.timeout(120)
@@ -318,7 +318,7 @@ async def test_notebook_budget_warns_then_goes_critical(jp_fetch: Any, jp_root_d
 def test_enforced_budget_interrupts_a_running_cell(tmp_path: Path, trace_file: Path):
     config = {"db_path": str(tmp_path / "ledger.sqlite"), "sample_interval": 0.25,
               "hourly_rate": 3600.0, "gpu_share": 0.9, "replay_trace": str(trace_file),
-              "replay_mode": "always", "notebook_budget": 0.01, "budget_enforce": True}
+              "replay_mode": "always", "Guard.notebook_budget": 0.01, "Guard.budget_enforce": True}
     workdir = tmp_path / "srv"
     # the notebook's metadata raises its budget far above the configured 0.01
     nb = write_notebook(workdir / "root" / "enforce.ipynb", {"costguard": {"budget": 10_000}})

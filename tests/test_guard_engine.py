@@ -18,9 +18,9 @@ from jupyter_costguard.cost.published import Published
 from jupyter_costguard.guard import (
     Act,
     Finding,
-    Guard,
     GuardConfig,
     GuardContext,
+    GuardEngine,
     Outcome,
     RuleResult,
 )
@@ -58,7 +58,7 @@ class Scripted:
             acts=acts)
 
 
-def make_guard(*rules: Scripted) -> tuple[Guard, AlertStore, list[Act]]:
+def make_guard(*rules: Scripted) -> tuple[GuardEngine, AlertStore, list[Act]]:
     """A guard running `rules` whose alert clock stays at 1000."""
     h = GuardHarness(lambda _: rules, now=1000.0)
     return h.guard, h.alerts, h.acts
@@ -93,7 +93,7 @@ def test_alerts_left_by_an_earlier_run_are_resolved_once_their_rule_had_time_to_
     quick, slow = Scripted("quick"), Scripted("slow")
     quick.keys, slow.keys = ["still"], []
     slow.settle_seconds = 30.0  # it says nothing until it has seen 30 s
-    guard = Guard(GuardConfig(), [quick, slow], alerts, cast(Any, None), cast(Any, None))
+    guard = GuardEngine(GuardConfig(), [quick, slow], alerts, cast(Any, None), cast(Any, None))
 
     def open_keys() -> set[tuple[str, str]]:
         return {(a.kind, a.key) for a in alerts.active()}

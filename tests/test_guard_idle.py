@@ -293,8 +293,8 @@ def cull() -> bool:
 
 @pytest.fixture
 def costguard_config(costguard_config: dict[str, Any], cull: bool) -> dict[str, Any]:
-    return {**costguard_config, "idle_kernel_seconds": 1.0, "cull_idle_kernels": cull,
-            "cull_after_seconds": 3.0, "cull_warning_seconds": 1.5}
+    return {**costguard_config, "Guard.idle_kernel_seconds": 1.0, "Guard.cull_idle_kernels": cull,
+            "Guard.cull_after_seconds": 3.0, "Guard.cull_warning_seconds": 1.5}
 
 
 async def _alerts(jp_fetch: Any) -> list[dict[str, Any]]:

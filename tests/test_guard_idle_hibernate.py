@@ -1,6 +1,6 @@
 """The idle-GPU rule's hibernation (`hibernate_idle_after_seconds`, on by default at 30 minutes
 since issue 44, None: off; issue 37 item 4):
-in simulated time through the real Guard and alert store, then on a real server whose real,
+in simulated time through the real GuardEngine and alert store, then on a real server whose real,
 idle kernel holds the replayed GPU and is hibernated by the server itself."""
 
 from __future__ import annotations
@@ -14,13 +14,14 @@ import pytest
 
 from jupyter_costguard.app import CostGuard
 from jupyter_costguard.guard import Act, Outcome
-from jupyter_costguard.guard.config import GuardConfig
+from jupyter_costguard.guard.config import Guard, GuardConfig
 from jupyter_costguard.guard.idle import (
     HIBERNATE_RETRY_SECONDS,
     HIBERNATED_KIND,
     IdleKernelRule,
     clock_time,
 )
+from jupyter_costguard.hibernate.settings import Hibernate
 from tests.support.guard_harness import T0, K, SpendHarness
 from tests.support.openapi_check import validate
 from tests.support.rest import get_json, start_session
@@ -50,7 +51,7 @@ def snapshot(kernel_id: str = "k1", notebook: str = "train.ipynb") -> dict[str, 
 
 def test_on_by_default_after_30_minutes_warned_before(tmp_path: Path):
     assert GuardConfig().hibernate_idle_after_seconds == 1800
-    assert CostGuard().hibernate_idle_after_seconds == 1800  # the option, as configured
+    assert Guard(parent=CostGuard()).hibernate_idle_after_seconds == 1800  # as configured
     h = SpendHarness(tmp_path, lambda c: [IdleKernelRule(c)])  # nothing set: the defaults
     k = K("k1", "train.ipynb", last_activity=T0)
     assert hibernations(h.run(T0 + 899, 1, [k])) == []
@@ -71,6 +72,10 @@ def test_none_turns_it_off_and_every_alert_offers_hibernate_first(tmp_path: Path
     assert a is not None and "hibernated" not in a.message
     assert a.actions[0] == {"id": "hibernate", "label": "Hibernate: free 1 GPU, keep your "
                             "variables", "args": {"kernel_id": "k1"}}
+    # its words name its buttons, the first one first ("Shut it down or restart it to free
+    # the GPU" before, beside a first button that hibernates)
+    assert a.message.endswith(" Hibernate it to free the GPU and keep its variables, or shut "
+                              "it down or restart it."), a.message
     assert a.details["hibernate"]["enabled"] is False
 
 
@@ -106,7 +111,7 @@ def test_a_failure_keeps_it_running_says_why_and_backs_off(tmp_path: Path):
     (act,) = [a for a in h.run(T0 + 1800, 10, [k]) if a.action == "hibernate-kernel"]
     # the save ran in the kernel (busy a moment, then a new last activity), and failed
     h.guard.heard(Outcome(act=act, time=h.now + 3, error="the namespace is 120 GB, over "
-                          "the 100 GB cap (c.CostGuard.hibernate_max_bytes): items"))
+                          "the 100 GB cap (c.Hibernate.max_bytes): items"))
     k.last_activity = h.now + 4
     h.step(10, [k])
     a = h.alert(KIND, "k1")  # said at once, not after another idle_kernel_seconds
@@ -161,7 +166,8 @@ def test_no_cull_while_a_hibernation_is_under_way(tmp_path: Path):
 
 @pytest.fixture
 def costguard_config(costguard_config: dict[str, Any]) -> dict[str, Any]:
-    return {**costguard_config, "idle_kernel_seconds": 0.5, "hibernate_idle_after_seconds": 1.0}
+    return {**costguard_config, "Guard.idle_kernel_seconds": 0.5,
+            "Guard.hibernate_idle_after_seconds": 1.0}
 
 
 async def _alerts(jp_fetch: Any, kind: str) -> list[dict[str, Any]]:
@@ -225,7 +231,7 @@ async def test_the_server_hibernates_an_idle_gpu_kernel(jp_fetch, jp_root_dir, j
 @pytest.mark.timeout(120)
 async def test_a_failed_save_keeps_the_kernel_and_the_alert_says_why(jp_fetch, jp_serverapp):
     svc = service(jp_serverapp)
-    svc.settings = type(svc.settings)(timeout_seconds=60, max_bytes=100)
+    svc.settings = Hibernate(timeout_seconds=60, max_bytes=100).service_settings(90)
     kernel_id = (await start_session(jp_fetch, "big.ipynb"))["kernel"]["id"]
     assert "Error" not in await run(jp_serverapp, kernel_id, "items = list(range(10000))")
 

@@ -1,13 +1,12 @@
 """Guard rule `starved-gpu`: a busy kernel whose GPU waits (on data).
 
-Unit tests drive the rule through `Guard` with synthetic samples; the integration test runs
+Unit tests drive the rule through `GuardEngine` with synthetic samples; the integration test runs
 real kernels executing real code while a replay trace shows their GPUs.
 """
 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -171,7 +170,7 @@ def costguard_config(tmp_path: Path) -> dict[str, Any]:
         "sample_interval": 0.25,
         "replay_trace": str(trace),
         "replay_mode": "always",
-        "starved_window_seconds": 4.0,
+        "Guard.starved_window_seconds": 4.0,
     }
 
 
@@ -181,7 +180,7 @@ async def test_real_kernel_waiting_on_its_gpu_is_flagged(jp_fetch: Any, jp_serve
     rule = next(r for r in guard.rules if isinstance(r, StarvedGpuRule))
     assert rule.config.starved_window_seconds == 4.0  # the trait reached the rule
     # starved_min_busy_seconds has no server option: shrink it to fit the 4 s window
-    rule.config = dataclasses.replace(rule.config, starved_min_busy_seconds=1.5)
+    rule.config = rule.config.replaced(starved_min_busy_seconds=1.5)
 
     kids = []
     for path in ("loader.ipynb", "trainer.ipynb", "pandas.ipynb"):  # trace slots 0, 1, 2

@@ -1,6 +1,6 @@
 """Guard rule `training-sized-interactive` and `Catalog.cheapest_fitting`.
 
-Unit tests drive the rule through `Guard` with synthetic samples; the integration tests run a
+Unit tests drive the rule through `GuardEngine` with synthetic samples; the integration tests run a
 real server with a real kernel while a replay trace shows its GPU use.
 """
 
@@ -330,7 +330,7 @@ def costguard_config(tmp_path: Path, util: float) -> dict[str, Any]:
         "sample_interval": 0.25,
         "replay_trace": str(trace),
         "replay_mode": "always",
-        "interactive_window_seconds": 3.0,
+        "Guard.interactive_window_seconds": 3.0,
     }
 
 

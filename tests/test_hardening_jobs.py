@@ -45,8 +45,8 @@ time.sleep({sleep})
 
 @pytest.fixture
 def costguard_config(costguard_config: dict[str, Any], tmp_path: Path) -> dict[str, Any]:
-    return {**costguard_config, "jobs_dir": str(tmp_path / "jobs"),
-            "offload_poll_interval": 0.1, "offload_retry_backoff_seconds": 0.2}
+    return {**costguard_config, "Offload.jobs_dir": str(tmp_path / "jobs"),
+            "Offload.poll_interval": 0.1, "Offload.retry_backoff_seconds": 0.2}
 
 
 def mode(path: Path) -> int:
@@ -223,7 +223,7 @@ async def test_job_files_ledger_and_jobs_database_are_private(jp_fetch, jp_root_
 class TestWarmDirectories:
     @pytest.fixture
     def costguard_config(self, costguard_config: dict[str, Any]) -> dict[str, Any]:
-        return {**costguard_config, "offload_warm_kernels": 1}
+        return {**costguard_config, "LocalBackend.warm_kernels": 1}
 
     async def test_warm_runner_directories_are_private(self, jp_fetch, tmp_path):
         warm = tmp_path / "jobs" / "warm"

@@ -27,8 +27,8 @@ pytestmark = pytest.mark.usefixtures("no_leftover_jobs")
 
 @pytest.fixture
 def costguard_config(costguard_config: dict[str, Any], tmp_path: Path) -> dict[str, Any]:
-    return {**costguard_config, "jobs_dir": str(tmp_path / "jobs"),
-            "offload_poll_interval": 0.1}
+    return {**costguard_config, "Offload.jobs_dir": str(tmp_path / "jobs"),
+            "Offload.poll_interval": 0.1}
 
 
 def spec(notebook: str = "a/b.ipynb") -> JobSpec:

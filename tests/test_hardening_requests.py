@@ -39,8 +39,8 @@ class NoExecuteAuthorizer(Authorizer):
 
 @pytest.fixture
 def costguard_config(costguard_config: dict[str, Any], tmp_path: Path) -> dict[str, Any]:
-    return {**costguard_config, "jobs_dir": str(tmp_path / "jobs"),
-            "offload_poll_interval": 0.1}
+    return {**costguard_config, "Offload.jobs_dir": str(tmp_path / "jobs"),
+            "Offload.poll_interval": 0.1}
 
 
 async def refused(jp_fetch: Fetch, *parts: str, method: str = "GET", body: Any = None,
@@ -349,7 +349,7 @@ def test_stored_input_attacks_do_not_stop_costguard_loading(tmp_path):
         {"utilization_percent": 0, "processes": []}]}], gpus=1)
     config = {"db_path": str(tmp_path / "ledger.sqlite"), "sample_interval": 0.5,
               "hourly_rate": 1.0, "replay_trace": str(trace), "replay_mode": "always",
-              "offload_enabled": False}
+              "Offload.enabled": False}
     base = {"kind": "x", "severity": "info", "title": "t", "message": "m"}
     attacks: list[Any] = [
         {**base, "details": {"d": json.loads(nested(500))}},

@@ -22,7 +22,7 @@ import pytest
 from traitlets import TraitError
 
 from jupyter_costguard.offload import jobdir
-from jupyter_costguard.offload.backends.slurm import SlurmBackend, SlurmError, SlurmTraits
+from jupyter_costguard.offload.backends.slurm import SlurmBackend, SlurmError, SlurmExecutor
 from jupyter_costguard.offload.spec import Job, JobSpec, SpecCell
 from tests.support.jobs import submit as submit_local
 from tests.support.jobs import wait_job
@@ -53,7 +53,7 @@ BAD = ["a\nb", "a\rb", "a\0b"]
 def test_no_setting_can_put_a_line_break_or_nul_into_the_script(
         setting: str, bad: str, tmp_path: Path) -> None:
     value: Any = [f"--comment={bad}"] if setting == "extra_args" else bad
-    backend = SlurmBackend(**{setting: value})
+    backend = SlurmExecutor(**{setting: value})
     with pytest.raises(SlurmError, match=setting.replace("_", " ")):
         backend.script(_job(), tmp_path / "1")
 
@@ -64,7 +64,7 @@ def test_a_newline_in_extra_args_fails_the_job_and_never_runs(tmp_path: Path) ->
     planted = tmp_path / "PWNED"
     d = tmp_path / "jobs" / "3"
     d.mkdir(parents=True)
-    backend = SlurmBackend(extra_args=["--qos=normal", f"--comment=x\ntouch {planted}"])
+    backend = SlurmExecutor(extra_args=["--qos=normal", f"--comment=x\ntouch {planted}"])
     assert backend.launch(_job(), d) is None
     status = jobdir.read_status(d)
     assert status is not None and status.state == "failed"
@@ -72,29 +72,32 @@ def test_a_newline_in_extra_args_fails_the_job_and_never_runs(tmp_path: Path) ->
     assert not (d / jobdir.SLURM_SCRIPT).exists() and not planted.exists()
 
 
-@pytest.mark.parametrize("setting", ["slurm_partition", "slurm_account", "slurm_python"])
+@pytest.mark.parametrize("setting", ["partition", "account", "python"])
 def test_the_server_refuses_a_line_break_in_a_slurm_setting_at_startup(setting: str) -> None:
-    with pytest.raises(TraitError, match=f"{setting}.*newline"):
-        SlurmTraits(**{setting: "gpu\n#SBATCH --exclusive"})
-    with pytest.raises(TraitError, match=r"slurm_extra_args.*NUL"):
-        SlurmTraits(slurm_extra_args=["--qos=a\0b"])
-    assert SlurmTraits(slurm_partition="gpu #1", slurm_extra_args=["--comment=a b"])
-    # what the server does with such a config file: it refuses to configure costguard
+    with pytest.raises(TraitError, match=f"SlurmBackend.{setting}.*newline"):
+        SlurmBackend(**{setting: "gpu\n#SBATCH --exclusive"})
+    with pytest.raises(TraitError, match=r"extra_args.*NUL"):
+        SlurmBackend(extra_args=["--qos=a\0b"])
+    assert SlurmBackend(partition="gpu #1", extra_args=["--comment=a b"])
+    # what the server does with such a config file (old name or new): it refuses to
+    # configure the backend
     from traitlets.config import Config
 
     from jupyter_costguard.app import CostGuard
 
-    with pytest.raises(TraitError, match="slurm_extra_args holds a newline"):
-        CostGuard(config=Config({"CostGuard": {"slurm_extra_args": ["--qos=a\ntouch x"]}}))
+    for config in ({"SlurmBackend": {"extra_args": ["--qos=a\ntouch x"]}},
+                   {"CostGuard": {"slurm_extra_args": ["--qos=a\ntouch x"]}}):
+        with pytest.raises(TraitError, match="extra_args holds a newline"):
+            SlurmBackend(parent=CostGuard(config=Config(config)))
 
 
 def test_a_job_directory_with_a_backslash_is_refused_with_the_reason(tmp_path: Path) -> None:
     """Slurm drops backslashes from an --output path (and stops expanding %j), so the job
     could never start: say so instead of submitting it."""
     with pytest.raises(SlurmError, match="backslash"):
-        SlurmBackend().script(_job(), tmp_path / "a\\b" / "3")
+        SlurmExecutor().script(_job(), tmp_path / "a\\b" / "3")
     # in the notebook's directory a backslash is fine (the real cluster below runs one)
-    assert "--chdir=" in SlurmBackend().script(_job(cwd="/x/a\\b"), tmp_path / "3")
+    assert "--chdir=" in SlurmExecutor().script(_job(cwd="/x/a\\b"), tmp_path / "3")
 
 
 def test_the_script_hands_odd_paths_to_the_runner_unchanged(tmp_path: Path) -> None:
@@ -107,7 +110,7 @@ def test_the_script_hands_odd_paths_to_the_runner_unchanged(tmp_path: Path) -> N
     python.write_text('#!/bin/sh\nfor a in "$@"; do printf "[%s]\\n" "$a"; done\n')
     python.chmod(0o755)
     job_dir = tmp_path / ODD_JOBS / "3"
-    script = SlurmBackend(python=str(python)).script(_job(cwd=str(tmp_path / ODD_DIR)), job_dir)
+    script = SlurmExecutor(python=str(python)).script(_job(cwd=str(tmp_path / ODD_DIR)), job_dir)
     run = subprocess.run(["bash", "-c", script], capture_output=True, text=True, cwd=tmp_path)
     assert run.returncode == 0, run.stderr
     assert run.stdout.splitlines() == ["[-m]", f"[{jobdir.RUNNER_MODULE}]", f"[{job_dir}]"]
@@ -125,9 +128,9 @@ def cluster() -> Iterator[SlurmCluster]:
 def server(cluster: SlurmCluster, tmp_path_factory: pytest.TempPathFactory
            ) -> Iterator[ServerProcess]:
     base = tmp_path_factory.mktemp("slurm-odd")
-    config = {"db_path": str(base / "ledger.sqlite"), "jobs_dir": str(base / ODD_JOBS),
-              "sample_interval": 0.25, "hourly_rate": 36.0, "offload_poll_interval": 0.1,
-              "offload_warm_kernels": 0, "slurm_enabled": True}
+    config = {"db_path": str(base / "ledger.sqlite"), "Offload.jobs_dir": str(base / ODD_JOBS),
+              "sample_interval": 0.25, "hourly_rate": 36.0, "Offload.poll_interval": 0.1,
+              "LocalBackend.warm_kernels": 0, "SlurmBackend.enabled": True}
     srv = ServerProcess(base / "srv", config, env={"SLURM_CONF": str(cluster.conf)}).start()
     try:
         yield srv
@@ -151,7 +154,7 @@ def test_a_job_from_a_directory_named_with_every_odd_character_runs_in_slurm(
     assert done["state"] == "succeeded", (done, log, cluster.logs())
     assert f"cwd is {str(root / ODD_DIR)!r}" in log  # --chdir held the whole name
     assert "z 42" in log
-    d = Path(server.costguard["jobs_dir"]) / str(job_id)
+    d = Path(server.costguard["Offload.jobs_dir"]) / str(job_id)
     m = re.search(r"submitted to Slurm as job (\d+)", log)
     assert m, log
     # --output held the job directory (its %j a literal one), and Slurm expanded its own %j
@@ -162,8 +165,8 @@ def test_a_job_from_a_directory_named_with_every_odd_character_runs_in_slurm(
 
 @pytest.fixture
 def costguard_config(costguard_config: dict[str, Any], tmp_path: Path) -> dict[str, Any]:
-    return {**costguard_config, "jobs_dir": str(tmp_path / "jobs"),
-            "offload_poll_interval": 0.1}
+    return {**costguard_config, "Offload.jobs_dir": str(tmp_path / "jobs"),
+            "Offload.poll_interval": 0.1}
 
 
 def _children() -> tuple[list[int], list[int]]:

@@ -19,7 +19,8 @@ import pytest
 from tornado.httpclient import HTTPClientError
 
 from jupyter_costguard.hibernate.errors import HibernateError
-from jupyter_costguard.hibernate.service import HibernateService, HibernateSettings
+from jupyter_costguard.hibernate.service import HibernateService
+from jupyter_costguard.hibernate.settings import Hibernate
 from jupyter_costguard.kernel.hibernate.records import MANIFEST
 from tests.support.notebooks import code, write_notebook
 from tests.support.openapi_check import validate
@@ -51,7 +52,7 @@ def costguard_config(costguard_config: dict[str, Any]) -> dict[str, Any]:
     """Resume on use off: these tests restore by hand (the banner's Restore) into a new
     kernel, and look into it empty first (`test_hibernate_resume.py` covers the automatic
     restore)."""
-    return {**costguard_config, "hibernate_resume": False}
+    return {**costguard_config, "Hibernate.resume": False}
 
 
 def service(serverapp: Any) -> HibernateService:
@@ -193,7 +194,7 @@ async def test_variables_come_back_in_a_new_kernel_of_the_same_notebook(
 async def test_a_failed_save_keeps_the_kernel_running(jp_fetch, jp_root_dir, jp_serverapp,
                                                       tmp_path):
     svc = service(jp_serverapp)
-    svc.settings = HibernateSettings(timeout_seconds=60, max_bytes=1000)
+    svc.settings = Hibernate(timeout_seconds=60, max_bytes=1000).service_settings(90)
     kernel_id = await new_kernel(jp_fetch, jp_root_dir)
     await run(jp_serverapp, kernel_id, SETUP)
     doc = await api(jp_fetch, "kernels", kernel_id, "hibernate", method="POST", expect=409)
@@ -309,7 +310,8 @@ async def test_a_save_given_up_at_its_timeout_leaves_nothing_on_disk(
     """Issue 44: a save that outlived its timeout left a full copy of the variables on disk
     (the kernel finished it later) until a restart. What it wrote is removed when it is
     given up, and the kernel, finishing later, keeps nothing."""
-    service(jp_serverapp).settings = HibernateSettings(timeout_seconds=2, max_bytes=10**9)
+    service(jp_serverapp).settings = Hibernate(
+        timeout_seconds=2, max_bytes=10**9).service_settings(90)
     kernel_id = await new_kernel(jp_fetch, jp_root_dir)
     # `big` is written first (names in order), then the save sleeps in `zslow`
     await run(jp_serverapp, kernel_id, SLOW.format(seconds=5) +
@@ -483,7 +485,8 @@ async def test_one_hibernate_at_a_time_per_kernel(jp_fetch, jp_root_dir, jp_serv
 
 async def test_a_save_past_the_timeout_is_refused_and_the_kernel_keeps_running(
         jp_fetch, jp_root_dir, jp_serverapp):
-    service(jp_serverapp).settings = HibernateSettings(timeout_seconds=1, max_bytes=10**9)
+    service(jp_serverapp).settings = Hibernate(
+        timeout_seconds=1, max_bytes=10**9).service_settings(90)
     kernel_id = await new_kernel(jp_fetch, jp_root_dir)
     await run(jp_serverapp, kernel_id, "class Slow:\n    def __reduce__(self):\n"
                                        "        import time; time.sleep(4); return (int, ())\n"

@@ -173,7 +173,7 @@ async def test_a_restore_that_fails_says_why_before_the_first_cell_runs(
     await api(jp_fetch, "kernels", fresh, "hibernate", method="POST")
 
 
-@pytest.mark.parametrize("costguard_config", [{"hibernate_resume": False}], indirect=True)
+@pytest.mark.parametrize("costguard_config", [{"Hibernate.resume": False}], indirect=True)
 async def test_resume_on_use_can_be_turned_off(jp_fetch, jp_root_dir, jp_serverapp):
     assert service(jp_serverapp) is not None
     await hibernated(jp_fetch, jp_root_dir, jp_serverapp)

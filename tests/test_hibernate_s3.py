@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from traitlets import TraitError
 
-from jupyter_costguard.hibernate.settings import HibernateTraits
+from jupyter_costguard.hibernate.settings import Hibernate
 from jupyter_costguard.hibernate.storagecost import GIB, HOURS_PER_MONTH, StoragePrice
 from jupyter_costguard.kernel.hibernate import CorruptSnapshot, SnapshotTooLarge, restore, save
 from jupyter_costguard.kernel.hibernate.records import MANIFEST
@@ -82,7 +82,7 @@ def test_a_file_url_is_a_local_folder(tmp_path: Path) -> None:
 
 
 def test_the_store_url_refuses_credentials_and_the_price_needs_a_date() -> None:
-    traits = HibernateTraits()
+    traits = Hibernate()
     for bad in ("s3://key:secret@bucket/p", "s3://bucket/p?token=abc"):
         # refused alone (issue 44: raising here stopped the whole extension from loading)
         traits.snapshot_store_url = bad
@@ -116,11 +116,11 @@ class TestServer:
         monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", SECRET)  # moto takes any
         # resume on use off: the test restores by hand, into a kernel it looked into first
         # (`test_hibernate_resume.py`, and the stopped server below, restore automatically)
-        return {**costguard_config, "hibernate_resume": False,
-                "snapshot_store_url": f"s3://{bucket}/team/ann",
-                "snapshot_store_price_per_gib_month": 0.023,
-                "snapshot_store_price_source": "https://aws.amazon.com/s3/pricing/",
-                "snapshot_store_price_as_of": "2026-11-01"}
+        return {**costguard_config, "Hibernate.resume": False,
+                "Hibernate.snapshot_store_url": f"s3://{bucket}/team/ann",
+                "Hibernate.snapshot_store_price_per_gib_month": 0.023,
+                "Hibernate.snapshot_store_price_source": "https://aws.amazon.com/s3/pricing/",
+                "Hibernate.snapshot_store_price_as_of": "2026-11-01"}
 
     async def test_hibernate_restore_and_delete_through_the_bucket(
             self, jp_fetch: Any, jp_root_dir: Path, jp_serverapp: Any, bucket: str,  # noqa: F811
@@ -200,8 +200,8 @@ class TestStoreAway:
         monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", SECRET)
         monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9")  # closed
         monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")
-        return {**costguard_config, "snapshot_store_url": f"s3://{bucket}/team/ann",
-                "hibernate_timeout_seconds": 60}
+        return {**costguard_config, "Hibernate.snapshot_store_url": f"s3://{bucket}/team/ann",
+                "Hibernate.timeout_seconds": 60}
 
     async def test_a_store_that_refuses_leaves_the_kernel_running(
             self, jp_fetch: Any, jp_root_dir: Path, jp_serverapp: Any) -> None:
@@ -305,8 +305,8 @@ class TestFileStore:
     @pytest.fixture
     def costguard_config(self, costguard_config: dict[str, Any], tmp_path: Path
                          ) -> dict[str, Any]:
-        return {**costguard_config, "hibernate_resume": False,  # restored by hand, as above
-                "snapshot_store_url": (tmp_path / "elsewhere").as_uri()}
+        return {**costguard_config, "Hibernate.resume": False,  # restored by hand, as above
+                "Hibernate.snapshot_store_url": (tmp_path / "elsewhere").as_uri()}
 
     async def test_hibernate_restore_and_delete_through_a_file_url(
             self, jp_fetch: Any, jp_root_dir: Path, jp_serverapp: Any, tmp_path: Path) -> None:
@@ -342,7 +342,7 @@ def test_a_stopped_server_hibernates_into_the_bucket_within_its_budget(
         server.stop()
         return server.log_path.read_text(errors="replace")
 
-    settings = {**config(tmp_path), "snapshot_store_url": f"s3://{bucket}/ann"}
+    settings = {**config(tmp_path), "Hibernate.snapshot_store_url": f"s3://{bucket}/ann"}
     server = ServerProcess(tmp_path / "server", settings)
     write_notebook(tmp_path / "server" / "root", "train.ipynb", [code("a", "x = 1")])
     server.start()
@@ -370,7 +370,7 @@ def test_a_stopped_server_hibernates_into_the_bucket_within_its_budget(
         silent.bind(("127.0.0.1", 0))
         silent.listen(16)
         # its own data folder: the snapshot `again` took when it stopped is not its business
-        away = ServerProcess(tmp_path / "away", {**settings, "hibernate_on_stop_seconds": 2,
+        away = ServerProcess(tmp_path / "away", {**settings, "Hibernate.on_stop_seconds": 2,
                                                  "db_path": str(tmp_path / "away-data" /
                                                                 "ledger.sqlite")},
                              env={"AWS_ENDPOINT_URL":
@@ -397,8 +397,8 @@ def test_a_stopped_server_hibernates_into_the_bucket_within_its_budget(
     with socket.socket() as silent:
         silent.bind(("127.0.0.1", 0))
         silent.listen(16)
-        stuck = ServerProcess(tmp_path / "stuck", {**settings, "hibernate_on_stop_seconds": 0,
-                                                   "hibernate_timeout_seconds": 3},
+        stuck = ServerProcess(tmp_path / "stuck", {**settings, "Hibernate.on_stop_seconds": 0,
+                                                   "Hibernate.timeout_seconds": 3},
                               env={"AWS_ENDPOINT_URL":
                                    f"http://127.0.0.1:{silent.getsockname()[1]}"})
         write_notebook(tmp_path / "stuck" / "root", "train.ipynb", [code("a", "x = 1")])

@@ -30,7 +30,7 @@ def config(tmp_path: Path) -> dict[str, Any]:
          "processes": [{"kernel": 0, "used_memory_bytes": 4 * GiB}]}]}], gpus=1)
     return {"db_path": str(tmp_path / "data" / "ledger.sqlite"), "sample_interval": 0.25,
             "hourly_rate": 10.0, "replay_trace": str(trace), "replay_mode": "always",
-            "offload_warm_kernels": 0, "hibernate_on_stop_seconds": 60}
+            "LocalBackend.warm_kernels": 0, "Hibernate.on_stop_seconds": 60}
 
 
 def test_a_stopped_server_hibernates_its_gpu_kernel_and_the_next_start_restores_it(tmp_path):
@@ -85,7 +85,7 @@ def test_what_a_server_killed_mid_save_left_is_removed_at_the_next_start(tmp_pat
     age."""
     import threading
 
-    settings = {**config(tmp_path), "hibernate_on_stop_seconds": 0}
+    settings = {**config(tmp_path), "Hibernate.on_stop_seconds": 0}
     server = ServerProcess(tmp_path / "server", settings)
     write_notebook(tmp_path / "server" / "root", "train.ipynb", [code("a", "x = 1")])
     server.start()

@@ -98,7 +98,8 @@ def test_a_service_lists_counts_and_deletes_only_its_owners_snapshots(tmp_path: 
     import asyncio
 
     from jupyter_costguard.hibernate.errors import HibernateError
-    from jupyter_costguard.hibernate.service import HibernateService, HibernateSettings
+    from jupyter_costguard.hibernate.service import HibernateService
+    from jupyter_costguard.hibernate.settings import Hibernate
 
     root = tmp_path / "snapshots"
     shared = SnapshotStore(root)
@@ -109,7 +110,7 @@ def test_a_service_lists_counts_and_deletes_only_its_owners_snapshots(tmp_path: 
     shared.close()
 
     service = HibernateService(root, tmp_path / "hibernate.key", None, None,
-                               HibernateSettings(), owner="alice")
+                               Hibernate().service_settings(90), owner="alice")
 
     async def scenario() -> None:
         listed = await service.listing()

@@ -66,7 +66,7 @@ def record(handler):
 c.ServerApp.tornado_settings = {{"log_function": record}}
 '''
 #: mallory's server reports nothing itself: she reports by hand, with its token
-HOSTILE = "c.CostGuard.hub_url = ''\n"
+HOSTILE = "c.HubReport.url = ''\n"
 
 
 @pytest.fixture(scope="module")

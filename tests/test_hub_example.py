@@ -113,11 +113,12 @@ def test_each_user_has_their_own_home_with_the_notebooks_and_own_jobs(
     assert status == 200
     assert set(NOTEBOOKS) <= {c["name"] for c in json.loads(body)["content"]}
     # her jobs live in her own folder, not in one every user shares
-    config = json.loads((hub.state / "conf" / "alice" / "gpu" / "jupyter_server_config.json"
-                         ).read_text())["CostGuard"]
+    sections = json.loads((hub.state / "conf" / "alice" / "gpu" / "jupyter_server_config.json"
+                           ).read_text())
+    config = {**sections["CostGuard"], **sections["Offload"]}
     jobs = {(user, profile): json.loads((hub.state / "conf" / user / profile /
                                          "jupyter_server_config.json").read_text()
-                                        )["CostGuard"]["jobs_dir"]
+                                        )["Offload"]["jobs_dir"]
             for user in ("alice", "bob", "carol", "admin") for profile in ("gpu", "cpu")}
     assert len(set(jobs.values())) == 4 and config["jobs_dir"] == jobs["alice", "gpu"]
     assert all(jobs[u, "gpu"] == jobs[u, "cpu"] for u, _ in jobs)

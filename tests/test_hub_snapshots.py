@@ -88,8 +88,8 @@ def test_a_users_snapshots_in_the_shared_layout_are_theirs_after_an_upgrade(
             mac=mac.sign(old_key, mac.binding(sid, "n.ipynb", user, "python3"), made)))
     shared.close()
     server = ServerProcess(tmp_path / "s", {
-        "db_path": str(data / "alice.sqlite"), "jobs_dir": str(tmp_path / "jobs"),
-        "offload_warm_kernels": 0, "catalog_refresh_hours": 0},
+        "db_path": str(data / "alice.sqlite"), "Offload.jobs_dir": str(tmp_path / "jobs"),
+        "LocalBackend.warm_kernels": 0, "catalog_refresh_hours": 0},
         env={"JUPYTERHUB_USER": "alice", "JUPYTERHUB_SERVER_NAME": ""}).start()
     try:
         doc = server.get("costguard/api/snapshots")

@@ -28,7 +28,7 @@ from typing import Any
 import pytest
 
 from jupyter_costguard.offload.backends.kubernetes import manifest
-from jupyter_costguard.offload.backends.kubernetes.backend import KubernetesBackend, unknown_fields
+from jupyter_costguard.offload.backends.kubernetes.backend import KubernetesExecutor, unknown_fields
 from jupyter_costguard.offload.backends.kubernetes.manifest import KubernetesSettings
 from jupyter_costguard.offload.backends.kubernetes.status import derive, new_log_lines
 from jupyter_costguard.offload.errors import JobError
@@ -129,11 +129,11 @@ def make_job(tmp_path: Path, job_id: int = 7, retries: int = 1,
     return job, d
 
 
-def backend(configuration: Any, **kw: Any) -> KubernetesBackend:
-    return KubernetesBackend(settings(**kw), configuration=configuration, sync_interval=0)
+def backend(configuration: Any, **kw: Any) -> KubernetesExecutor:
+    return KubernetesExecutor(settings(**kw), configuration=configuration, sync_interval=0)
 
 
-def follow(b: KubernetesBackend, job: Job, d: Path, ref: str | None) -> dict[str, Any]:
+def follow(b: KubernetesExecutor, job: Job, d: Path, ref: str | None) -> dict[str, Any]:
     """What the job service's follower does each pass: sync, then read status.json."""
     job = Job(**{**job.__dict__, "backend_ref": ref})
     b.sync(job, d)
@@ -471,7 +471,7 @@ def test_refusals_end_the_job_with_the_reason(tmp_path, standin, configuration):
     job, d = make_job(tmp_path / "2")
     before = len(standin.requests)
     assert backend(configuration, image=None).launch(job, d) is None
-    assert "c.CostGuard.k8s_image" in read_json(d / "status.json")["exit_reason"]
+    assert "c.KubernetesBackend.image" in read_json(d / "status.json")["exit_reason"]
     assert len(standin.requests) == before
 
     # a misspelt raw setting is caught before it is sent
@@ -484,7 +484,7 @@ def test_refusals_end_the_job_with_the_reason(tmp_path, standin, configuration):
     job, d = make_job(tmp_path / "4", inputs=os.urandom(2 << 20))
     assert b.launch(job, d) is None
     reason = read_json(d / "status.json")["exit_reason"]
-    assert "a ConfigMap carries at most" in reason and "k8s_storage_url" in reason
+    assert "a ConfigMap carries at most" in reason and "KubernetesBackend.storage_url" in reason
 
 
 def test_a_pod_quota_keeps_the_job_waiting_and_says_so(tmp_path, standin, configuration):
@@ -560,7 +560,7 @@ def test_credentials_are_sent_and_a_wrong_token_is_refused(tmp_path, standin):
     cfg = kubernetes.client.Configuration(host=standin.url,
                                           api_key={"authorization": "Bearer wrong"})
     job, d = make_job(tmp_path)
-    assert KubernetesBackend(settings(), configuration=cfg).launch(job, d) is None
+    assert KubernetesExecutor(settings(), configuration=cfg).launch(job, d) is None
     assert "401" in read_json(d / "status.json")["exit_reason"]
 
 
@@ -646,7 +646,8 @@ def test_the_pods_command_refuses_a_missing_input(tmp_path):
 
 @pytest.fixture
 def costguard_config(costguard_config: dict[str, Any], tmp_path: Path) -> dict[str, Any]:
-    return {**costguard_config, "jobs_dir": str(tmp_path / "jobs"), "offload_poll_interval": 0.1}
+    return {**costguard_config, "Offload.jobs_dir": str(tmp_path / "jobs"),
+            "Offload.poll_interval": 0.1}
 
 
 async def _wait(predicate: Any, timeout: float = 60.0) -> None:
@@ -728,7 +729,7 @@ async def test_jobs_api_runs_follows_and_cancels_kubernetes_jobs(
     b.settings = settings(image=None)
     third = await submit(jp_fetch, "exp/train.ipynb", ["b"], backend="kubernetes")
     failed = await wait_job(jp_fetch, third["id"], timeout=30)
-    assert failed["state"] == "failed" and "k8s_image" in failed["exit_reason"]
+    assert failed["state"] == "failed" and "KubernetesBackend.image" in failed["exit_reason"]
     assert (await job(jp_fetch, third["id"]))["state"] == "failed"
 
 

@@ -40,8 +40,8 @@ PRODUCT = [
 
 @pytest.fixture
 def costguard_config(costguard_config: dict[str, Any], tmp_path: Path) -> dict[str, Any]:
-    return {**costguard_config, "jobs_dir": str(tmp_path / "jobs"),
-            "offload_poll_interval": 0.1, "offload_retry_backoff_seconds": 0.2}
+    return {**costguard_config, "Offload.jobs_dir": str(tmp_path / "jobs"),
+            "Offload.poll_interval": 0.1, "Offload.retry_backoff_seconds": 0.2}
 
 
 
@@ -386,7 +386,7 @@ async def test_slice_preview_says_how_much_may_be_sent_and_a_sent_name_needs_no_
 class TestWarmKernel:
     @pytest.fixture
     def costguard_config(self, costguard_config: dict[str, Any]) -> dict[str, Any]:
-        return {**costguard_config, "offload_warm_kernels": 1}
+        return {**costguard_config, "LocalBackend.warm_kernels": 1}
 
     async def test_jobs_start_in_the_kernel_kept_warm_and_another_takes_its_place(
             self, jp_fetch, jp_root_dir, tmp_path):
@@ -452,7 +452,7 @@ async def test_a_jobs_spend_is_in_the_ledger_under_its_notebook(jp_fetch, jp_roo
 class TestSendLimit:
     @pytest.fixture
     def costguard_config(self, costguard_config: dict[str, Any]) -> dict[str, Any]:
-        return {**costguard_config, "offload_max_send_bytes": 1000}
+        return {**costguard_config, "Offload.max_send_bytes": 1000}
 
     async def test_oversized_variables_are_refused_with_their_sizes(self, jp_fetch,
                                                                     jp_root_dir, jp_serverapp):
@@ -485,7 +485,7 @@ class TestSendLimit:
 class TestBudgetRefusal:
     @pytest.fixture
     def costguard_config(self, costguard_config: dict[str, Any]) -> dict[str, Any]:
-        return {**costguard_config, "server_budget": 0.0001, "budget_enforce": True}
+        return {**costguard_config, "Guard.server_budget": 0.0001, "Guard.budget_enforce": True}
 
     async def test_a_spent_budget_refuses_new_jobs(self, jp_fetch, jp_root_dir):
         write_notebook(jp_root_dir, "p.ipynb", PRODUCT)
@@ -531,7 +531,7 @@ async def test_deleting_job_metrics_needs_a_pushgateway(jp_fetch, jp_root_dir):
     doc = await submit(jp_fetch, "p.ipynb", ["a"])
     with pytest.raises(HTTPClientError) as e:
         await jp_fetch("costguard", "api", "jobs", str(doc["id"]), "metrics", method="DELETE")
-    assert e.value.code == 409 and "pushgateway_url" in json.loads(e.value.response.body)[
+    assert e.value.code == 409 and "Pushgateway.url" in json.loads(e.value.response.body)[
         "message"]
     with pytest.raises(HTTPClientError) as e:
         await jp_fetch("costguard", "api", "jobs", str(doc["id"]), "metrics", method="DELETE",
@@ -566,7 +566,7 @@ async def test_a_backend_that_cannot_start_a_job_fails_it_with_the_reason(jp_fet
 class TestLocalQueue:
     @pytest.fixture
     def costguard_config(self, costguard_config: dict[str, Any]) -> dict[str, Any]:
-        return {**costguard_config, "offload_max_local_jobs": 1}
+        return {**costguard_config, "LocalBackend.max_jobs": 1}
 
     async def test_local_jobs_beyond_the_limit_wait_their_turn(self, jp_fetch, jp_root_dir):
         write_notebook(jp_root_dir, "q.ipynb", [

@@ -118,8 +118,8 @@ def test_load_code_names_only_python_names():
 
 @pytest.fixture
 def costguard_config(costguard_config: dict[str, Any], tmp_path: Path) -> dict[str, Any]:
-    return {**costguard_config, "jobs_dir": str(tmp_path / "jobs"),
-            "offload_poll_interval": 0.1, "offload_retry_backoff_seconds": 0.2}
+    return {**costguard_config, "Offload.jobs_dir": str(tmp_path / "jobs"),
+            "Offload.poll_interval": 0.1, "Offload.retry_backoff_seconds": 0.2}
 
 
 class Lines(logging.Handler):

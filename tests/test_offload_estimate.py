@@ -25,8 +25,8 @@ def costguard_config(costguard_config: dict[str, Any], tmp_path: Path,
                      request: pytest.FixtureRequest) -> dict[str, Any]:
     """This machine is an AWS p4d.24xlarge priced from the shipped catalog; Slurm is offered
     (estimates never reach Slurm); a test adds its own settings (indirect parametrize)."""
-    return {**costguard_config, "jobs_dir": str(tmp_path / "jobs"), "hourly_rate": None,
-            "instance_type": "p4d.24xlarge", "region": "us-east-1", "slurm_enabled": True,
+    return {**costguard_config, "Offload.jobs_dir": str(tmp_path / "jobs"), "hourly_rate": None,
+            "instance_type": "p4d.24xlarge", "region": "us-east-1", "SlurmBackend.enabled": True,
             **getattr(request, "param", {})}
 
 
@@ -79,7 +79,7 @@ async def test_no_time_limit_has_no_most_and_the_default_backend_is_local(jp_fet
     assert doc["time_limit_seconds"] is None and doc["max_cost"] is None
 
 
-@pytest.mark.parametrize("costguard_config", [{"offload_time_limit_seconds": 1800.0}],
+@pytest.mark.parametrize("costguard_config", [{"Offload.time_limit_seconds": 1800.0}],
                          indirect=True)
 async def test_a_request_without_resources_gets_the_servers_default_limit(jp_fetch) -> None:
     doc = await estimate(jp_fetch, {"backend": "local", "resources": None})
@@ -87,7 +87,7 @@ async def test_a_request_without_resources_gets_the_servers_default_limit(jp_fet
     assert doc["max_cost"] == pytest.approx(doc["hourly_price"] / 2, abs=1e-6)  # each rounded
 
 
-@pytest.mark.parametrize("costguard_config", [{"cluster_rates": {"slurm": SLURM_RATES}}],
+@pytest.mark.parametrize("costguard_config", [{"Offload.cluster_rates": {"slurm": SLURM_RATES}}],
                          indirect=True)
 async def test_slurm_costs_the_configured_rates_of_what_the_job_asks_for(jp_fetch) -> None:
     doc = await estimate(jp_fetch, {"backend": "slurm", "resources": {
@@ -96,7 +96,7 @@ async def test_slurm_costs_the_configured_rates_of_what_the_job_asks_for(jp_fetc
     assert doc["priced"] and doc["hourly_price"] == pytest.approx(hourly)
     assert doc["max_cost"] == pytest.approx(2 * hourly)
     assert doc["source"] == "cluster_rates" and doc["currency"] == "USD"
-    assert doc["detail"] == ("site rate for slurm (c.CostGuard.cluster_rates): 2 GPU × 2.5 + "
+    assert doc["detail"] == ("site rate for slurm (c.Offload.cluster_rates): 2 GPU × 2.5 + "
                              "8 CPU × 0.04 + 64 GiB × 0.005 per hour")
     assert doc["choice"] is None and not doc["above_cap"]
 
@@ -106,7 +106,7 @@ async def test_slurm_without_rates_says_it_is_not_priced(jp_fetch) -> None:
                                     "resources": {"gpus": 1, "time_limit_seconds": 60}})
     assert not doc["priced"] and doc["hourly_price"] is None and doc["max_cost"] is None
     assert doc["source"] == "none"
-    assert doc["detail"] == ("not priced: c.CostGuard.cluster_rates has no entry for 'slurm', "
+    assert doc["detail"] == ("not priced: c.Offload.cluster_rates has no entry for 'slurm', "
                              "so the job's spend will not be priced either")
 
 

@@ -19,9 +19,10 @@ STEPS = ("import time\nfor i in range(10):\n    print('step', i, flush=True)\n"
 
 
 def test_a_job_keeps_running_while_the_server_is_killed_and_restarted(tmp_path: Path):
-    config = {"db_path": str(tmp_path / "ledger.sqlite"), "jobs_dir": str(tmp_path / "jobs"),
-              "sample_interval": 0.25, "hourly_rate": 36.0, "offload_poll_interval": 0.1,
-              "offload_warm_kernels": 1}
+    config = {"db_path": str(tmp_path / "ledger.sqlite"),
+              "Offload.jobs_dir": str(tmp_path / "jobs"),
+              "sample_interval": 0.25, "hourly_rate": 36.0, "Offload.poll_interval": 0.1,
+              "LocalBackend.warm_kernels": 1}
     write_notebook(tmp_path / "srv" / "root", "train.ipynb", [code("t", STEPS)])
     first = ServerProcess(tmp_path / "srv", config).start()
     second = None

@@ -6,6 +6,7 @@ import dataclasses
 
 import pytest
 
+from jupyter_costguard.common.moneytext import format_amount
 from jupyter_costguard.offload.spec import (
     Job,
     JobSpec,
@@ -75,6 +76,20 @@ def test_timeline_splits_time_and_spend_by_phase():
     cheap = dataclasses.replace(job, spend=0.000271)
     assert label(cheap, 20.0, "USD") == "ran as job 3 on local · 10s · USD 0.00027"
     assert label(dataclasses.replace(job, spend=0.0), 20.0, "USD").endswith("USD 0.00")
+    # a running one-cell job costs a few thousandths of a cent: money, never an exponent
+    # ("USD 5.6e-05" before)
+    assert label(dataclasses.replace(job, spend=5.6e-05), 20.0, "USD").endswith("USD 0.000056")
+
+
+@pytest.mark.parametrize("value, text", [
+    # the frontend's own cases (labextension/src/__tests__/format.spec.ts, formatAmount)
+    (32.77, "32.77"), (1.2345, "1.23"), (1, "1.00"), (0, "0.00"), (1234.5, "1234.50"),
+    (0.042, "0.042"), (0.5, "0.50"), (0.123456, "0.123"), (0.0012, "0.0012"),
+    (0.0000001, "0.00"), (-0.042, "-0.042"), (-0.0000001, "0.00"), (float("nan"), "–"),
+    (5.6e-05, "0.000056"), (1e-05, "0.00001"), (12345678.9, "12345678.90"),
+])
+def test_money_is_written_as_the_frontend_writes_it(value: float, text: str) -> None:
+    assert format_amount(value) == text
 
 
 def test_durations_read_short():

@@ -50,9 +50,9 @@ def start(tmp_path: Path, env: dict[str, str]) -> ServerProcess:
         {"kernel": 0, "used_memory_bytes": 2 * GiB}]}]}
     trace = write_trace(tmp_path / "trace.json", [frame], gpus=1)
     server = ServerProcess(tmp_path / "s", {
-        "db_path": str(tmp_path / "ledger.sqlite"), "jobs_dir": str(tmp_path / "jobs"),
+        "db_path": str(tmp_path / "ledger.sqlite"), "Offload.jobs_dir": str(tmp_path / "jobs"),
         "sample_interval": 0.25, "hourly_rate": 4.0, "replay_trace": str(trace),
-        "replay_mode": "always", "offload_warm_kernels": 0}, env=env)
+        "replay_mode": "always", "LocalBackend.warm_kernels": 0}, env=env)
     write_notebook(tmp_path / "s" / "root", "n.ipynb", [code("a", "a = 6"),
                                                          code("b", "b = a * 7")])
     return server.start()

@@ -450,14 +450,14 @@ def test_dashboard_queries_on_prometheus_with_the_example_config(gateway: str,
 
 
 class TestThroughTheServer:
-    """c.CostGuard.pushgateway_url: a job submitted through the REST API pushes from its
+    """c.Pushgateway.url: a job submitted through the REST API pushes from its
     runner and its own code, the server adds its spend when it ends, and DELETE removes it."""
 
     @pytest.fixture
     def costguard_config(self, costguard_config: dict[str, Any], gateway: str,
                          tmp_path: Path) -> dict[str, Any]:
-        return {**costguard_config, "pushgateway_url": gateway,
-                "jobs_dir": str(tmp_path / "jobs"), "offload_poll_interval": 0.1}
+        return {**costguard_config, "Pushgateway.url": gateway,
+                "Offload.jobs_dir": str(tmp_path / "jobs"), "Offload.poll_interval": 0.1}
 
     async def test_submit_push_and_delete(self, jp_fetch: Any, jp_root_dir: Path,
                                           gateway: str) -> None:

@@ -133,19 +133,19 @@ def server(infra: skypilot_infra.SkyPilotInfra, metadata: MetadataStandin,
     base = tmp_path_factory.mktemp("sky-server")
     store = base / "store"
     store.mkdir()
-    config = {"db_path": str(base / "ledger.sqlite"), "jobs_dir": str(base / "jobs"),
-              "sample_interval": 0.5, "hourly_rate": 36.0, "offload_poll_interval": 0.5,
-              "offload_warm_kernels": 0, "cluster_rates": RATES,
-              "skypilot_enabled": True, "skypilot_infra": ["slurm"],
-              "skypilot_use_spot": False, "skypilot_storage_url": f"file://{store}",
+    config = {"db_path": str(base / "ledger.sqlite"), "Offload.jobs_dir": str(base / "jobs"),
+              "sample_interval": 0.5, "hourly_rate": 36.0, "Offload.poll_interval": 0.5,
+              "LocalBackend.warm_kernels": 0, "Offload.cluster_rates": RATES,
+              "SkyPilotBackend.enabled": True, "SkyPilotBackend.infra": ["slurm"],
+              "SkyPilotBackend.use_spot": False, "SkyPilotBackend.storage_url": f"file://{store}",
               # the "remote" machine is this one: the runner runs from the test venv
-              "skypilot_python": sys.executable,
+              "SkyPilotBackend.python": sys.executable,
               # each machine reads its identity as the server does: from the stand-in (the
               # other providers at closed loopback ports), never the link-local address
-              "skypilot_env": {"COSTGUARD_CLOUD_METADATA": "on",
+              "SkyPilotBackend.env": {"COSTGUARD_CLOUD_METADATA": "on",
                                "AWS_EC2_METADATA_DISABLED": "false",
                                **env_for(aws=metadata)},
-              "skypilot_query_interval": 2.0}
+              "SkyPilotBackend.query_interval": 2.0}
     # JupyterLab and its settings as the test venv has them (the client venv overlays its
     # packages, not its data): the browser test opens the offload dialog on this server, with
     # the SkyPilot backend chosen in the offload settings

@@ -67,7 +67,7 @@ def test_a_choice_above_the_cap_says_it_would_be_refused() -> None:
                           9.83, TWO_HOURS, SkyPilotSettings(max_price_per_hour=5.0), CONTEXT)
     doc = e.to_json()
     assert doc["above_cap"] and "above the cap of 5" in doc["refusal"]
-    assert "skypilot_max_price_per_hour" in doc["refusal"]
+    assert "SkyPilotBackend.max_price_per_hour" in doc["refusal"]
 
 
 def test_slurm_infra_priced_at_zero_falls_back_to_the_site_rates() -> None:
@@ -81,7 +81,7 @@ def test_slurm_infra_priced_at_zero_falls_back_to_the_site_rates() -> None:
     assert e["hourly_price"] == pytest.approx(4.0) and e["currency"] == "EUR"
     assert e["max_cost"] == pytest.approx(8.0) and e["source"] == "cluster_rates"
     assert "which SkyPilot prices it at 0" in e["detail"]
-    assert "site rate for skypilot (c.CostGuard.cluster_rates)" in e["detail"]
+    assert "site rate for skypilot (c.Offload.cluster_rates)" in e["detail"]
 
 
 def test_slurm_infra_without_site_rates_is_not_priced() -> None:
@@ -162,4 +162,4 @@ def test_a_choice_is_kept_a_minute_per_resources_and_the_limit_applied_each_time
 def test_gpus_without_an_accelerator_type_say_what_to_set() -> None:
     e = est.Estimator().estimate(lambda: None, "skypilot", SkyPilotSettings(accelerator=""),
                                  TWO_HOURS, CONTEXT)
-    assert e.hourly_price is None and "skypilot_accelerator is empty" in e.detail
+    assert e.hourly_price is None and "SkyPilotBackend.accelerator is empty" in e.detail

@@ -17,7 +17,7 @@ import pytest
 from jupyter_costguard.offload import jobdir
 from jupyter_costguard.offload.backends.skypilot import remote
 from jupyter_costguard.offload.backends.skypilot import task as sky_task
-from jupyter_costguard.offload.backends.skypilot.backend import STATE, SkyPilotBackend
+from jupyter_costguard.offload.backends.skypilot.backend import STATE, SkyPilotExecutor
 from jupyter_costguard.offload.backends.skypilot.task import SkyPilotSettings
 from jupyter_costguard.offload.spec import Job, JobSpec, Resources, SpecCell
 
@@ -68,7 +68,7 @@ def test_a_cpu_job_on_demand_in_one_place_asks_for_no_accelerator() -> None:
 
 
 def test_a_gpu_job_without_an_accelerator_type_is_refused_with_the_setting_to_change() -> None:
-    with pytest.raises(sky_task.TaskError, match="skypilot_accelerator"):
+    with pytest.raises(sky_task.TaskError, match=r"SkyPilotBackend\.accelerator"):
         sky_task.task_config(_job(resources=Resources(gpus=1)),
                              SkyPilotSettings(accelerator=""), "/in")
 
@@ -139,7 +139,7 @@ def test_how_a_job_skypilot_ended_ends_for_the_user() -> None:
     assert ended("CANCELLED") == ("cancelled", "cancelled in SkyPilot")
     assert ended("SUCCEEDED", storage=False) == ("succeeded", None)
     state, why = ended("SUCCEEDED")  # with storage the runner's own status should have come
-    assert state == "failed" and why is not None and "skypilot_storage_url" in why
+    assert state == "failed" and why is not None and "SkyPilotBackend.storage_url" in why
 
 
 def test_only_a_recovery_overrides_what_the_runner_last_said() -> None:
@@ -193,7 +193,7 @@ def test_a_job_run_remotely_comes_back_through_storage(tmp_path: Path) -> None:
     jobdir.private_dir(server_dir)
     jobdir.say(server_dir, "sent to SkyPilot")
     jobdir.write_json(server_dir / STATE, {"request_id": None, "job_id": None, "log_offset": 0})
-    backend = SkyPilotBackend(settings)
+    backend = SkyPilotExecutor(settings)
     backend.sync(job, server_dir)
     status = jobdir.read_status(server_dir)
     assert status is not None and status.state == "succeeded"
@@ -236,7 +236,7 @@ def test_a_recovered_job_continues_its_attempt_from_the_status_in_storage(
 # --- the backend's verdicts, with SkyPilot's answers given ---------------------------------
 
 
-class _Answers(SkyPilotBackend):
+class _Answers(SkyPilotExecutor):
     """The backend with SkyPilot's queue answered by the test (None: no answer)."""
 
     def __init__(self, answer: sky_task.ManagedJob | None,

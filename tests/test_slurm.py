@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from jupyter_costguard import checkpoint
-from jupyter_costguard.offload.backends.slurm import SlurmBackend, parse_scontrol, time_minutes
+from jupyter_costguard.offload.backends.slurm import SlurmExecutor, parse_scontrol, time_minutes
 from jupyter_costguard.offload.spec import Job, JobSpec, Resources, SpecCell
 from tests.support.notebooks import code, write_notebook
 from tests.support.server_proc import ServerProcess
@@ -44,7 +44,7 @@ def _job(job_id: int = 7, resources: Resources | None = None, cwd: str = "/home/
 # --- the batch script (no cluster needed) -------------------------------------------------
 
 def test_the_batch_script_asks_slurm_for_what_the_job_needs(tmp_path: Path) -> None:
-    backend = SlurmBackend(partition="gpu", account="proj-42", extra_args=["--qos=high"],
+    backend = SlurmExecutor(partition="gpu", account="proj-42", extra_args=["--qos=high"],
                            signal_seconds=90, python="/opt/conda/bin/python")
     job_dir = tmp_path / "jobs dir" / "7"
     job = _job(resources=Resources(gpus=2, cpus=3.5, memory_gib=1.5, time_limit_seconds=61))
@@ -74,9 +74,9 @@ def test_the_batch_script_asks_slurm_for_what_the_job_needs(tmp_path: Path) -> N
     subprocess.run(["bash", "-n"], input=script, text=True, check=True)  # valid shell
 
     # nothing asked for: no resource directives (the partition's defaults apply)
-    plain = SlurmBackend(signal_seconds=0).script(_job(), job_dir)
+    plain = SlurmExecutor(signal_seconds=0).script(_job(), job_dir)
     assert not re.search(r"--(gres|cpus-per-task|mem|time|partition|account|signal)=", plain)
-    assert "--gres" not in SlurmBackend().script(_job(resources=Resources(gpus=0)), job_dir)
+    assert "--gres" not in SlurmExecutor().script(_job(resources=Resources(gpus=0)), job_dir)
     assert [time_minutes(s) for s in (1, 60, 60.5, 3600)] == [1, 1, 2, 60]
 
 
@@ -96,16 +96,15 @@ def test_scontrol_lines_are_read_even_with_spaces_in_paths() -> None:
 def test_the_settings_example_names_real_settings() -> None:
     from traitlets.config.loader import PyFileConfigLoader
 
-    from jupyter_costguard.app import CostGuard
+    from jupyter_costguard.offload.backends.slurm import SlurmBackend
 
     example = Path(__file__).resolve().parent.parent / "examples" / "slurm"
     config = PyFileConfigLoader("jupyter_server_config.py", path=str(example)).load_config()
-    names = set(config.CostGuard)
-    assert {"slurm_enabled", "slurm_partition", "slurm_account", "slurm_extra_args",
-            "slurm_signal_seconds"} <= names
-    assert names <= set(CostGuard.class_trait_names(config=True))
-    app = CostGuard(config=config)
-    assert (app.slurm_partition, app.slurm_signal_seconds) == ("gpu", 120)
+    names = set(config.SlurmBackend)
+    assert {"enabled", "partition", "account", "extra_args", "signal_seconds"} <= names
+    assert names <= set(SlurmBackend.class_trait_names(config=True))
+    backend = SlurmBackend(config=config)
+    assert (backend.partition, backend.signal_seconds) == ("gpu", 120)
 
 
 # --- a real cluster -------------------------------------------------------------------------
@@ -119,10 +118,10 @@ def cluster() -> Iterator[SlurmCluster]:
 def server(cluster: SlurmCluster, tmp_path_factory: pytest.TempPathFactory
            ) -> Iterator[ServerProcess]:
     base = tmp_path_factory.mktemp("slurm-server")
-    config = {"db_path": str(base / "ledger.sqlite"), "jobs_dir": str(base / "jobs"),
-              "sample_interval": 0.25, "hourly_rate": 36.0, "offload_poll_interval": 0.1,
-              "offload_warm_kernels": 0, "slurm_enabled": True,
-              "cluster_rates": {"slurm": {"cpu_per_hour": 3600.0, "gpu_per_hour": 1e6}}}
+    config = {"db_path": str(base / "ledger.sqlite"), "Offload.jobs_dir": str(base / "jobs"),
+              "sample_interval": 0.25, "hourly_rate": 36.0, "Offload.poll_interval": 0.1,
+              "LocalBackend.warm_kernels": 0, "SlurmBackend.enabled": True,
+              "Offload.cluster_rates": {"slurm": {"cpu_per_hour": 3600.0, "gpu_per_hour": 1e6}}}
     srv = ServerProcess(base / "srv", config, env={"SLURM_CONF": str(cluster.conf)}).start()
     try:
         yield srv
@@ -146,7 +145,7 @@ def submit(server: ServerProcess, name: str, cells: list[dict[str, Any]], select
 
 
 def job_dir(server: ServerProcess, job_id: int) -> Path:
-    return Path(server.costguard["jobs_dir"]) / str(job_id)
+    return Path(server.costguard["Offload.jobs_dir"]) / str(job_id)
 
 
 def wait(server: ServerProcess, job_id: int, predicate: Any = None,
@@ -315,7 +314,7 @@ def test_a_pending_job_says_why_and_runs_once_the_node_is_free(
             time.sleep(0.1)
         doc = submit(server, "later.ipynb", [code("l", "print('finally ran')")], ["l"])
         ref = slurm_id(server, doc["id"])
-        backend = SlurmBackend(environ=cluster.env, query_interval=0)
+        backend = SlurmExecutor(environ=cluster.env, query_interval=0)
         job = _job(doc["id"], ref=ref)
         deadline = time.monotonic() + 30
         described = backend.describe(job, job_dir(server, doc["id"]))
@@ -356,7 +355,7 @@ def test_a_job_that_can_never_start_says_so_and_can_be_cancelled(
     doc = submit(server, "wide.ipynb", [code("w", "print('never')")], ["w"],
                  resources={"cpus": cluster.cpus + 64})
     ref = slurm_id(server, doc["id"])
-    backend = SlurmBackend(environ=cluster.env, query_interval=0)
+    backend = SlurmExecutor(environ=cluster.env, query_interval=0)
     job, d = _job(doc["id"], ref=ref), job_dir(server, doc["id"])
     deadline = time.monotonic() + 30
     while (backend.describe(job, d) or {}).get("reason") is None and \
@@ -416,7 +415,7 @@ def test_a_runner_that_cannot_start_on_the_node_fails_with_what_slurm_saw(
     exits at once (1, as when the package is not installed there)."""
     launched = {}
     for name, python in (("missing", "/nonexistent/bin/python"), ("exits", "/bin/false")):
-        backend = SlurmBackend(python=python, environ=cluster.env, query_interval=0,
+        backend = SlurmExecutor(python=python, environ=cluster.env, query_interval=0,
                                settle_seconds=0.5)
         d = tmp_path / name
         d.mkdir()
@@ -445,8 +444,9 @@ STEPS = ("import time\nfor i in range(10):\n    print('step', i, flush=True)\n"
 
 def test_a_slurm_job_outlives_a_restart_of_the_server(cluster: SlurmCluster,
                                                       tmp_path: Path) -> None:
-    config = {"db_path": str(tmp_path / "ledger.sqlite"), "jobs_dir": str(tmp_path / "jobs"),
-              "hourly_rate": 36.0, "offload_poll_interval": 0.1, "offload_warm_kernels": 0}
+    config = {"db_path": str(tmp_path / "ledger.sqlite"),
+              "Offload.jobs_dir": str(tmp_path / "jobs"),
+              "hourly_rate": 36.0, "Offload.poll_interval": 0.1, "LocalBackend.warm_kernels": 0}
     env = {"SLURM_CONF": str(cluster.conf)}  # slurm_enabled unset: offered as sbatch is found
     first = ServerProcess(tmp_path / "srv", config, env=env).start()
     second = None

@@ -276,7 +276,7 @@ def server_config(tmp_path: Path, **extra: Any) -> dict[str, Any]:
         {"utilization_percent": 0, "processes": []}] * 7}
     trace = write_trace(tmp_path / "trace.json", [frame], gpus=8)
     return {"db_path": str(tmp_path / "ledger.sqlite"), "sample_interval": 0.25,
-            "replay_trace": str(trace), "replay_mode": "always", "offload_enabled": False,
+            "replay_trace": str(trace), "replay_mode": "always", "Offload.enabled": False,
             "cloud_metadata_timeout": 2.0, **extra}
 
 

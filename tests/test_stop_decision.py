@@ -24,10 +24,10 @@ IDLE_KIND = "idle-gpu-kernel"
 HIBERNATED_KIND = "kernel-hibernated"
 #: per consumer, the settings that would act on an idle GPU kernel within seconds
 CONSUMERS: dict[str, dict[str, Any]] = {
-    "cull": {"idle_kernel_seconds": 1.0, "cull_idle_kernels": True, "cull_after_seconds": 2.0,
-             "cull_warning_seconds": 1.0},
-    "hibernate": {"idle_kernel_seconds": 1.0, "hibernate_idle_after_seconds": 1.5},
-    "autostop": {"auto_stop_idle_seconds": 2.0, "auto_stop_countdown_seconds": 1.0},
+    "cull": {"Guard.idle_kernel_seconds": 1.0, "Guard.cull_idle_kernels": True,
+             "Guard.cull_after_seconds": 2.0, "Guard.cull_warning_seconds": 1.0},
+    "hibernate": {"Guard.idle_kernel_seconds": 1.0, "Guard.hibernate_idle_after_seconds": 1.5},
+    "autostop": {"Guard.auto_stop_idle_seconds": 2.0, "Guard.auto_stop_countdown_seconds": 1.0},
 }
 #: how long past its last activity the kernel is watched: past every limit above
 WATCH_SECONDS = 8.0
@@ -87,10 +87,10 @@ def test_a_kernel_at_its_prompt_whose_gpu_works_is_never_stopped(
         tmp_path: Path, worker: str, consumer: str):
     marker = tmp_path / "auto-stopped"
     config = {"db_path": str(tmp_path / "ledger.sqlite"), "sample_interval": 0.25,
-              "hourly_rate": 8.0, "gpu_share": 0.8, "hibernate_on_stop_seconds": 0,
-              "offload_warm_kernels": 0, **CONSUMERS[consumer]}
+              "hourly_rate": 8.0, "gpu_share": 0.8, "Hibernate.on_stop_seconds": 0,
+              "LocalBackend.warm_kernels": 0, **CONSUMERS[consumer]}
     if consumer == "autostop":
-        config["shutdown_command"] = [sys.executable, "-c",
+        config["Guard.shutdown_command"] = [sys.executable, "-c",
                                       f"open({str(marker)!r}, 'a').write('stopped')"]
     gpu = Gpu(uuid="GPU-0000-aaaa", name="NVIDIA A100-SXM4-40GB", mem_total=40 * GiB, util=0)
     scenario = tmp_path / "scenario.txt"

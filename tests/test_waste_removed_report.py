@@ -20,7 +20,8 @@ from jupyter_costguard.cost.hubreport import HubReporter
 from jupyter_costguard.cost.ledger import Ledger
 from jupyter_costguard.cost.pricing import PricingConfig
 from jupyter_costguard.cost.service import CostService
-from jupyter_costguard.hibernate.service import HibernateService, HibernateSettings
+from jupyter_costguard.hibernate.service import HibernateService
+from jupyter_costguard.hibernate.settings import Hibernate
 from jupyter_costguard.hibernate.store import SnapshotRecord, SnapshotStore, new_id
 from jupyter_costguard.metrics.collector import build_metrics
 from tests.test_consistency import Held, ScriptedTelemetry, Step, infos
@@ -38,7 +39,7 @@ def test_the_report_carries_the_waste_removed_that_rest_and_metrics_show() -> No
                 mac="m", rate_per_hour_held=3.6, restored=restored))
         index.close()
         hibernation = HibernateService(root, Path(tmp) / "hibernate.key", None, None,
-                                       HibernateSettings(), owner="alice")
+                                       Hibernate().service_settings(90), owner="alice")
         telemetry = ScriptedTelemetry()
         svc = CostService(telemetry, Ledger(Path(tmp) / "l.sqlite"),  # type: ignore[arg-type]
                           PricingConfig(hourly_rate=3.6, gpu_share=0.8), environ={},

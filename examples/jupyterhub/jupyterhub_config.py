@@ -178,8 +178,6 @@ for user, offset in OFFSETS.items():
     common = {
         # beside it: their snapshots, the snapshots' index and the key that signs them
         "db_path": str(data_folder(user) / "ledger.sqlite"),
-        # each user's own batch jobs (their Jobs panel lists theirs only)
-        "jobs_dir": str(data_folder(user) / "jobs"),
         "sample_interval": 2.0,
         "cloud_metadata": False,
         "container_share": "off",
@@ -194,7 +192,9 @@ for user, offset in OFFSETS.items():
         # readable by the account whatever root's umask: conf_folder keeps the others out
         conf = folder(conf_folder(user) / profile, 0o755)
         (conf / "jupyter_server_config.json").write_text(json.dumps(
-            {"CostGuard": {**common, **own}}))
+            {"CostGuard": {**common, **own},
+             # each user's own batch jobs (their Jobs panel lists theirs only)
+             "Offload": {"jobs_dir": str(data_folder(user) / "jobs")}}))
         # jupyter_core's one-time move of ~/.ipython's config writes this marker into the
         # configuration folder, which is root's: written here, the server finds it and
         # leaves its configuration alone

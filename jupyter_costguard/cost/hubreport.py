@@ -19,10 +19,11 @@ import logging
 import os
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, ClassVar
 
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
-from traitlets import Float, HasTraits, Unicode, default
+from traitlets import Float, Unicode, default
+from traitlets.config import Configurable
 
 from jupyter_costguard.alerts.requests import parse_raise_request
 from jupyter_costguard.alerts.store import AlertError, AlertStore
@@ -40,20 +41,24 @@ log = logging.getLogger("jupyter_costguard")
 ENV_TOKEN = "JUPYTERHUB_API_TOKEN"
 
 
-class HubReportTraits(HasTraits):
-    """Mixed into the server extension."""
+class HubReport(Configurable):
+    """The reports to the costguard hub service (`c.HubReport.<name>`)."""
 
-    hub_url = Unicode(
+    #: the old names (`c.CostGuard.<old>`), which still work for a release
+    moved_from_costguard: ClassVar[dict[str, str]] = {
+        "hub_url": "url", "hub_report_interval": "interval", "hub_report_timeout": "timeout"}
+
+    url = Unicode(
         config=True,
         help="The costguard hub service this server reports to, e.g. "
              "http://costguard:10101/services/costguard/ (the site sets COSTGUARD_HUB_URL in "
              "the spawner's environment). Empty: no reports.")
-    hub_report_interval = Float(
+    interval = Float(
         30.0, config=True,
         help="Seconds between reports until the service says otherwise (it does, each answer).")
-    hub_report_timeout = Float(10.0, config=True, help="Seconds one report may take.")
+    timeout = Float(10.0, config=True, help="Seconds one report may take.")
 
-    @default("hub_url")
+    @default("url")
     def _hub_url(self) -> str:
         return os.environ.get(ENV_HUB_URL, "")
 
@@ -231,11 +236,11 @@ def _message(e: HTTPClientError) -> str:
     return e.message or ""
 
 
-def reporter_from(traits: HubReportTraits, environ: dict[str, str] | os._Environ[str],
+def reporter_from(traits: HubReport, environ: dict[str, str] | os._Environ[str],
                   owner: Owner | None, **parts: Any) -> HubReporter | None:
     """The reporter, when this server is a hub's, has a token and knows the service."""
     token = environ.get(ENV_TOKEN, "")
-    if owner is None or not traits.hub_url or not token:
+    if owner is None or not traits.url or not token:
         return None
-    return HubReporter(traits.hub_url, token, owner, interval=traits.hub_report_interval,
-                       timeout=traits.hub_report_timeout, **parts)
+    return HubReporter(traits.url, token, owner, interval=traits.interval,
+                       timeout=traits.timeout, **parts)

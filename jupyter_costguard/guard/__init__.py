@@ -2,7 +2,15 @@
 
 from jupyter_costguard.guard.base import Act, Finding, GuardContext, Outcome, Rule, RuleResult
 from jupyter_costguard.guard.config import GuardConfig
-from jupyter_costguard.guard.engine import Guard
+from jupyter_costguard.guard.engine import GuardEngine
 
-__all__ = ["Act", "Finding", "Guard", "GuardConfig", "GuardContext", "Outcome", "Rule",
-           "RuleResult"]
+__all__ = [
+           "Act",
+           "Finding",
+           "GuardConfig",
+           "GuardContext",
+           "GuardEngine",
+           "Outcome",
+           "Rule",
+           "RuleResult",
+]

@@ -168,14 +168,14 @@ class BudgetRule:
                     result.acts.append(Act(
                         action="interrupt-kernel", kernel_id=k.info.kernel_id,
                         reason=f"{self._whose(path)} budget of {money(budget, currency)} "
-                        f"is spent ({money(spend, currency)}; c.CostGuard.budget_enforce)"))
+                        f"is spent ({money(spend, currency)}; c.Guard.budget_enforce)"))
                     interrupted += 1
             self._interrupted[key] = interrupted
         if over and cfg.budget_enforce:
             refusals[key] = (
                 f"{self._whose(path)} budget is spent: {spend:,.2f} of {money(budget, currency)} "
                 f"(budget from {source}). New batch jobs are refused while "
-                f"c.CostGuard.budget_enforce is on; raise the budget to continue.")
+                f"c.Guard.budget_enforce is on; raise the budget to continue.")
         result.findings.append(self._finding(key, path, spend, budget, source, fraction,
                                              kernels, busy, currency))
 
@@ -266,7 +266,7 @@ class _Where:
 class NotebookBudgets:
     """Budget overrides from notebook metadata, `{"costguard": {"budget": 12.5}}`.
 
-    Wired as `Guard.notebook_budgets`: calling it returns a read-through mapping (path ->
+    Wired as `GuardEngine.notebook_budgets`: calling it returns a read-through mapping (path ->
     budget) that reads a notebook file only when the budget rule asks for that path, which
     it does for notebooks with live kernels only, on the sampler thread (never the IO
     loop). Files are looked up relative to `root_dir`, re-read only when their mtime or

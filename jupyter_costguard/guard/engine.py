@@ -15,7 +15,7 @@ from jupyter_costguard.guard.config import GuardConfig
 log = logging.getLogger("jupyter_costguard")
 
 
-class Guard:
+class GuardEngine:
     """Evaluated on the sampler thread; `dispatch` hands acts to the IO loop."""
 
     def __init__(

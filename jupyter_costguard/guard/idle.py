@@ -215,7 +215,7 @@ class IdleKernelRule:
             result.acts.append(Act(
                 action="hibernate-kernel", kernel_id=k.info.kernel_id,
                 reason=f"{self._who(k)} idle for {duration(idle)} holding "
-                f"{self._gpus_text(ctx, k)} (c.CostGuard.hibernate_idle_after_seconds)"))
+                f"{self._gpus_text(ctx, k)} (c.Guard.hibernate_idle_after_seconds)"))
         if cull_warning and period.warned_at is None:
             period.warned_at = now  # raised as an alert by the engine this very tick
         cull_at: float | None = None
@@ -230,7 +230,7 @@ class IdleKernelRule:
                 result.acts.append(Act(
                     action="shutdown-kernel", kernel_id=k.info.kernel_id,
                     reason=f"{self._who(k)} idle for {duration(idle)} holding "
-                    f"{self._gpus_text(ctx, k)} (c.CostGuard.cull_idle_kernels; warned at "
+                    f"{self._gpus_text(ctx, k)} (c.Guard.cull_idle_kernels; warned at "
                     f"{clock_time(period.warned_at)})"))
         result.findings.append(self._finding(ctx, k, period, idle, cull_at, cull_warning,
                                              h, hibernate_at))
@@ -344,7 +344,10 @@ class IdleKernelRule:
             if cull_at is not None:
                 message += f" It will be shut down at {clock_time(cull_at)} unless used."
             elif hibernate_at is None:
-                message += " Shut it down or restart it to free the GPU."
+                # the words name the alert's own buttons, in their order
+                message += (" Hibernate it to free the GPU and keep its variables, or shut it "
+                            "down or restart it." if k.info.path else
+                            " Shut it down or restart it to free the GPU.")
         message += self._hibernate_text(period, h, hibernate_at)
         gpus = self._gpu_docs(ctx, k)
         kernel_args = {"kernel_id": k.info.kernel_id}

@@ -59,7 +59,7 @@ async def call(kernel: Any, kernel_id: str, code: str, timeout: float, doing: st
         reply = await asyncio.wait_for(run(), timeout)
     except (asyncio.TimeoutError, TimeoutError):
         raise HibernateError(f"kernel {kernel_id} did not finish {doing} within {timeout:g} s "
-                             "(c.CostGuard.hibernate_timeout_seconds); it keeps running",
+                             "(c.Hibernate.timeout_seconds); it keeps running",
                              409) from None
     except RuntimeError as e:  # the kernel died while we waited
         raise HibernateError(f"kernel {kernel_id} stopped answering while {doing}: {e}",

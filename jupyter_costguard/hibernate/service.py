@@ -68,19 +68,21 @@ class Held:
 
 @dataclass(frozen=True)
 class HibernateSettings:
-    timeout_seconds: float = 600.0
-    max_bytes: int = 100 * 10**9
+    """What the service reads: `c.Hibernate`'s settings (`Hibernate.service_settings`, where
+    their defaults and help live), resolved, and the service's own timings."""
+
+    timeout_seconds: float
+    max_bytes: int
+    #: whether an automatic hibernation may leave behind values that cannot live outside the
+    #: process (generators, open files, locks...)
+    may_leave_behind: bool
     #: an fsspec URL new snapshots are written under (None: folders in the root)
-    store_url: str | None = None
+    store_url: str | None
     #: what the store new snapshots go to costs (None: no price)
-    price: StoragePrice | None = None
+    price: StoragePrice | None
     #: how long a restore waits for a busy kernel to become idle before it answers 409: a
     #: kernel JupyterLab has just started is busy a moment with the page's own requests
     restore_wait_seconds: float = 10.0
-    #: whether an automatic hibernation may leave behind values that cannot live outside the
-    #: process (generators, open files, locks...); off: it hibernates only a kernel whose
-    #: every variable is saved
-    may_leave_behind: bool = False
     #: how long the check after a save (that no cell ran since it began) may wait: a cell
     #: queued behind the save holds it up, and is a reason to keep the kernel anyway
     check_seconds: float = 30.0
@@ -349,7 +351,7 @@ class HibernateService:
         await asyncio.gather(*tasks, return_exceptions=True)
         for kernel_id in kernel_ids:
             outcome.setdefault(kernel_id, f"not hibernated: not done within {budget:g} s "
-                                          "(c.CostGuard.hibernate_on_stop_seconds)")
+                                          "(c.Hibernate.on_stop_seconds)")
         return outcome
 
     # --- restore -----------------------------------------------------------------------

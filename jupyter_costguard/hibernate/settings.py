@@ -1,18 +1,36 @@
-"""The hibernate options (`c.CostGuard.snapshot_dir`, `snapshot_store_*`, `hibernate_*`),
-declared beside the part they configure and mixed into the server extension."""
+"""The hibernate and snapshot options (`c.Hibernate.<name>`), declared beside the part they
+configure; the server extension creates them with itself as parent."""
 
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any
+from typing import Any, ClassVar
 
-from traitlets import Bool, Float, HasTraits, Int, TraitError, Unicode, validate
+from traitlets import Bool, Float, Int, TraitError, Unicode, validate
+from traitlets.config import Configurable
 
+from jupyter_costguard.hibernate.service import HibernateSettings
 from jupyter_costguard.hibernate.storagecost import StoragePrice
 from jupyter_costguard.kernel.hibernate import where
 
 
-class HibernateTraits(HasTraits):
+class Hibernate(Configurable):
+    """Hibernation: where snapshots go, what their store costs, how long a save may take."""
+
+    #: the old names (`c.CostGuard.<old>`), which still work for a release
+    moved_from_costguard: ClassVar[dict[str, str]] = {
+        "snapshot_dir": "snapshot_dir",
+        "snapshot_store_url": "snapshot_store_url",
+        "snapshot_store_price_per_gib_month": "snapshot_store_price_per_gib_month",
+        "snapshot_store_price_source": "snapshot_store_price_source",
+        "snapshot_store_price_as_of": "snapshot_store_price_as_of",
+        "hibernate_timeout_seconds": "timeout_seconds",
+        "hibernate_max_bytes": "max_bytes",
+        "hibernate_may_leave_behind": "may_leave_behind",
+        "hibernate_resume": "resume",
+        "hibernate_on_stop_seconds": "on_stop_seconds",
+    }
+
     snapshot_dir = Unicode(
         "", config=True,
         help="Folder of the hibernated kernels' snapshots and their index (made 0700). Empty: "
@@ -40,29 +58,29 @@ class HibernateTraits(HasTraits):
         "", config=True,
         help="The date snapshot_store_price_per_gib_month was read (YYYY-MM-DD); its age is "
              "shown, and it is called stale after price_stale_after_days.")
-    hibernate_timeout_seconds = Float(
+    timeout_seconds = Float(
         600.0, config=True,
         help="How long a kernel may take to save (or load) its variables. Past it the request "
              "is refused and the kernel keeps running.")
-    hibernate_max_bytes = Int(
+    max_bytes = Int(
         100 * 10**9, config=True,
         help="The largest snapshot a kernel may write (bytes); a larger namespace is refused, "
              "naming its largest values, and the kernel keeps running.")
-    hibernate_may_leave_behind = Bool(
+    may_leave_behind = Bool(
         False, config=True,
-        help="Whether an automatic hibernation (hibernate_idle_after_seconds) may leave "
+        help="Whether an automatic hibernation (c.Guard.hibernate_idle_after_seconds) may leave "
              "behind values that cannot live outside the process (generators, open files, "
              "locks, sockets, threads, connections), naming them, as a hand-made Hibernate "
              "does. Off: an idle kernel is hibernated only when every variable is saved; "
              "otherwise it keeps running and the alert names the variables that block it. "
              "Any other value that fails to save always keeps the kernel running.")
-    hibernate_resume = Bool(
+    resume = Bool(
         True, config=True,
         help="Resume on use: when a notebook with a pending snapshot (hibernated, not restored "
              "or discarded) gets a new kernel, the server restores the snapshot into it "
              "before any cell runs; a restore that fails makes the first cell say why "
              "instead of running. False: only the notebook's Restore button restores.")
-    hibernate_on_stop_seconds = Float(
+    on_stop_seconds = Float(
         30.0, config=True,
         help="When the server stops, hibernate the kernels that hold GPUs first, within this "
              "many seconds in all (0: off).")
@@ -80,7 +98,7 @@ class HibernateTraits(HasTraits):
         self.store_url_refused = None
         if where.is_remote(url) and where.shown(url) != url:
             self.store_url_refused = (
-                f"c.CostGuard.snapshot_store_url ({where.shown(url)}) was refused: it carries "
+                f"c.Hibernate.snapshot_store_url ({where.shown(url)}) was refused: it carries "
                 "credentials, a query or a fragment, which do not belong in the URL (they "
                 "would reach the kernels' code and the logs); give credentials through the "
                 "store's own mechanisms (the environment, such as AWS_* variables, or "
@@ -105,6 +123,13 @@ class HibernateTraits(HasTraits):
                 raise TraitError(f"snapshot_store_price_as_of must be a date (YYYY-MM-DD), not "
                                  f"{value!r}") from None
         return value
+
+    def service_settings(self, stale_after_days: int) -> HibernateSettings:
+        """What the service reads: these settings, the store's price resolved."""
+        return HibernateSettings(timeout_seconds=self.timeout_seconds, max_bytes=self.max_bytes,
+                                 may_leave_behind=self.may_leave_behind,
+                                 store_url=self.snapshot_store_url or None,
+                                 price=self.snapshot_store_price(stale_after_days))
 
     def snapshot_store_price(self, stale_after_days: int) -> StoragePrice | None:
         """The snapshot store's price as configured, or None (no price)."""

@@ -144,11 +144,11 @@ def rates_estimate(backend: str, resources: Resources, context: EstimateContext,
     limit = resources.time_limit_seconds
     if not rates:
         return Estimate(backend, None, context.currency, limit, SOURCE_NONE,
-                        f"not priced: c.CostGuard.cluster_rates has no entry for {key!r}, so "
+                        f"not priced: c.Offload.cluster_rates has no entry for {key!r}, so "
                         f"the job's spend will not be priced either")
     hourly = allocation_rate(rates, resources)
     return Estimate(backend, hourly, context.currency, limit, SOURCE_CLUSTER_RATES,
-                    f"site rate for {key} (c.CostGuard.cluster_rates): "
+                    f"site rate for {key} (c.Offload.cluster_rates): "
                     f"{_rates_words(rates, resources)} per hour")
 
 

@@ -196,7 +196,7 @@ class JobService:
         await self.get(job_id)
         url = self.settings.pushgateway_url
         if not url:
-            raise JobError("no Pushgateway is configured (c.CostGuard.pushgateway_url)", 409)
+            raise JobError("no Pushgateway is configured (c.Pushgateway.url)", 409)
         return await self._on_worker(lambda: delete_job_metrics(url, job_id))
 
     def running_kernels(self) -> list[KernelInfo]:

@@ -7,9 +7,10 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
-from traitlets import Bool, Dict, Float, HasTraits, Int, Unicode
+from traitlets import Bool, Dict, Float, Int, Unicode
+from traitlets.config import Configurable
 
 from jupyter_costguard.cost.pricing import MachinePrice
 from jupyter_costguard.offload.spec import Resources
@@ -17,7 +18,7 @@ from jupyter_costguard.offload.spec import Resources
 
 @dataclass(frozen=True)
 class JobSettings:
-    """``c.CostGuard.offload_*`` and friends, as the service uses them."""
+    """``c.Offload.<name>`` and friends, as the service uses them."""
 
     #: what a request that says nothing gets
     resources: Resources = field(default_factory=Resources)
@@ -67,32 +68,36 @@ class ServerHooks:
 _J = JobSettings()
 
 
-class OffloadTraits(HasTraits):
-    """The job service's options, mixed into the server extension (`c.CostGuard.<name>`)."""
+class Offload(Configurable):
+    """The job service's options (`c.Offload.<name>`); created by the server extension with
+    it as parent."""
 
-    offload_enabled = Bool(True, config=True, help="Offer running cells as batch jobs.")
+    #: the old names (`c.CostGuard.<old>`), which still work for a release
+    moved_from_costguard: ClassVar[dict[str, str]] = {
+        "offload_enabled": "enabled",
+        "jobs_dir": "jobs_dir",
+        "offload_time_limit_seconds": "time_limit_seconds",
+        "offload_retries": "retries",
+        "offload_retry_backoff_seconds": "retry_backoff_seconds",
+        "offload_max_send_bytes": "max_send_bytes",
+        "offload_poll_interval": "poll_interval",
+        "cluster_rates": "cluster_rates",
+    }
+
+    enabled = Bool(True, config=True, help="Offer running cells as batch jobs.")
     jobs_dir = Unicode(
         "", config=True, help="Directory of the job store (jobs.sqlite) and each job's files. "
         "Default (empty): 'jobs' next to the ledger.")
-    offload_time_limit_seconds = Float(
+    time_limit_seconds = Float(
         None, allow_none=True, config=True,
         help="Time limit of a job that asks for none (seconds; None: no limit).")
-    offload_retries = Int(_J.retries, config=True,
-                          help="Retries of a failed job that asks for none.")
-    offload_retry_backoff_seconds = Float(
+    retries = Int(_J.retries, config=True, help="Retries of a failed job that asks for none.")
+    retry_backoff_seconds = Float(
         _J.retry_backoff_seconds, config=True,
         help="Wait before the first retry; doubled for each next one.")
-    offload_max_send_bytes = Int(
+    max_send_bytes = Int(
         _J.max_send_bytes, config=True, help="Largest pickle of variables sent into a job.")
-    offload_warm_kernels = Int(
-        1, config=True,
-        help="Kernels (of the default kernelspec) kept started for the local backend, so a "
-        "job starts without waiting for one. 0: start a kernel per job.")
-    offload_max_local_jobs = Int(
-        None, allow_none=True, config=True,
-        help="Local jobs that may run at once; more wait, queued, first come first served. "
-        "None: one per GPU the server sees (at least one).")
-    offload_poll_interval = Float(
+    poll_interval = Float(
         _J.poll_interval, config=True, help="Seconds between reads of an active job's status.")
     cluster_rates = Dict(
         config=True,
@@ -100,15 +105,23 @@ class OffloadTraits(HasTraits):
         "{'slurm': {'gpu_per_hour': 2.5, 'cpu_per_hour': 0.04, 'memory_gib_per_hour': 0.005}}. "
         "A job's spend is the time its allocation was held times the rates of what it asked "
         "for. Without it cluster jobs show no spend (the server cannot sample them).")
-    pushgateway_url = Unicode(
+
+    def job_settings(self, pushgateway_url: str | None) -> JobSettings:
+        return JobSettings(
+            resources=Resources(time_limit_seconds=self.time_limit_seconds),
+            retries=self.retries, retry_backoff_seconds=self.retry_backoff_seconds,
+            max_send_bytes=self.max_send_bytes, pushgateway_url=pushgateway_url,
+            cluster_rates=self.cluster_rates, poll_interval=self.poll_interval)
+
+
+class Pushgateway(Configurable):
+    """Where metrics are pushed (`c.Pushgateway.<name>`): each job's own, and each finished
+    job's from the server."""
+
+    #: the old names (`c.CostGuard.<old>`), which still work for a release
+    moved_from_costguard: ClassVar[dict[str, str]] = {"pushgateway_url": "url"}
+
+    url = Unicode(
         None, allow_none=True, config=True,
         help="Prometheus Pushgateway jobs push their metrics to (it must be reachable from "
         "where jobs run).")
-
-    def job_settings(self) -> JobSettings:
-        return JobSettings(
-            resources=Resources(time_limit_seconds=self.offload_time_limit_seconds),
-            retries=self.offload_retries, retry_backoff_seconds=self.offload_retry_backoff_seconds,
-            max_send_bytes=self.offload_max_send_bytes, pushgateway_url=self.pushgateway_url,
-            cluster_rates=self.cluster_rates, poll_interval=self.offload_poll_interval)
-

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from jupyter_costguard.common.moneytext import format_money
 from jupyter_costguard.offload.errors import JobError
 from jupyter_costguard.offload.jobdir import PHASES as PHASES
 from jupyter_costguard.offload.jobdir import STATES as STATES
@@ -239,18 +240,10 @@ def duration_text(seconds: float) -> str:
     return f"{s // 3600}h{s % 3600 // 60:02d}m"
 
 
-def money_text(amount: float) -> str:
-    """Cents, except for amounts below a cent, which keep two significant digits (a one-cell
-    job costs fractions of a cent; "0.00" would say nothing)."""
-    if 0 < abs(amount) < 0.01:
-        return f"{amount:.2g}"
-    return f"{amount:,.2f}"
-
-
 def label(job: Job, now: float, currency: str) -> str:
     """The line put under the cells: "ran as job 12 on local · 3m12s · USD 0.41"."""
     took = duration_text(job.elapsed(now))
-    money = f"{currency} {money_text(job.spend)}"
+    money = format_money(job.spend, currency)
     if job.state == "succeeded":
         head = f"ran as job {job.id} on {job.spec.backend}"
     elif job.terminal:

@@ -115,7 +115,7 @@ async def send_variables(kernel_manager: Any, kernel_id: str, names: list[str], 
         raise SendError("the kernel sent an unreadable answer") from None
     if doc.get("error") == "too large":
         raise SendError(f"the variables to send pickle to {doc['size']:,} bytes, over the limit "
-                        f"of {limit:,} (c.CostGuard.offload_max_send_bytes); largest: "
+                        f"of {limit:,} (c.Offload.max_send_bytes); largest: "
                         f"{doc['largest']}. Save big data to a file and declare it as an "
                         "input instead.", 413)
     if "error" in doc:

@@ -69,7 +69,7 @@ class SamplingTraits(HasTraits):
         "the ledger and run the guard's rules. False stops all of that and, under JupyterHub, "
         "the reports to the costguard hub service; the REST API, the panel and batch jobs "
         "stay on, without sampled figures (and no GPUs picked for local jobs). "
-        "guard_enabled and offload_enabled turn off one part each."))
+        "c.Guard.enabled and c.Offload.enabled turn off one part each."))
 
     def gpu_source(self) -> GpuSource:
         if self.replay_trace:

@@ -36,7 +36,7 @@ class JobsHandler(CostguardHandler):
     def jobs(self) -> JobService:
         svc: JobService | None = self.settings.get("costguard_jobs")
         if svc is None:
-            raise web.HTTPError(503, "batch jobs are turned off (c.CostGuard.offload_enabled)")
+            raise web.HTTPError(503, "batch jobs are turned off (c.Offload.enabled)")
         return svc
 
     def _job_id(self, raw: str) -> int:

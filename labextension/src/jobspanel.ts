@@ -357,7 +357,7 @@ export class JobsPanel extends SidePanel<JobsModel> {
   private _emptyText(): string {
     const model = this.model;
     if (model.state === 'unavailable') {
-      return 'Batch jobs are not available on this server (c.CostGuard.offload_enabled).';
+      return 'Batch jobs are not available on this server (c.Offload.enabled).';
     }
     if (model.state === 'offline' && !model.jobs.length) {
       return 'The server cannot be reached.';

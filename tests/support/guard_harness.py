@@ -26,7 +26,7 @@ from jupyter_costguard.cost.pricing import Pricing, resolve_pricing
 from jupyter_costguard.cost.published import Published
 from jupyter_costguard.cost.spend import IntervalCost, split_interval
 from jupyter_costguard.cost.viewrecords import Views
-from jupyter_costguard.guard import Act, Guard, GuardConfig, Rule
+from jupyter_costguard.guard import Act, GuardConfig, GuardEngine, Rule
 from jupyter_costguard.sampling.records import (
     GpuProcess,
     GpuReading,
@@ -115,7 +115,7 @@ class GuardHarness:
         self.jobs = 0
         self.acts: list[Act] = []
         self.rules = list(rules(self.config))
-        self.guard = Guard(self.config, self.rules, self.alerts, cast(Any, self.ledger),
+        self.guard = GuardEngine(self.config, self.rules, self.alerts, cast(Any, self.ledger),
                            cast(Any, self.catalog), dispatch=self.acts.append,
                            running_jobs=lambda: self.jobs)
 

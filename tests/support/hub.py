@@ -24,6 +24,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.costguard_config import server_sections
 from tests.support.server_proc import free_port
 from tests.support.traces import write_trace
 from tests.support.units import GiB
@@ -164,11 +165,11 @@ class Hub:
                 groups.setdefault(g, {"users": []})["users"].append(u.name)
             conf = self.dir / "conf" / u.name
             conf.mkdir(parents=True, exist_ok=True)
-            (conf / "jupyter_server_config.json").write_text(json.dumps({"CostGuard": {
+            (conf / "jupyter_server_config.json").write_text(json.dumps(server_sections({
                 "db_path": str(self.dir / "ledgers" / f"{u.name}.sqlite"),
                 "sample_interval": 0.5, "hourly_rate": u.hourly_rate, "gpu_share": 0.9,
                 "replay_trace": str(u.trace), "replay_mode": "always",
-                "offload_warm_kernels": 0, "catalog_refresh_hours": 0}}))
+                "LocalBackend.warm_kernels": 0, "catalog_refresh_hours": 0})))
             if u.server_config:
                 (conf / "jupyter_server_config.py").write_text(u.server_config)
         (self.dir / "ledgers").mkdir(exist_ok=True)

@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tests.support.costguard_config import server_sections
+
 
 def free_port() -> int:
     with socket.socket() as s:
@@ -62,7 +64,7 @@ class ServerProcess:
             "IdentityProvider": {"token": self.token},
             # no background catalog refresh unless the test asks for one (a child process
             # a minute after start, on every server that lives that long)
-            "CostGuard": {"catalog_refresh_hours": 0, **self.costguard},
+            **server_sections({"catalog_refresh_hours": 0, **self.costguard}),
         }
         cfg = self.workdir / "jupyter_server_config.json"
         cfg.write_text(json.dumps(config))

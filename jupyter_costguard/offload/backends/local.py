@@ -14,6 +14,10 @@ import threading
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
+from typing import ClassVar
+
+from traitlets import Int
+from traitlets.config import Configurable
 
 from jupyter_costguard.offload import jobdir
 from jupyter_costguard.offload.backends.base import Backend
@@ -24,7 +28,24 @@ from jupyter_costguard.offload.spec import Job, Resources
 CANCEL_GRACE_SECONDS = 5.0
 
 
-class LocalBackend(Backend):
+class LocalBackend(Configurable):
+    """The local backend's options (`c.LocalBackend.<name>`)."""
+
+    #: the old names (`c.CostGuard.<old>`), which still work for a release
+    moved_from_costguard: ClassVar[dict[str, str]] = {
+        "offload_warm_kernels": "warm_kernels", "offload_max_local_jobs": "max_jobs"}
+
+    warm_kernels = Int(
+        1, config=True,
+        help="Kernels (of the default kernelspec) kept started for the local backend, so a "
+        "job starts without waiting for one. 0: start a kernel per job.")
+    max_jobs = Int(
+        None, allow_none=True, config=True,
+        help="Local jobs that may run at once; more wait, queued, first come first served. "
+        "None: one per GPU the server sees (at least one).")
+
+
+class LocalExecutor(Backend):
     """Runs the runner as a detached process on this machine.
 
     With `warm_kernels` > 0 it keeps that many runners with a started `warm_kernel_name`

@@ -45,9 +45,10 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
-from traitlets import Bool, HasTraits, Int, List, TraitError, Unicode, validate
+from traitlets import Bool, Int, List, TraitError, Unicode, validate
+from traitlets.config import Configurable
 
 from jupyter_costguard.offload import jobdir
 from jupyter_costguard.offload.backends.base import Backend
@@ -166,7 +167,7 @@ def time_minutes(seconds: float) -> int:
     return max(1, math.ceil(seconds / 60))
 
 
-class SlurmBackend(Backend):
+class SlurmExecutor(Backend):
     """Runs jobs as Slurm batch jobs; the job's directory must be on a filesystem the
     compute nodes share (see the module docstring)."""
 
@@ -492,46 +493,57 @@ def _drop_server_gpus(job_dir: Path) -> None:
     jobdir.write_json(path, doc)
 
 
-class SlurmTraits(HasTraits):
-    """The Slurm backend's options, mixed into the server extension (`c.CostGuard.slurm_*`)."""
+class SlurmBackend(Configurable):
+    """The Slurm backend's options (`c.SlurmBackend.<name>`); `backend()` is what the job
+    service gets."""
 
-    slurm_enabled = Bool(
+    #: the old names (`c.CostGuard.<old>`), which still work for a release
+    moved_from_costguard: ClassVar[dict[str, str]] = {
+        "slurm_enabled": "enabled",
+        "slurm_partition": "partition",
+        "slurm_account": "account",
+        "slurm_extra_args": "extra_args",
+        "slurm_signal_seconds": "signal_seconds",
+        "slurm_python": "python",
+    }
+
+    enabled = Bool(
         None, allow_none=True, config=True,
         help="Offer the Slurm backend (jobs with backend 'slurm'). None: when sbatch is on "
         "PATH. The job directories must be on a filesystem the compute nodes share.")
-    slurm_partition = Unicode(None, allow_none=True, config=True,
+    partition = Unicode(None, allow_none=True, config=True,
                               help="Slurm partition for jobs (None: the cluster's default).")
-    slurm_account = Unicode(None, allow_none=True, config=True,
+    account = Unicode(None, allow_none=True, config=True,
                             help="Slurm account jobs are charged to (None: the user's default).")
-    slurm_extra_args = List(
+    extra_args = List(
         Unicode(), config=True,
         help="More sbatch arguments, e.g. ['--qos=normal', '--constraint=a100'].")
-    slurm_signal_seconds = Int(
+    signal_seconds = Int(
         DEFAULT_SIGNAL_SECONDS, config=True,
         help="Seconds before Slurm's time limit that a job gets SIGUSR1 (a final checkpoint); "
         "0: none.")
-    slurm_python = Unicode(
+    python = Unicode(
         sys.executable, config=True,
         help="Python on the compute nodes that has jupyter_costguard installed (default: the "
         "server's, which a shared filesystem makes the same).")
 
-    @validate("slurm_partition", "slurm_account", "slurm_python", "slurm_extra_args")
+    @validate("partition", "account", "python", "extra_args")
     def _no_line_breaks(self, proposal: Any) -> Any:
         """Each of these goes into the batch script: a line break there could end a line
         early and make the rest a shell command, so the server refuses it at startup."""
         name, value = proposal["trait"].name, proposal["value"]
         for item in ([] if value is None else [value] if isinstance(value, str) else value):
             try:
-                refuse_line_breaks(f"c.CostGuard.{name}", item)
+                refuse_line_breaks(f"c.SlurmBackend.{name}", item)
             except SlurmError as e:
                 raise TraitError(str(e)) from None
         return value
 
-    def slurm_backend(self) -> SlurmBackend | None:
-        """The backend when it is offered: `slurm_enabled`, or `sbatch` on PATH."""
-        if not (self.slurm_enabled or (self.slurm_enabled is None and shutil.which("sbatch"))):
+    def backend(self) -> SlurmExecutor | None:
+        """The backend when it is offered: `enabled`, or `sbatch` on PATH."""
+        if not (self.enabled or (self.enabled is None and shutil.which("sbatch"))):
             return None
-        return SlurmBackend(partition=self.slurm_partition, account=self.slurm_account,
-                            extra_args=self.slurm_extra_args,
-                            signal_seconds=self.slurm_signal_seconds, python=self.slurm_python)
+        return SlurmExecutor(partition=self.partition, account=self.account,
+                            extra_args=self.extra_args,
+                            signal_seconds=self.signal_seconds, python=self.python)
 

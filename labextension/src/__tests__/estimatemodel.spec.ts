@@ -62,7 +62,7 @@ describe('estimateText', () => {
 
   it('says plainly that a backend is not priced, never 0', () => {
     const detail =
-      "not priced: c.CostGuard.cluster_rates has no entry for 'slurm', so the job's spend will not be priced either";
+      "not priced: c.Offload.cluster_rates has no entry for 'slurm', so the job's spend will not be priced either";
     const text = estimateText(
       estimate({ backend: 'slurm', priced: false, hourly_price: null, max_cost: null, source: 'none', detail })
     );

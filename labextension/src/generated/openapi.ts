@@ -1488,7 +1488,7 @@ export interface components {
             bytes: number;
             saved: string[];
             skipped: components["schemas"]["Skipped"][];
-            /** @description Where it is stored: `local` (the server's snapshot folder), or its URL in the snapshot store (`c.CostGuard.snapshot_store_url`), never with credentials. */
+            /** @description Where it is stored: `local` (the server's snapshot folder), or its URL in the snapshot store (`c.Hibernate.snapshot_store_url`), never with credentials. */
             store: string;
             kernel_name: string;
             /** @description GPUs the kernel held when it was hibernated. */
@@ -1614,7 +1614,7 @@ export interface components {
              * @enum {unknown}
              */
             source: "catalog" | "hourly_rate" | "cluster_rates" | "skypilot_optimizer" | "none" | "config" | "environment" | "metadata" | "detected";
-            /** @description the source in words ("catalog: aws p4d.24xlarge on-demand, as of 2025-06-05", "site rate for slurm (c.CostGuard.cluster_rates): ...", "SkyPilot optimizer: AWS us-east-1, p4d.24xlarge (A100:8), spot"), or why there is no price */
+            /** @description the source in words ("catalog: aws p4d.24xlarge on-demand, as of 2025-06-05", "site rate for slurm (c.Offload.cluster_rates): ...", "SkyPilot optimizer: AWS us-east-1, p4d.24xlarge (A100:8), spot"), or why there is no price */
             detail: string;
             /**
              * Format: date

@@ -55,7 +55,7 @@ LOG_LIMIT_BYTES = 8 << 20
 WARN_EVERY_SECONDS = 60.0
 
 
-class KubernetesBackend(Backend):
+class KubernetesExecutor(Backend):
     """A `Backend` whose jobs run as Kubernetes Jobs. `configuration` (a
     ``kubernetes.client.Configuration``) is used as given; without it the client is
     configured in-cluster when the server runs in a pod (``KUBERNETES_SERVICE_HOST``), else
@@ -171,7 +171,8 @@ class KubernetesBackend(Backend):
             dropped = unknown_fields(doc, kind)
             if dropped:
                 raise ManifestError(f"the {kind[2:]} has field(s) Kubernetes does not know: "
-                                    f"{', '.join(dropped)} (check the k8s_* settings)")
+                                    f"{', '.join(dropped)} (check the c.KubernetesBackend "
+                                    "settings)")
         ns = self.settings.namespace
         self._call("CoreV1Api", "create_namespaced_config_map", ns, cm,
                    field_validation="Strict")

@@ -49,7 +49,7 @@ class ManifestError(ValueError):
 
 @dataclass(frozen=True)
 class KubernetesSettings:
-    """What the admin configures (``c.CostGuard.k8s_*``); the job brings its resources."""
+    """What the admin configures (``c.KubernetesBackend``); the job brings its resources."""
 
     namespace: str = "default"
     #: the container image: it must have Python, ipykernel and jupyter_costguard installed
@@ -156,7 +156,7 @@ def configmap(job: Job, settings: KubernetesSettings, name: str, pod_doc: Mappin
         raise ManifestError(
             f"the job's input is {size / 2**20:.1f} MiB; a ConfigMap carries at most "
             f"{settings.max_configmap_bytes / 2**20:.1f} MiB. Send less (or recompute it in the "
-            "job), or set c.CostGuard.k8s_storage_url to object storage the server and the "
+            "job), or set c.KubernetesBackend.storage_url to object storage the server and the "
             "pods both reach")
     doc: dict[str, Any] = {
         "apiVersion": "v1", "kind": "ConfigMap",
@@ -211,7 +211,7 @@ def job_manifest(job: Job, settings: KubernetesSettings, name: str,
     if not settings.image:
         raise ManifestError(
             "the Kubernetes backend needs a container image for its jobs (the notebook's "
-            "environment does not exist in a pod): set c.CostGuard.k8s_image to an image with "
+            "environment does not exist in a pod): set c.KubernetesBackend.image to an image with "
             "Python, ipykernel and jupyter_costguard installed")
     meta_labels = labels(job, settings)
     env = [{"name": str(k), "value": str(v)} for k, v in settings.env.items()]

@@ -1,5 +1,6 @@
-"""Object storage both the server and a job's pods reach (``k8s_storage_url``, any fsspec URL):
-inputs too big for a ConfigMap go up from the server, outputs come back from the pod."""
+"""Object storage both the server and a job's pods reach (``c.KubernetesBackend.storage_url``,
+any fsspec URL): inputs too big for a ConfigMap go up from the server, outputs come back
+from the pod."""
 
 from __future__ import annotations
 

@@ -61,7 +61,7 @@ def _sky() -> Any:
     return sky
 
 
-class SkyPilotBackend(Backend):
+class SkyPilotExecutor(Backend):
     """A `Backend` whose jobs are SkyPilot managed jobs (see the module docstring)."""
 
     #: SkyPilot takes tens of seconds to stop a task and tear its machine down (~40 s on

@@ -139,7 +139,7 @@ def make_estimate(backend: str, choice: Choice, hourly: float | None, resources:
                         refusal=refusal)
     return Estimate(backend, None, context.currency, resources.time_limit_seconds, SOURCE_NONE,
                     f"SkyPilot optimizer chose {_where(choice)}, which SkyPilot {said}, and "
-                    f"c.CostGuard.cluster_rates has no entry for {backend!r}: not priced",
+                    f"c.Offload.cluster_rates has no entry for {backend!r}: not priced",
                     choice=choice, price_cap=cap, refusal=refusal)
 
 

@@ -40,7 +40,7 @@ ACTIVE = frozenset({"PENDING", "SUBMITTED", "STARTING", "RUNNING", "WINDING_DOWN
 #: the end statuses the runner cannot report itself, and what they mean for the user
 ENDED_REASONS = {
     "FAILED": "the job's task failed on its machine",
-    "FAILED_SETUP": "the task's setup failed on its machine (skypilot_setup)",
+    "FAILED_SETUP": "the task's setup failed on its machine (c.SkyPilotBackend.setup)",
     "FAILED_PRECHECKS": "SkyPilot could not launch the job: no cloud, region or instance "
                         "fits what it asks for (or a precheck failed)",
     "FAILED_NO_RESOURCE": "SkyPilot found no capacity for the job in the allowed clouds and "
@@ -60,7 +60,7 @@ class TaskError(ValueError):
 
 @dataclass(frozen=True)
 class SkyPilotSettings:
-    """What the admin configures (``c.CostGuard.skypilot_*``); the job brings its sizes."""
+    """What the admin configures (``c.SkyPilotBackend``); the job brings its sizes."""
 
     #: accelerator type for a job that asks for GPUs (``A100``, ``H100``, ``L4``, ...): SkyPilot
     #: picks the cheapest cloud and region that has it
@@ -114,7 +114,7 @@ def accelerators(job: Job, settings: SkyPilotSettings) -> str | None:
     if not gpus:
         return None
     if not settings.accelerator:
-        raise TaskError("the job asks for GPUs but c.CostGuard.skypilot_accelerator is empty")
+        raise TaskError("the job asks for GPUs but c.SkyPilotBackend.accelerator is empty")
     return f"{settings.accelerator}:{gpus}"
 
 
@@ -232,7 +232,7 @@ def ended_as(info: ManagedJob, cancel_asked: bool, storage: bool) -> tuple[str, 
         return "succeeded", None
     if info.status == "SUCCEEDED":
         return "failed", ("SkyPilot says the job succeeded, but its runner's final status "
-                          "never arrived (is c.CostGuard.skypilot_storage_url reachable from "
+                          "never arrived (is c.SkyPilotBackend.storage_url reachable from "
                           "the remote machine?)")
     if info.status == "CANCELLED":
         return "cancelled", "cancelled by the user" if cancel_asked else ENDED_REASONS[
@@ -253,4 +253,4 @@ def price_refusal(hourly: float | None, cap: float | None, choice: str) -> str |
     if cap is None or hourly is None or hourly <= cap:
         return None
     return (f"the cheapest place SkyPilot found ({choice}) costs {hourly:.4g} per hour, above "
-            f"the cap of {cap:.4g} (c.CostGuard.skypilot_max_price_per_hour)")
+            f"the cap of {cap:.4g} (c.SkyPilotBackend.max_price_per_hour)")
