@@ -35,6 +35,7 @@ from jupyter_costguard.common.hubprotocol import (
     report_doc,
 )
 from jupyter_costguard.common.owner import Owner
+from jupyter_costguard.common.tasks import cancel_and_wait
 from jupyter_costguard.cost.published import Published
 
 log = logging.getLogger("jupyter_costguard")
@@ -212,11 +213,7 @@ class HubReporter:
     async def stop(self) -> None:
         """A last report (what was spent since the previous one), then stop."""
         if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except (asyncio.CancelledError, Exception):
-                pass
+            await cancel_and_wait(self._task)
             self._task = None
             try:
                 await asyncio.wait_for(self.report_once(), min(3.0, self.timeout))

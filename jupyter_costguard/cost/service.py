@@ -23,6 +23,7 @@ from jupyter_costguard.cloud.watcher import MetadataWatcher
 from jupyter_costguard.common.gpuactivity import GPU_BUSY_PERCENT, IDLE
 from jupyter_costguard.common.owner import owner_from_environ
 from jupyter_costguard.common.stopping import ShuttingDown, on_worker
+from jupyter_costguard.common.tasks import cancel_and_wait
 from jupyter_costguard.cost import timeline
 from jupyter_costguard.cost.activity import WorkClock, server_idleness
 from jupyter_costguard.cost.catalog import Catalog
@@ -349,11 +350,7 @@ class CostService:
         self._closed = True
         self._stopping = True
         if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except (asyncio.CancelledError, Exception):
-                pass
+            await cancel_and_wait(self._task)
             self._task = None
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(self._executor, self._close)

@@ -38,6 +38,7 @@ from traitlets import Integer, Unicode, default
 from traitlets.config import Application
 
 from jupyter_costguard.common.hubprotocol import REPORT_PATH
+from jupyter_costguard.common.tasks import cancel_and_wait
 from jupyter_costguard.hub import handlers
 from jupyter_costguard.hub.budgethold import BudgetHold
 from jupyter_costguard.hub.cull import Culler, policies_from
@@ -270,12 +271,7 @@ class CostGuardHub(HubSettings, Application):
         thread during its exit)."""
         self.log.info("costguard-hub: stopping")
         server.stop()
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except (asyncio.CancelledError, Exception):
-                pass
+        await cancel_and_wait(self._task)
         try:
             await asyncio.wait_for(self.intake.drain(), STOP_SECONDS)
         except (asyncio.TimeoutError, Exception):
